@@ -1,0 +1,1 @@
+//! Kernel benchmarks for `kinema bench`.

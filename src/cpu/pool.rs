@@ -1,0 +1,296 @@
+//! An explicit, persistent thread pool (no global state): `threads - 1` workers plus the
+//! calling thread split each parallel region into a fixed list of tasks. Work is divided by
+//! output rows or tiles only, never inside a reduction, so results do not depend on the
+//! thread count.
+
+use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+type TaskFn = dyn Fn(usize) + Sync;
+
+#[derive(Clone, Copy)]
+struct Job {
+    f: *const TaskFn,
+    tasks: usize,
+    next: *const AtomicUsize,
+}
+
+// SAFETY: a Job's pointers refer to data owned by the `run` call that published it, and
+// `run` does not return until every worker has finished with the job (active == 0).
+unsafe impl Send for Job {}
+
+struct Slot {
+    generation: u64,
+    job: Option<Job>,
+    active: usize,
+    panic: Option<Box<dyn std::any::Any + Send>>,
+    shutdown: bool,
+}
+
+struct Inner {
+    slot: Mutex<Slot>,
+    start: Condvar,
+    done: Condvar,
+}
+
+pub struct ThreadPool {
+    inner: Arc<Inner>,
+    workers: Vec<JoinHandle<()>>,
+    region: Mutex<()>,
+}
+
+thread_local! {
+    static IN_REGION: Cell<bool> = const { Cell::new(false) };
+}
+
+impl ThreadPool {
+    /// A pool that runs parallel regions on `threads` threads (the caller included).
+    pub fn new(threads: usize) -> ThreadPool {
+        let threads = threads.max(1);
+        let inner = Arc::new(Inner {
+            slot: Mutex::new(Slot {
+                generation: 0,
+                job: None,
+                active: 0,
+                panic: None,
+                shutdown: false,
+            }),
+            start: Condvar::new(),
+            done: Condvar::new(),
+        });
+        let workers = (1..threads)
+            .map(|i| {
+                let inner = inner.clone();
+                std::thread::Builder::new()
+                    .name(format!("kinema-cpu-{i}"))
+                    .spawn(move || worker(&inner))
+                    .expect("spawning a kinema worker thread")
+            })
+            .collect();
+        ThreadPool {
+            inner,
+            workers,
+            region: Mutex::new(()),
+        }
+    }
+
+    /// Threads from `KINEMA_THREADS`, else `available_parallelism`.
+    pub fn default_threads() -> usize {
+        std::env::var("KINEMA_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            })
+    }
+
+    pub fn threads(&self) -> usize {
+        self.workers.len() + 1
+    }
+
+    /// Call `f(i)` for every `i < tasks`, spread over the pool; returns when all are done.
+    /// A region started from inside a region runs serially on the calling thread.
+    pub fn run(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+        if tasks == 0 {
+            return;
+        }
+        if self.workers.is_empty() || tasks == 1 || IN_REGION.with(|r| r.get()) {
+            for i in 0..tasks {
+                f(i);
+            }
+            return;
+        }
+        let _region = self.region.lock().unwrap_or_else(|e| e.into_inner());
+        let next = AtomicUsize::new(0);
+        // SAFETY: erase the borrow's lifetime; the job is withdrawn and every worker has
+        // finished with it before this function returns (see the wait below).
+        let f_static: *const TaskFn =
+            unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static TaskFn>(f) };
+        let job = Job {
+            f: f_static,
+            tasks,
+            next: &next,
+        };
+        {
+            let mut s = self.inner.slot.lock().unwrap_or_else(|e| e.into_inner());
+            s.job = Some(job);
+            s.generation += 1;
+            s.active = self.workers.len();
+            self.inner.start.notify_all();
+        }
+        IN_REGION.with(|r| r.set(true));
+        let mine = catch_unwind(AssertUnwindSafe(|| run_tasks(job)));
+        IN_REGION.with(|r| r.set(false));
+        let mut s = self.inner.slot.lock().unwrap_or_else(|e| e.into_inner());
+        while s.active > 0 {
+            s = self.inner.done.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.job = None;
+        let theirs = s.panic.take();
+        drop(s);
+        if let Err(p) = mine {
+            resume_unwind(p);
+        }
+        if let Some(p) = theirs {
+            resume_unwind(p);
+        }
+    }
+
+    /// Split `out` into chunks of `chunk` elements (the last may be shorter) and call
+    /// `f(chunk_index, chunk)` for each, in parallel.
+    pub fn par_chunks_mut<T: Send>(
+        &self,
+        out: &mut [T],
+        chunk: usize,
+        f: impl Fn(usize, &mut [T]) + Sync,
+    ) {
+        let chunk = chunk.max(1);
+        let len = out.len();
+        let tasks = len.div_ceil(chunk);
+        let base = SendPtr(out.as_mut_ptr());
+        self.run(tasks, &|i| {
+            let start = i * chunk;
+            let n = chunk.min(len - start);
+            // SAFETY: chunk i covers [i*chunk, i*chunk+n), disjoint from every other
+            // chunk and inside `out`, which is exclusively borrowed for this call.
+            let part = unsafe { std::slice::from_raw_parts_mut(base.get().add(start), n) };
+            f(i, part);
+        });
+    }
+}
+
+/// A raw pointer that may cross threads; users guarantee disjoint access.
+pub struct SendPtr<T>(pub *mut T);
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SendPtr<T> {}
+// SAFETY: only used to hand disjoint sub-slices to pool tasks (see par_chunks_mut).
+unsafe impl<T: Send> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for SendPtr<T> {}
+impl<T> SendPtr<T> {
+    pub fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+fn run_tasks(job: Job) {
+    // SAFETY: the publisher keeps `f` and `next` alive until all workers are done.
+    let (f, next) = unsafe { (&*job.f, &*job.next) };
+    loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= job.tasks {
+            break;
+        }
+        f(i);
+    }
+}
+
+fn worker(inner: &Inner) {
+    let mut seen = 0u64;
+    loop {
+        let job = {
+            let mut s = inner.slot.lock().unwrap_or_else(|e| e.into_inner());
+            while s.generation == seen && !s.shutdown {
+                s = inner.start.wait(s).unwrap_or_else(|e| e.into_inner());
+            }
+            if s.shutdown {
+                return;
+            }
+            seen = s.generation;
+            s.job
+        };
+        IN_REGION.with(|r| r.set(true));
+        let result = match job {
+            Some(job) => catch_unwind(AssertUnwindSafe(|| run_tasks(job))),
+            None => Ok(()),
+        };
+        IN_REGION.with(|r| r.set(false));
+        let mut s = inner.slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(p) = result {
+            s.panic.get_or_insert(p);
+        }
+        s.active -= 1;
+        if s.active == 0 {
+            inner.done.notify_all();
+        }
+    }
+}
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        {
+            let mut s = self.inner.slot.lock().unwrap_or_else(|e| e.into_inner());
+            s.shutdown = true;
+            self.inner.start.notify_all();
+        }
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn every_task_runs_once() {
+        for threads in [1, 2, 3] {
+            let pool = ThreadPool::new(threads);
+            for tasks in [0, 1, 2, 7, 100] {
+                let hits: Vec<AtomicU64> = (0..tasks).map(|_| AtomicU64::new(0)).collect();
+                pool.run(tasks, &|i| {
+                    hits[i].fetch_add(1, Ordering::Relaxed);
+                });
+                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_cover_the_slice_and_nested_regions_run() {
+        let pool = ThreadPool::new(2);
+        let mut v = vec![0usize; 103];
+        pool.par_chunks_mut(&mut v, 10, |i, c| {
+            let inner_sum = AtomicU64::new(0);
+            pool.run(3, &|j| {
+                inner_sum.fetch_add(j as u64, Ordering::Relaxed);
+            });
+            for x in c.iter_mut() {
+                *x = i + inner_sum.load(Ordering::Relaxed) as usize;
+            }
+        });
+        for (k, x) in v.iter().enumerate() {
+            assert_eq!(*x, k / 10 + 3);
+        }
+    }
+
+    #[test]
+    fn a_panicking_task_reaches_the_caller_and_the_pool_survives() {
+        let pool = ThreadPool::new(2);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            pool.run(8, &|i| {
+                if i == 5 {
+                    panic!("task 5");
+                }
+            })
+        }));
+        assert!(r.is_err());
+        let n = AtomicU64::new(0);
+        pool.run(4, &|_| {
+            n.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(n.load(Ordering::Relaxed), 4);
+    }
+}

@@ -1,0 +1,25 @@
+//! kinema: an inference engine for LLM2Vec, Kimodo and MotionBricks on hand-written kernels.
+//!
+//! Layers, bottom to top (see `../shared/docs/DESIGN.md` in the project checkout):
+//! - [`tensor`]: dtypes (f32, f16, bf16, i32, u32, q8_0), shape/stride layouts, host tensors
+//!   that borrow memory-mapped files;
+//! - [`cpu`]: CPU kernels, each with a scalar reference and AVX2+FMA / AVX-512 / NEON paths
+//!   picked at run time;
+//! - [`vulkan`]: the Vulkan device layer (loader opened at run time);
+//! - [`backend`]: the one dispatch trait every backend implements;
+//! - [`graph`]: typed op nodes, shape checks, buffer planning, record-once/run-many execution;
+//! - [`formats`]: GGUF, safetensors and npy/npz readers and writers for untrusted input.
+
+pub mod backend;
+pub mod bench;
+pub mod cpu;
+pub mod error;
+pub mod formats;
+pub mod graph;
+pub mod ops;
+pub mod tensor;
+pub mod vulkan;
+
+pub use backend::{Backend, BufRef, Precision};
+pub use error::{Error, Result};
+pub use tensor::{DType, HostTensor, Layout};
