@@ -1,0 +1,203 @@
+//! Compiling a planned graph onto a backend: buffers allocated once, weights bound once, the
+//! live nodes recorded once; every run writes inputs and re-submits the same recording.
+
+use std::collections::HashMap;
+
+use super::build::{Graph, Op, TensorId, TensorKind};
+use super::plan::{Plan, plan, root};
+use crate::backend::{Backend, BufRef};
+use crate::error::{Error, Result};
+use crate::tensor::DType;
+
+/// A graph compiled for one backend.
+pub struct Executable<'b, B: Backend> {
+    backend: &'b B,
+    graph: Graph,
+    plan: Plan,
+    refs: Vec<Option<BufRef<B::Buffer>>>,
+    rec: B::Recording,
+}
+
+impl Graph {
+    /// Plan, allocate, bind weights and record the graph on `backend`.
+    pub fn compile<B: Backend>(self, backend: &B) -> Result<Executable<'_, B>> {
+        if self.outputs.is_empty() {
+            return Err(Error::InvalidArgument(
+                "the graph has no outputs: mark at least one with Graph::output".into(),
+            ));
+        }
+        let plan = plan(&self);
+        let slots: Vec<B::Buffer> = plan
+            .slot_bytes
+            .iter()
+            .map(|&b| backend.alloc(DType::U32, b.div_ceil(4)))
+            .collect::<Result<_>>()?;
+        let mut own: HashMap<usize, B::Buffer> = HashMap::new();
+        let mut used = vec![false; self.tensors.len()];
+        for &i in &plan.live_nodes {
+            for &t in &self.nodes[i].inputs {
+                used[root(&self, t).0] = true;
+            }
+        }
+        for o in &self.outputs {
+            used[root(&self, *o).0] = true;
+        }
+        for (t, info) in self.tensors.iter().enumerate() {
+            if !used[t] {
+                continue;
+            }
+            match &info.kind {
+                TensorKind::Input => {
+                    own.insert(t, backend.alloc(info.dtype, info.numel())?);
+                }
+                TensorKind::Weight(h) => {
+                    own.insert(t, backend.bind_host(h)?);
+                }
+                TensorKind::Value | TensorKind::Alias(_) => {}
+            }
+        }
+        let refs: Vec<Option<BufRef<B::Buffer>>> = (0..self.tensors.len())
+            .map(|t| {
+                let info = &self.tensors[t];
+                let r = root(&self, TensorId(t)).0;
+                let buf = match plan.slot_of[t] {
+                    Some(s) => Some(slots[s].clone()),
+                    None => own.get(&r).cloned(),
+                };
+                buf.map(|b| BufRef::new(b, info.dtype, info.numel()))
+            })
+            .collect();
+        let mut rec = backend.begin()?;
+        for &i in &plan.live_nodes {
+            record(backend, &mut rec, &self, &refs, i).map_err(|e| match e {
+                Error::Graph { .. } => e,
+                other => Error::Graph {
+                    node: i,
+                    op: self.nodes[i].op.name(),
+                    msg: other.to_string(),
+                },
+            })?;
+        }
+        Ok(Executable {
+            backend,
+            graph: self,
+            plan,
+            refs,
+            rec,
+        })
+    }
+}
+
+fn record<B: Backend>(
+    b: &B,
+    rec: &mut B::Recording,
+    g: &Graph,
+    refs: &[Option<BufRef<B::Buffer>>],
+    i: usize,
+) -> Result<()> {
+    let n = &g.nodes[i];
+    let get = |t: TensorId| -> Result<&BufRef<B::Buffer>> {
+        refs[t.0].as_ref().ok_or_else(|| Error::Graph {
+            node: i,
+            op: n.op.name(),
+            msg: format!("tensor {} has no buffer", g.tensors[t.0].name),
+        })
+    };
+    let ins: Vec<&BufRef<B::Buffer>> = n.inputs.iter().map(|&t| get(t)).collect::<Result<_>>()?;
+    let out = get(n.output)?;
+    let opt = |flag: bool, k: usize| if flag { Some(ins[k]) } else { None };
+    match &n.op {
+        Op::Linear { p, bias } => b.linear(rec, p, ins[0], ins[1], opt(*bias, 2), out),
+        Op::BatchedMatmul(p) => b.batched_matmul(rec, p, ins[0], ins[1], out),
+        Op::LayerNorm { p, gamma, beta } => {
+            let g_ = opt(*gamma, 1);
+            let b_ = opt(*beta, 1 + usize::from(*gamma));
+            b.layer_norm(rec, p, ins[0], g_, b_, out)
+        }
+        Op::RmsNorm { p, gamma } => b.rms_norm(rec, p, ins[0], opt(*gamma, 1), out),
+        Op::Softmax(p) => b.softmax(rec, p, ins[0], out),
+        Op::Attention(p) => b.attention(rec, p, ins[0], ins[1], ins[2], ins.get(3).copied(), out),
+        Op::Activation(a) => b.activation(rec, *a, ins[0], out),
+        Op::Swiglu => b.swiglu(rec, ins[0], ins[1], out),
+        Op::Rope(p) => b.rope(rec, p, ins[0], ins[1], ins[2], out),
+        Op::Conv1d { p, bias } => b.conv1d(rec, p, ins[0], ins[1], opt(*bias, 2), out),
+        Op::Upsample(p) => b.upsample_nearest2x(rec, p, ins[0], out),
+        Op::Binary(p) => b.binary(rec, p, ins[0], ins[1], out),
+        Op::Scale(s) => b.scale(rec, *s, ins[0], out),
+        Op::Axpby { a, b: bb } => b.axpby(rec, *a, ins[0], *bb, ins[1], out),
+        Op::Embedding(p) => b.embedding(rec, p, ins[0], ins[1], out),
+        Op::Copy(p) => b.copy(rec, p, ins[0], out),
+        Op::MeanPool(p) => b.mean_pool(rec, p, ins[0], ins[1], out),
+        Op::Argmax(p) => b.argmax(rec, p, ins[0], out),
+        Op::Gumbel { p, uniforms } => b.gumbel(rec, p, ins[0], opt(*uniforms, 1), out),
+        Op::PosEnc(p) => b.posenc(rec, p, out),
+        Op::Ddim(p) => b.ddim(rec, p, ins[0], ins[1], ins[2], out),
+        Op::Cfg(p) => b.cfg(rec, p, ins[0], out),
+    }
+}
+
+impl<B: Backend> Executable<'_, B> {
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+    pub fn backend(&self) -> &B {
+        self.backend
+    }
+
+    fn buf(&self, t: TensorId) -> Result<&BufRef<B::Buffer>> {
+        self.refs.get(t.0).and_then(|r| r.as_ref()).ok_or_else(|| {
+            Error::InvalidArgument(format!("tensor {} is not used by the compiled graph", t.0))
+        })
+    }
+
+    /// Write an input's bytes (little-endian, exactly its size).
+    pub fn write(&self, t: TensorId, bytes: &[u8]) -> Result<()> {
+        let info = &self.graph.tensors[t.0];
+        if !matches!(info.kind, TensorKind::Input) {
+            return Err(Error::InvalidArgument(format!(
+                "tensor {} is not a graph input",
+                info.name
+            )));
+        }
+        self.backend.write(self.buf(t)?, bytes)
+    }
+
+    pub fn write_f32(&self, t: TensorId, v: &[f32]) -> Result<()> {
+        self.write(t, bytemuck::cast_slice(v))
+    }
+    pub fn write_u32(&self, t: TensorId, v: &[u32]) -> Result<()> {
+        self.write(t, bytemuck::cast_slice(v))
+    }
+    pub fn write_i32(&self, t: TensorId, v: &[i32]) -> Result<()> {
+        self.write(t, bytemuck::cast_slice(v))
+    }
+
+    /// Run the recorded graph once (asynchronously where the backend allows).
+    pub fn run(&self) -> Result<()> {
+        self.backend.submit(&self.rec)
+    }
+
+    /// Read a marked output (waits for submitted work).
+    pub fn read_bytes(&self, t: TensorId) -> Result<Vec<u8>> {
+        if !self.graph.outputs.contains(&t) {
+            return Err(Error::InvalidArgument(format!(
+                "tensor {} is not a marked output (its buffer may be reused)",
+                self.graph.tensors[t.0].name
+            )));
+        }
+        let r = self.buf(t)?;
+        let mut out = vec![0u8; r.dtype.bytes_for(r.len).unwrap_or(0)];
+        self.backend.read(r, &mut out)?;
+        Ok(out)
+    }
+
+    pub fn read_f32(&self, t: TensorId) -> Result<Vec<f32>> {
+        Ok(bytemuck::pod_collect_to_vec(&self.read_bytes(t)?))
+    }
+    pub fn read_u32(&self, t: TensorId) -> Result<Vec<u32>> {
+        Ok(bytemuck::pod_collect_to_vec(&self.read_bytes(t)?))
+    }
+}

@@ -1,0 +1,616 @@
+//! One test body per op, generic over the dispatch trait, run on every CPU ISA this machine has
+//! (and, with the Vulkan backend, on every Vulkan device). Each compares the backend with the
+//! scalar reference of `kinema::cpu`. Kernel-level property tests with random shapes live next
+//! to each kernel; these check the backend contract end to end: operand checks, offsets,
+//! record-then-submit and re-submission.
+
+mod common;
+
+use common::*;
+use half::{bf16, f16};
+use kinema::backend::{Backend, Precision};
+use kinema::cpu::{self, CpuBackend, Isa, Weights};
+use kinema::ops::*;
+use kinema::tensor::{DType, Q8_0_BLOCK_BYTES, q8_0_quantize_block};
+
+/// Relative L2 bound for f32 ops whose fast paths reassociate sums or use vector
+/// approximations of exp/erf/tanh (a few ulp per element; sums over <= 4096 terms).
+const REL_F32: f32 = 2e-6;
+
+fn run<B: Backend>(b: &B, f: impl FnOnce(&mut B::Recording) -> kinema::Result<()>) {
+    let mut rec = b.begin().expect("begin");
+    f(&mut rec).expect("record");
+    b.submit(&rec).expect("submit");
+    b.sync().expect("sync");
+}
+
+mod bodies {
+    use super::*;
+
+    pub fn linear<B: Backend>(b: &B) {
+        let mut r = Rng(1);
+        for &(m, n, k) in &[(1, 1, 32), (7, 13, 64), (33, 17, 96), (202, 40, 160)] {
+            let x = r.vec(m * k, -1.0, 1.0);
+            let wf = r.vec(n * k, -1.0, 1.0);
+            let bias = r.vec(n, -1.0, 1.0);
+            let w16: Vec<f16> = wf.iter().map(|&v| f16::from_f32(v)).collect();
+            let wb: Vec<bf16> = wf.iter().map(|&v| bf16::from_f32(v)).collect();
+            let mut wq = vec![0u8; n * k / 32 * Q8_0_BLOCK_BYTES];
+            for (blk, out) in wf.chunks(32).zip(wq.chunks_mut(Q8_0_BLOCK_BYTES)) {
+                q8_0_quantize_block(blk, out);
+            }
+            let cases: Vec<(DType, Vec<u8>, Weights)> = vec![
+                (
+                    DType::F32,
+                    bytemuck::cast_slice(&wf).to_vec(),
+                    Weights::F32(&wf),
+                ),
+                (
+                    DType::F16,
+                    bytemuck::cast_slice(&w16).to_vec(),
+                    Weights::F16(&w16),
+                ),
+                (
+                    DType::BF16,
+                    bytemuck::cast_slice(&wb).to_vec(),
+                    Weights::BF16(&wb),
+                ),
+                (DType::Q8_0, wq.clone(), Weights::Q8_0(&wq)),
+            ];
+            for (dt, bytes, wref) in cases {
+                for act in [Activation::None, Activation::Gelu] {
+                    let p = LinearParams {
+                        m,
+                        n,
+                        k,
+                        activation: act,
+                    };
+                    let mut want = vec![0f32; m * n];
+                    cpu::matmul::reference::linear(&p, &x, wref, Some(&bias), &mut want);
+                    let xb = upload_f32(b, &x);
+                    let wbuf = upload(b, dt, &bytes, n * k);
+                    let bb = upload_f32(b, &bias);
+                    let y = alloc(b, DType::F32, m * n);
+                    run(b, |rec| b.linear(rec, &p, &xb, &wbuf, Some(&bb), &y));
+                    // bf16 weights in fast mode round x to bf16 as well (8-bit mantissa).
+                    let tol = if dt == DType::BF16 && b.info().precision == Precision::Fast {
+                        1e-2
+                    } else {
+                        REL_F32
+                    };
+                    assert_close(
+                        &format!("linear {m}x{n}x{k} {dt} {act:?}"),
+                        &download_f32(b, &y),
+                        &want,
+                        tol * k as f32,
+                        tol,
+                    );
+                }
+            }
+        }
+    }
+
+    pub fn batched_matmul<B: Backend>(b: &B) {
+        let mut r = Rng(2);
+        for &(batch, m, n, k, trans_b, bcast) in &[
+            (1, 1, 1, 1, false, false),
+            (3, 5, 7, 9, true, false),
+            (2, 17, 33, 19, false, true),
+        ] {
+            let a = r.vec(batch * m * k, -1.0, 1.0);
+            let bv = r.vec(if bcast { k * n } else { batch * k * n }, -1.0, 1.0);
+            let p = BatchedMatmulParams {
+                batch,
+                m,
+                n,
+                k,
+                trans_b,
+                alpha: 0.5,
+                a_batch_stride: m * k,
+                b_batch_stride: if bcast { 0 } else { k * n },
+            };
+            let mut want = vec![0f32; batch * m * n];
+            cpu::matmul::reference::batched_matmul(&p, &a, &bv, &mut want);
+            let (ab, bb, c) = (
+                upload_f32(b, &a),
+                upload_f32(b, &bv),
+                alloc(b, DType::F32, batch * m * n),
+            );
+            run(b, |rec| b.batched_matmul(rec, &p, &ab, &bb, &c));
+            assert_close("batched_matmul", &download_f32(b, &c), &want, 1e-5, REL_F32);
+        }
+    }
+
+    pub fn norms<B: Backend>(b: &B) {
+        let mut r = Rng(3);
+        for &(rows, cols) in &[(1, 1), (3, 17), (606, 1024)] {
+            let x: Vec<f32> = r.vec(rows * cols, -3.0, 5.0);
+            let g = r.vec(cols, 0.5, 1.5);
+            let be = r.vec(cols, -0.5, 0.5);
+            let p = NormParams {
+                rows,
+                cols,
+                eps: 1e-5,
+            };
+            let (xb, gb, bb) = (upload_f32(b, &x), upload_f32(b, &g), upload_f32(b, &be));
+            let y = alloc(b, DType::F32, rows * cols);
+            let mut want = vec![0f32; rows * cols];
+            cpu::norm::reference::layer_norm(&p, &x, Some(&g), Some(&be), &mut want);
+            run(b, |rec| {
+                b.layer_norm(rec, &p, &xb, Some(&gb), Some(&bb), &y)
+            });
+            assert_close("layer_norm", &download_f32(b, &y), &want, 1e-5, REL_F32);
+            cpu::norm::reference::rms_norm(&p, &x, Some(&g), &mut want);
+            run(b, |rec| b.rms_norm(rec, &p, &xb, Some(&gb), &y));
+            assert_close("rms_norm", &download_f32(b, &y), &want, 1e-5, REL_F32);
+        }
+    }
+
+    pub fn softmax<B: Backend>(b: &B) {
+        let mut r = Rng(4);
+        for &(rows, cols) in &[(1, 1), (5, 33), (64, 254)] {
+            let x = r.vec(rows * cols, -20.0, 20.0);
+            let p = SoftmaxParams {
+                rows,
+                cols,
+                scale: 0.7,
+            };
+            let mut want = vec![0f32; rows * cols];
+            cpu::softmax::reference::softmax(&p, &x, &mut want);
+            let (xb, y) = (upload_f32(b, &x), alloc(b, DType::F32, rows * cols));
+            run(b, |rec| b.softmax(rec, &p, &xb, &y));
+            assert_close("softmax", &download_f32(b, &y), &want, 1e-6, REL_F32);
+        }
+    }
+
+    pub fn attention<B: Backend>(b: &B) {
+        let mut r = Rng(5);
+        for &(batch, ql, kl, qh, kh, d, mask) in &[
+            (1, 1, 1, 1, 1, 8, MaskKind::None),
+            (2, 9, 9, 4, 2, 16, MaskKind::Causal),
+            (3, 21, 21, 2, 2, 32, MaskKind::KeyPadding),
+            (1, 5, 12, 8, 1, 64, MaskKind::Causal),
+        ] {
+            // q, k and v are column slices of one fused [tokens, qh+2kh heads] buffer.
+            let width = (qh + 2 * kh) * d;
+            let fused_q = r.vec(batch * ql * width, -1.0, 1.0);
+            let fused_kv = r.vec(batch * kl * width, -1.0, 1.0);
+            let m: Vec<u32> = (0..batch * kl).map(|i| u32::from(i % 3 != 1)).collect();
+            let p = AttentionParams {
+                batch,
+                q_len: ql,
+                kv_len: kl,
+                q_heads: qh,
+                kv_heads: kh,
+                head_dim: d,
+                scale: 1.0 / (d as f32).sqrt(),
+                mask,
+                q_row_stride: width,
+                kv_row_stride: width,
+            };
+            let mut want = vec![0f32; batch * ql * qh * d];
+            let mk = (mask == MaskKind::KeyPadding).then_some(m.as_slice());
+            cpu::attention::reference::attention(
+                &p,
+                &fused_q,
+                &fused_kv[qh * d..],
+                &fused_kv[(qh + kh) * d..],
+                mk,
+                &mut want,
+            );
+            let qb = upload_f32(b, &fused_q);
+            let kvb = upload_f32(b, &fused_kv);
+            let kb = kvb.slice(qh * d, kvb.len - qh * d).unwrap();
+            let vb = kvb.slice((qh + kh) * d, kvb.len - (qh + kh) * d).unwrap();
+            let mb = upload_u32(b, &m);
+            let out = alloc(b, DType::F32, want.len());
+            let mref = (mask == MaskKind::KeyPadding).then_some(&mb);
+            run(b, |rec| b.attention(rec, &p, &qb, &kb, &vb, mref, &out));
+            assert_close(
+                &format!("attention {mask:?}"),
+                &download_f32(b, &out),
+                &want,
+                1e-5,
+                REL_F32,
+            );
+        }
+    }
+
+    pub fn activations<B: Backend>(b: &B) {
+        let mut r = Rng(6);
+        let x = r.vec(4099, -12.0, 12.0);
+        let xb = upload_f32(b, &x);
+        let y = alloc(b, DType::F32, x.len());
+        for act in [
+            Activation::None,
+            Activation::Relu,
+            Activation::LeakyRelu(0.01),
+            Activation::Gelu,
+            Activation::GeluTanh,
+            Activation::Silu,
+        ] {
+            let mut want = vec![0f32; x.len()];
+            cpu::activation::reference::activation(act, &x, &mut want);
+            run(b, |rec| b.activation(rec, act, &xb, &y));
+            assert_close(
+                &format!("{act:?}"),
+                &download_f32(b, &y),
+                &want,
+                1e-5,
+                REL_F32,
+            );
+        }
+        let up = r.vec(x.len(), -2.0, 2.0);
+        let ub = upload_f32(b, &up);
+        let mut want = vec![0f32; x.len()];
+        cpu::activation::reference::swiglu(&x, &up, &mut want);
+        run(b, |rec| b.swiglu(rec, &xb, &ub, &y));
+        assert_close("swiglu", &download_f32(b, &y), &want, 1e-5, REL_F32);
+    }
+
+    pub fn rope<B: Backend>(b: &B) {
+        let mut r = Rng(7);
+        for pairing in [RopePairing::RotateHalf, RopePairing::Interleaved] {
+            let (tokens, heads, d) = (11, 3, 16);
+            let x = r.vec(tokens * heads * d, -1.0, 1.0);
+            let pos: Vec<i32> = (0..tokens as i32).map(|t| t * 37).collect();
+            let f: Vec<f32> = (0..d / 2)
+                .map(|i| 10000f32.powf(-((2 * i) as f32) / d as f32))
+                .collect();
+            let p = RopeParams {
+                tokens,
+                heads,
+                head_dim: d,
+                pairing,
+            };
+            let mut want = vec![0f32; x.len()];
+            cpu::rope::reference::rope(&p, &x, &pos, &f, &mut want);
+            let (xb, pb, fb, y) = (
+                upload_f32(b, &x),
+                upload_i32(b, &pos),
+                upload_f32(b, &f),
+                alloc(b, DType::F32, x.len()),
+            );
+            run(b, |rec| b.rope(rec, &p, &xb, &pb, &fb, &y));
+            assert_close("rope", &download_f32(b, &y), &want, 1e-5, REL_F32);
+        }
+    }
+
+    pub fn conv<B: Backend>(b: &B) {
+        let mut r = Rng(8);
+        for &(batch, ci, co, len, kernel, pad, dil) in &[
+            (1, 3, 5, 7, 3, 1, 1),
+            (2, 8, 4, 16, 3, 2, 2),
+            (1, 16, 16, 5, 1, 0, 1),
+        ] {
+            let p = Conv1dParams {
+                batch,
+                c_in: ci,
+                c_out: co,
+                len,
+                kernel,
+                padding: pad,
+                dilation: dil,
+            };
+            let ol = p.out_len().unwrap();
+            let x = r.vec(batch * ci * len, -1.0, 1.0);
+            let w = r.vec(co * ci * kernel, -1.0, 1.0);
+            let bias = r.vec(co, -1.0, 1.0);
+            let mut want = vec![0f32; batch * co * ol];
+            cpu::conv1d::reference::conv1d(&p, &x, &w, Some(&bias), &mut want);
+            let (xb, wb, bb, y) = (
+                upload_f32(b, &x),
+                upload_f32(b, &w),
+                upload_f32(b, &bias),
+                alloc(b, DType::F32, want.len()),
+            );
+            run(b, |rec| b.conv1d(rec, &p, &xb, &wb, Some(&bb), &y));
+            assert_close("conv1d", &download_f32(b, &y), &want, 1e-5, REL_F32);
+        }
+        let x = r.vec(6 * 9, -1.0, 1.0);
+        let p = UpsampleParams { rows: 6, len: 9 };
+        let mut want = vec![0f32; 108];
+        cpu::conv1d::reference::upsample_nearest2x(&p, &x, &mut want);
+        let (xb, y) = (upload_f32(b, &x), alloc(b, DType::F32, 108));
+        run(b, |rec| b.upsample_nearest2x(rec, &p, &xb, &y));
+        assert_eq!(download_f32(b, &y), want);
+    }
+
+    /// Elementwise arithmetic, DDIM and CFG must match the reference bit for bit.
+    pub fn elementwise<B: Backend>(b: &B) {
+        let mut r = Rng(9);
+        let n = 1031;
+        let (x, y0) = (r.vec(n, -4.0, 4.0), r.vec(n, -4.0, 4.0));
+        let bv = r.vec(n, -4.0, 4.0);
+        let (xb, yb, out) = (
+            upload_f32(b, &x),
+            upload_f32(b, &y0),
+            alloc(b, DType::F32, n),
+        );
+        for (op, bl) in [(BinaryOp::Add, 1), (BinaryOp::Mul, 7), (BinaryOp::Add, n)] {
+            let p = BinaryParams {
+                op,
+                n: if n % bl == 0 { n } else { n / bl * bl },
+                b_len: bl,
+            };
+            let bb = upload_f32(b, &bv[..bl]);
+            let mut want = vec![0f32; p.n];
+            cpu::elementwise::reference::binary(&p, &x, &bv[..bl], &mut want);
+            run(b, |rec| b.binary(rec, &p, &xb, &bb, &out));
+            assert_eq!(
+                download_f32(b, &out)[..p.n],
+                want[..],
+                "binary {op:?} b_len {bl}"
+            );
+        }
+        let mut want = vec![0f32; n];
+        cpu::elementwise::reference::scale(-1.7, &x, &mut want);
+        run(b, |rec| b.scale(rec, -1.7, &xb, &out));
+        assert_eq!(download_f32(b, &out), want, "scale");
+        cpu::elementwise::reference::axpby(0.3, &x, -2.5, &y0, &mut want);
+        run(b, |rec| b.axpby(rec, 0.3, &xb, -2.5, &yb, &out));
+        assert_eq!(download_f32(b, &out), want, "axpby");
+
+        let coef = [1.3f32, 0.4, 0.9, 0.43];
+        let cb = upload_f32(b, &coef);
+        cpu::diffusion::reference::ddim(&DdimParams { n }, &x, &y0, &coef, &mut want);
+        run(b, |rec| b.ddim(rec, &DdimParams { n }, &xb, &yb, &cb, &out));
+        assert_eq!(download_f32(b, &out), want, "ddim");
+        for rows in [2, 3] {
+            let rv = r.vec(rows * n, -3.0, 3.0);
+            let p = CfgParams {
+                n,
+                rows,
+                w_text: 2.0,
+                w_constraint: 1.5,
+            };
+            cpu::diffusion::reference::cfg(&p, &rv, &mut want);
+            let rb = upload_f32(b, &rv);
+            run(b, |rec| b.cfg(rec, &p, &rb, &out));
+            assert_eq!(download_f32(b, &out), want, "cfg rows {rows}");
+        }
+    }
+
+    pub fn gather_and_reduce<B: Backend>(b: &B) {
+        let mut r = Rng(10);
+        let (vocab, dim, tokens) = (50, 64, 9);
+        let table = r.vec(vocab * dim, -1.0, 1.0);
+        let tb16: Vec<bf16> = table.iter().map(|&v| bf16::from_f32(v)).collect();
+        let ids: Vec<u32> = (0..tokens).map(|_| r.below(vocab as u64) as u32).collect();
+        let p = EmbeddingParams { tokens, vocab, dim };
+        let mut want = vec![0f32; tokens * dim];
+        cpu::embedding::reference::embedding(&p, &ids, Weights::BF16(&tb16), &mut want).unwrap();
+        let (ib, tb) = (
+            upload_u32(b, &ids),
+            upload(b, DType::BF16, bytemuck::cast_slice(&tb16), vocab * dim),
+        );
+        let out = alloc(b, DType::F32, tokens * dim);
+        run(b, |rec| b.embedding(rec, &p, &ib, &tb, &out));
+        assert_eq!(download_f32(b, &out), want, "embedding");
+
+        let (batch, seq) = (3, 7);
+        let x = r.vec(batch * seq * dim, -1.0, 1.0);
+        let mask: Vec<u32> = (0..batch * seq)
+            .map(|i| u32::from(i % 4 != 0 && i >= seq * 2 || i < seq))
+            .collect();
+        let p = MeanPoolParams { batch, seq, dim };
+        let mut want = vec![0f32; batch * dim];
+        cpu::mean_pool::reference::mean_pool(&p, &x, &mask, &mut want);
+        let (xb, mb, out) = (
+            upload_f32(b, &x),
+            upload_u32(b, &mask),
+            alloc(b, DType::F32, batch * dim),
+        );
+        run(b, |rec| b.mean_pool(rec, &p, &xb, &mb, &out));
+        assert_close("mean_pool", &download_f32(b, &out), &want, 1e-6, REL_F32);
+
+        // Argmax with ties (first index wins) and Gumbel sampling with generated and injected
+        // uniforms.
+        let (rows, cols) = (16, 80);
+        let mut logits: Vec<f32> = r
+            .vec(rows * cols, -3.0, 3.0)
+            .iter()
+            .map(|v| (v * 4.0).round() / 4.0)
+            .collect();
+        logits[5] = 100.0;
+        logits[7] = 100.0;
+        let lb = upload_f32(b, &logits);
+        let tok = alloc(b, DType::U32, rows);
+        let p = ArgmaxParams { rows, cols };
+        let mut want = vec![0u32; rows];
+        cpu::argmax::reference::argmax(&p, &logits, &mut want);
+        assert_eq!(want[0], 5);
+        run(b, |rec| b.argmax(rec, &p, &lb, &tok));
+        assert_eq!(download_u32(b, &tok), want, "argmax");
+        let gp = GumbelParams {
+            rows,
+            cols,
+            temperature: 1.0,
+            seed: 42,
+            counter: 0,
+        };
+        cpu::gumbel::reference::gumbel(&gp, &logits, None, &mut want);
+        run(b, |rec| b.gumbel(rec, &gp, &lb, None, &tok));
+        assert_eq!(download_u32(b, &tok), want, "gumbel (generated uniforms)");
+        let mut u = r.vec(rows * cols, 0.0, 1.0);
+        u[0] = 0.0;
+        u[1] = 1e-30;
+        u[2] = 0.99999994;
+        let ub = upload_f32(b, &u);
+        cpu::gumbel::reference::gumbel(&gp, &logits, Some(&u), &mut want);
+        run(b, |rec| b.gumbel(rec, &gp, &lb, Some(&ub), &tok));
+        assert_eq!(download_u32(b, &tok), want, "gumbel (injected uniforms)");
+    }
+
+    pub fn posenc_and_copy<B: Backend>(b: &B) {
+        let p = PosEncParams {
+            start: 50,
+            len: 30,
+            dim: 64,
+        };
+        let mut want = vec![0f32; 30 * 64];
+        cpu::posenc::reference::posenc(&p, &mut want);
+        let out = alloc(b, DType::F32, 30 * 64);
+        run(b, |rec| b.posenc(rec, &p, &out));
+        assert_eq!(download_f32(b, &out), want, "posenc");
+
+        // Transpose a [3, 4, 5] tensor's last two dims into the middle of a larger buffer.
+        let src: Vec<f32> = (0..60).map(|v| v as f32).collect();
+        let p = CopyParams {
+            shape: vec![3, 5, 4],
+            src_strides: vec![20, 1, 5],
+            src_offset: 0,
+            dst_strides: vec![20, 4, 1],
+            dst_offset: 7,
+        };
+        let (sb, db) = (upload_f32(b, &src), alloc(b, DType::F32, 67));
+        run(b, |rec| b.copy(rec, &p, &sb, &db));
+        let got = download_f32(b, &db);
+        for i in 0..3 {
+            for j in 0..5 {
+                for k in 0..4 {
+                    assert_eq!(got[7 + i * 20 + j * 4 + k], src[i * 20 + k * 5 + j]);
+                }
+            }
+        }
+        assert!(got[..7].iter().all(|&v| v == 0.0));
+    }
+
+    /// Bad operands are refused when recorded, naming the op and the problem.
+    pub fn operand_checks<B: Backend>(b: &B) {
+        let x = alloc(b, DType::F32, 10);
+        let y = alloc(b, DType::F32, 10);
+        let mut rec = b.begin().unwrap();
+        let p = NormParams {
+            rows: 2,
+            cols: 8,
+            eps: 1e-5,
+        };
+        let e = b
+            .layer_norm(&mut rec, &p, &x, None, None, &y)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("layer_norm") && e.contains("needs 16"), "{e}");
+        let u = alloc(b, DType::U32, 16);
+        let e = b
+            .softmax(
+                &mut rec,
+                &SoftmaxParams {
+                    rows: 1,
+                    cols: 4,
+                    scale: 1.0,
+                },
+                &u,
+                &y,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("softmax") && e.contains("u32"), "{e}");
+        let big = alloc(b, DType::F32, 16);
+        let overlap = big.slice(4, 8).unwrap();
+        let e = b
+            .scale(&mut rec, 2.0, &big.slice(0, 8).unwrap(), &overlap)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("overlaps"), "{e}");
+        let e = b
+            .cfg(
+                &mut rec,
+                &CfgParams {
+                    n: 2,
+                    rows: 4,
+                    w_text: 1.0,
+                    w_constraint: 1.0,
+                },
+                &big,
+                &y,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2 or 3"), "{e}");
+        let ids = upload_u32(b, &[3, 99]);
+        let table = upload_f32(b, &[0.0; 40]);
+        let out = alloc(b, DType::F32, 20);
+        let mut rec = b.begin().unwrap();
+        b.embedding(
+            &mut rec,
+            &EmbeddingParams {
+                tokens: 2,
+                vocab: 4,
+                dim: 10,
+            },
+            &ids,
+            &table,
+            &out,
+        )
+        .unwrap();
+        let e = b
+            .submit(&rec)
+            .and_then(|_| b.sync())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("99") && e.contains("4-row"), "{e}");
+    }
+
+    /// A recording re-submitted after its inputs change computes with the new inputs.
+    pub fn resubmission<B: Backend>(b: &B) {
+        let xb = upload_f32(b, &[1.0, 2.0, 3.0]);
+        let coef = upload_f32(b, &[1.0, 1.0, 1.0, 0.0]);
+        let x0 = upload_f32(b, &[0.5, 0.5, 0.5]);
+        let out = alloc(b, DType::F32, 3);
+        let mut rec = b.begin().unwrap();
+        b.ddim(&mut rec, &DdimParams { n: 3 }, &xb, &x0, &coef, &out)
+            .unwrap();
+        for step in 0..3 {
+            let c = [1.0, 1.0, step as f32, 1.0];
+            b.write(&coef, bytemuck::cast_slice(&c)).unwrap();
+            b.submit(&rec).unwrap();
+            let got = download_f32(b, &out);
+            let want: Vec<f32> = [1.0f32, 2.0, 3.0]
+                .iter()
+                .map(|xt| 0.5 * step as f32 + (xt - 0.5))
+                .collect();
+            assert_eq!(got, want, "step {step}");
+        }
+    }
+}
+
+/// Every CPU configuration under test: each available ISA with 2 threads, plus the best ISA
+/// single-threaded and in fast precision.
+fn cpu_backends() -> Vec<CpuBackend> {
+    let mut v: Vec<CpuBackend> = Isa::available()
+        .into_iter()
+        .map(|isa| CpuBackend::with(isa, 2, Precision::Strict).unwrap())
+        .collect();
+    v.push(CpuBackend::with(Isa::best(), 1, Precision::Strict).unwrap());
+    v.push(CpuBackend::with(Isa::best(), 2, Precision::Fast).unwrap());
+    v
+}
+
+macro_rules! op_tests {
+    ($($name:ident),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            for b in cpu_backends() {
+                eprintln!("{} on {:?}", stringify!($name), b.info());
+                bodies::$name(&b);
+            }
+        }
+    )*};
+}
+
+op_tests!(
+    linear,
+    batched_matmul,
+    norms,
+    softmax,
+    attention,
+    activations,
+    rope,
+    conv,
+    elementwise,
+    gather_and_reduce,
+    posenc_and_copy,
+    operand_checks,
+    resubmission
+);
