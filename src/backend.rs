@@ -307,3 +307,23 @@ pub trait Backend: Send + Sync {
         out: &BufRef<Self::Buffer>,
     ) -> Result<()>;
 }
+
+/// The `--backend` choice of the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    Cpu,
+    Vulkan,
+    /// Vulkan when a usable device and its kernels are present, else the CPU.
+    Auto,
+}
+
+impl BackendChoice {
+    pub fn parse(s: &str) -> Result<BackendChoice> {
+        match s {
+            "cpu" => Ok(BackendChoice::Cpu),
+            "vulkan" => Ok(BackendChoice::Vulkan),
+            "auto" => Ok(BackendChoice::Auto),
+            _ => Err(Error::InvalidArgument(format!("unknown backend {s:?}: expected cpu, vulkan or auto"))),
+        }
+    }
+}

@@ -1,1 +1,389 @@
-//! Kernel benchmarks for `kinema bench`.
+//! `kinema bench kernels`: a quick table of kernel timings on any backend, with FLOP/s or
+//! bytes/s, as text or one JSON object per measurement. Shapes default to the ones the models
+//! run (Kimodo: 3 CFG rows x 202 frames, width 1024, 8 heads of 128; square 1024^3 GEMM).
+//! Criterion benches in `benches/` cover the same kernels with statistics.
+
+use std::time::{Duration, Instant};
+
+use half::{bf16, f16};
+
+use crate::backend::{Backend, BufRef};
+use crate::error::{Error, Result};
+use crate::ops::*;
+use crate::tensor::{DType, Q8_0_BLOCK, Q8_0_BLOCK_BYTES, q8_0_quantize_block};
+
+/// One timed kernel.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Measurement {
+    pub op: String,
+    pub shape: String,
+    pub dtype: String,
+    pub backend: String,
+    pub isa: String,
+    pub threads: usize,
+    pub precision: String,
+    pub median_s: f64,
+    pub min_s: f64,
+    pub samples: usize,
+    pub iters_per_sample: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gflops: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gbps: Option<f64>,
+}
+
+/// The ops `kinema bench kernels` knows, with what `--shape` means for each.
+pub const OPS: &[(&str, &str)] = &[
+    ("linear", "MxNxK: x [M,K] . W[N,K]^T (weights in --dtype)"),
+    ("batched_matmul", "BxMxNxK"),
+    ("layer_norm", "RxC"),
+    ("rms_norm", "RxC"),
+    ("softmax", "RxC"),
+    ("attention", "BxSxHxD (S queries and keys, H heads of D)"),
+    ("gelu", "N"),
+    ("gelu_tanh", "N"),
+    ("silu", "N"),
+    ("swiglu", "N"),
+    ("rope", "TxHxD"),
+    ("conv1d", "CxLxK (C in = out channels, length L, kernel K, padding K/2)"),
+    ("upsample", "RxL"),
+    ("add", "N"),
+    ("axpby", "N"),
+    ("embedding", "TxVxD (T tokens from a V x D table in --dtype)"),
+    ("mean_pool", "BxSxD"),
+    ("argmax", "RxC"),
+    ("gumbel", "RxC"),
+    ("ddim", "N"),
+    ("cfg", "RxN (R = 2 or 3 rows)"),
+    ("transpose", "RxC"),
+];
+
+/// Default (op, shape, dtype) list: the shapes the models run.
+pub fn default_cases() -> Vec<(&'static str, String, DType)> {
+    let mut v = Vec::new();
+    for s in ["1024x1024x1024", "202x3072x1024", "202x1024x1024", "202x2048x1024", "202x1024x2048"] {
+        v.push(("linear", s.to_string(), DType::F32));
+    }
+    for dt in [DType::BF16, DType::F16, DType::Q8_0] {
+        for s in ["1024x1024x1024", "202x3072x1024", "202x1024x1024", "202x2048x1024", "202x1024x2048"] {
+            v.push(("linear", s.to_string(), dt));
+        }
+    }
+    let rest: &[(&str, &str)] = &[
+        ("batched_matmul", "24x202x202x128"),
+        ("layer_norm", "606x1024"),
+        ("rms_norm", "606x1024"),
+        ("softmax", "4848x254"),
+        ("attention", "3x202x8x128"),
+        ("attention", "3x254x8x128"),
+        ("gelu", "1861632"),
+        ("gelu_tanh", "1861632"),
+        ("silu", "1861632"),
+        ("swiglu", "1861632"),
+        ("rope", "128x32x128"),
+        ("conv1d", "512x64x3"),
+        ("conv1d", "512x64x1"),
+        ("upsample", "512x32"),
+        ("add", "620544"),
+        ("axpby", "620544"),
+        ("embedding", "64x1024x512"),
+        ("mean_pool", "1x64x4096"),
+        ("argmax", "128x10"),
+        ("gumbel", "128x10"),
+        ("ddim", "151500"),
+        ("cfg", "3x151500"),
+        ("transpose", "1024x1024"),
+    ];
+    for (op, s) in rest {
+        v.push((op, s.to_string(), DType::F32));
+    }
+    v
+}
+
+pub fn parse_shape(s: &str) -> Result<Vec<usize>> {
+    s.split('x')
+        .map(|d| {
+            d.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&v| v > 0)
+                .ok_or_else(|| Error::InvalidArgument(format!("shape {s:?}: {d:?} is not a positive integer")))
+        })
+        .collect()
+}
+
+/// Deterministic pseudo-random values in [-1, 1) (SplitMix64 based).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    (0..n as u64).map(|i| crate::cpu::rng::uniform(seed, i) * 2.0 - 1.0).collect()
+}
+
+struct Setup<'a, B: Backend> {
+    b: &'a B,
+    seed: u64,
+}
+
+impl<B: Backend> Setup<'_, B> {
+    fn f32s(&mut self, n: usize) -> Result<BufRef<B::Buffer>> {
+        self.seed += 1;
+        let v = values(n, self.seed);
+        let r = BufRef::new(self.b.alloc(DType::F32, n)?, DType::F32, n);
+        self.b.write(&r, bytemuck::cast_slice(&v))?;
+        Ok(r)
+    }
+    fn typed(&mut self, dtype: DType, n: usize) -> Result<BufRef<B::Buffer>> {
+        self.seed += 1;
+        let v = values(n, self.seed);
+        let bytes: Vec<u8> = match dtype {
+            DType::F32 => bytemuck::cast_slice(&v).to_vec(),
+            DType::F16 => v.iter().flat_map(|&x| f16::from_f32(x).to_le_bytes()).collect(),
+            DType::BF16 => v.iter().flat_map(|&x| bf16::from_f32(x).to_le_bytes()).collect(),
+            DType::Q8_0 => {
+                if n % Q8_0_BLOCK != 0 {
+                    return Err(Error::InvalidArgument(format!("q8_0 needs a multiple of 32 values, got {n}")));
+                }
+                let mut out = vec![0u8; n / Q8_0_BLOCK * Q8_0_BLOCK_BYTES];
+                for (blk, o) in v.chunks(Q8_0_BLOCK).zip(out.chunks_mut(Q8_0_BLOCK_BYTES)) {
+                    q8_0_quantize_block(blk, o);
+                }
+                out
+            }
+            DType::I32 | DType::U32 => return Err(Error::InvalidArgument("integer weights are not benchmarked".into())),
+        };
+        let r = BufRef::new(self.b.alloc(dtype, n)?, dtype, n);
+        self.b.write(&r, &bytes)?;
+        Ok(r)
+    }
+    fn u32s(&mut self, v: &[u32]) -> Result<BufRef<B::Buffer>> {
+        let r = BufRef::new(self.b.alloc(DType::U32, v.len())?, DType::U32, v.len());
+        self.b.write(&r, bytemuck::cast_slice(v))?;
+        Ok(r)
+    }
+    fn out(&mut self, dtype: DType, n: usize) -> Result<BufRef<B::Buffer>> {
+        Ok(BufRef::new(self.b.alloc(dtype, n)?, dtype, n))
+    }
+}
+
+fn dims<const N: usize>(op: &str, d: &[usize]) -> Result<[usize; N]> {
+    d.try_into()
+        .map_err(|_| Error::InvalidArgument(format!("{op}: shape needs {N} dimensions ({})", OPS.iter().find(|o| o.0 == op).map_or("", |o| o.1))))
+}
+
+/// Record one op on `b` with synthetic data; returns the recording, FLOPs and bytes moved.
+fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<(B::Recording, f64, f64)> {
+    let mut s = Setup { b, seed: 7 };
+    let mut rec = b.begin()?;
+    let f = |x: usize| x as f64;
+    let (flops, bytes) = match op {
+        "linear" => {
+            let [m, n, k] = dims(op, d)?;
+            let (x, w, bias, y) = (s.f32s(m * k)?, s.typed(dtype, n * k)?, s.f32s(n)?, s.out(DType::F32, m * n)?);
+            b.linear(&mut rec, &LinearParams { m, n, k, activation: Activation::None }, &x, &w, Some(&bias), &y)?;
+            let wbytes = dtype.bytes_for(n * k).unwrap_or(0) as f64;
+            (2.0 * f(m) * f(n) * f(k), 4.0 * f(m * k + m * n) + wbytes)
+        }
+        "batched_matmul" => {
+            let [bt, m, n, k] = dims(op, d)?;
+            let (a, bb, c) = (s.f32s(bt * m * k)?, s.f32s(bt * k * n)?, s.out(DType::F32, bt * m * n)?);
+            let p = BatchedMatmulParams { batch: bt, m, n, k, trans_b: false, alpha: 1.0, a_batch_stride: m * k, b_batch_stride: k * n };
+            b.batched_matmul(&mut rec, &p, &a, &bb, &c)?;
+            (2.0 * f(bt * m * n * k), 4.0 * f(bt * (m * k + k * n + m * n)))
+        }
+        "layer_norm" | "rms_norm" => {
+            let [r, c] = dims(op, d)?;
+            let (x, g, be, y) = (s.f32s(r * c)?, s.f32s(c)?, s.f32s(c)?, s.out(DType::F32, r * c)?);
+            let p = NormParams { rows: r, cols: c, eps: 1e-5 };
+            if op == "layer_norm" {
+                b.layer_norm(&mut rec, &p, &x, Some(&g), Some(&be), &y)?;
+            } else {
+                b.rms_norm(&mut rec, &p, &x, Some(&g), &y)?;
+            }
+            (0.0, 8.0 * f(r * c))
+        }
+        "softmax" => {
+            let [r, c] = dims(op, d)?;
+            let (x, y) = (s.f32s(r * c)?, s.out(DType::F32, r * c)?);
+            b.softmax(&mut rec, &SoftmaxParams { rows: r, cols: c, scale: 1.0 }, &x, &y)?;
+            (0.0, 8.0 * f(r * c))
+        }
+        "attention" => {
+            let [bt, sl, h, hd] = dims(op, d)?;
+            let n = bt * sl * h * hd;
+            let (q, k, v, o) = (s.f32s(n)?, s.f32s(n)?, s.f32s(n)?, s.out(DType::F32, n)?);
+            let p = AttentionParams { batch: bt, q_len: sl, kv_len: sl, q_heads: h, kv_heads: h, head_dim: hd, scale: 1.0 / (hd as f32).sqrt(), mask: MaskKind::None, q_row_stride: h * hd, kv_row_stride: h * hd };
+            b.attention(&mut rec, &p, &q, &k, &v, None, &o)?;
+            (4.0 * f(bt * h * sl * sl * hd), 16.0 * f(n))
+        }
+        "gelu" | "gelu_tanh" | "silu" => {
+            let [n] = dims(op, d)?;
+            let act = match op {
+                "gelu" => Activation::Gelu,
+                "gelu_tanh" => Activation::GeluTanh,
+                _ => Activation::Silu,
+            };
+            let (x, y) = (s.f32s(n)?, s.out(DType::F32, n)?);
+            b.activation(&mut rec, act, &x, &y)?;
+            (0.0, 8.0 * f(n))
+        }
+        "swiglu" => {
+            let [n] = dims(op, d)?;
+            let (g, u, y) = (s.f32s(n)?, s.f32s(n)?, s.out(DType::F32, n)?);
+            b.swiglu(&mut rec, &g, &u, &y)?;
+            (0.0, 12.0 * f(n))
+        }
+        "rope" => {
+            let [t, h, hd] = dims(op, d)?;
+            let pos: Vec<u32> = (0..t as u32).collect();
+            let (x, pb, fr, y) = (s.f32s(t * h * hd)?, s.u32s(&pos)?, s.f32s(hd / 2)?, s.out(DType::F32, t * h * hd)?);
+            let pb = BufRef { dtype: DType::I32, ..pb };
+            b.rope(&mut rec, &RopeParams { tokens: t, heads: h, head_dim: hd, pairing: RopePairing::RotateHalf }, &x, &pb, &fr, &y)?;
+            (0.0, 8.0 * f(t * h * hd))
+        }
+        "conv1d" => {
+            let [c, l, kk] = dims(op, d)?;
+            let p = Conv1dParams { batch: 1, c_in: c, c_out: c, len: l, kernel: kk, padding: kk / 2, dilation: 1 };
+            let ol = p.out_len()?;
+            let (x, w, bias, y) = (s.f32s(c * l)?, s.f32s(c * c * kk)?, s.f32s(c)?, s.out(DType::F32, c * ol)?);
+            b.conv1d(&mut rec, &p, &x, &w, Some(&bias), &y)?;
+            (2.0 * f(c * c * kk * ol), 4.0 * f(c * l + c * c * kk + c * ol))
+        }
+        "upsample" => {
+            let [r, l] = dims(op, d)?;
+            let (x, y) = (s.f32s(r * l)?, s.out(DType::F32, 2 * r * l)?);
+            b.upsample_nearest2x(&mut rec, &UpsampleParams { rows: r, len: l }, &x, &y)?;
+            (0.0, 12.0 * f(r * l))
+        }
+        "add" => {
+            let [n] = dims(op, d)?;
+            let (x, y, o) = (s.f32s(n)?, s.f32s(n)?, s.out(DType::F32, n)?);
+            b.binary(&mut rec, &BinaryParams { op: BinaryOp::Add, n, b_len: n }, &x, &y, &o)?;
+            (0.0, 12.0 * f(n))
+        }
+        "axpby" => {
+            let [n] = dims(op, d)?;
+            let (x, y, o) = (s.f32s(n)?, s.f32s(n)?, s.out(DType::F32, n)?);
+            b.axpby(&mut rec, 0.5, &x, 2.0, &y, &o)?;
+            (0.0, 12.0 * f(n))
+        }
+        "embedding" => {
+            let [t, v, dd] = dims(op, d)?;
+            let ids: Vec<u32> = (0..t as u64).map(|i| (crate::cpu::rng::splitmix64(3, i) % v as u64) as u32).collect();
+            let (ib, tb, o) = (s.u32s(&ids)?, s.typed(dtype, v * dd)?, s.out(DType::F32, t * dd)?);
+            b.embedding(&mut rec, &EmbeddingParams { tokens: t, vocab: v, dim: dd }, &ib, &tb, &o)?;
+            (0.0, f(t * dd) * (4.0 + dtype.bytes_for(32).unwrap_or(128) as f64 / 32.0))
+        }
+        "mean_pool" => {
+            let [bt, sl, dd] = dims(op, d)?;
+            let mask = vec![1u32; bt * sl];
+            let (x, m, o) = (s.f32s(bt * sl * dd)?, s.u32s(&mask)?, s.out(DType::F32, bt * dd)?);
+            b.mean_pool(&mut rec, &MeanPoolParams { batch: bt, seq: sl, dim: dd }, &x, &m, &o)?;
+            (0.0, 4.0 * f(bt * sl * dd))
+        }
+        "argmax" | "gumbel" => {
+            let [r, c] = dims(op, d)?;
+            let (x, o) = (s.f32s(r * c)?, s.out(DType::U32, r)?);
+            if op == "argmax" {
+                b.argmax(&mut rec, &ArgmaxParams { rows: r, cols: c }, &x, &o)?;
+            } else {
+                b.gumbel(&mut rec, &GumbelParams { rows: r, cols: c, temperature: 1.0, seed: 1, counter: 0 }, &x, None, &o)?;
+            }
+            (0.0, 4.0 * f(r * c))
+        }
+        "ddim" => {
+            let [n] = dims(op, d)?;
+            let (xt, x0, c, o) = (s.f32s(n)?, s.f32s(n)?, s.f32s(4)?, s.out(DType::F32, n)?);
+            b.ddim(&mut rec, &DdimParams { n }, &xt, &x0, &c, &o)?;
+            (0.0, 12.0 * f(n))
+        }
+        "cfg" => {
+            let [r, n] = dims(op, d)?;
+            let (x, o) = (s.f32s(r * n)?, s.out(DType::F32, n)?);
+            b.cfg(&mut rec, &CfgParams { n, rows: r, w_text: 2.0, w_constraint: 2.0 }, &x, &o)?;
+            (0.0, 4.0 * f((r + 1) * n))
+        }
+        "transpose" => {
+            let [r, c] = dims(op, d)?;
+            let (x, o) = (s.f32s(r * c)?, s.out(DType::F32, r * c)?);
+            let p = CopyParams { shape: vec![c, r], src_strides: vec![1, c], src_offset: 0, dst_strides: vec![r, 1], dst_offset: 0 };
+            b.copy(&mut rec, &p, &x, &o)?;
+            (0.0, 8.0 * f(r * c))
+        }
+        _ => {
+            return Err(Error::InvalidArgument(format!(
+                "unknown op {op:?}; known: {}",
+                OPS.iter().map(|o| o.0).collect::<Vec<_>>().join(", ")
+            )));
+        }
+    };
+    Ok((rec, flops, bytes))
+}
+
+/// Time one op: calibrate iterations so a sample lasts about `target`, then take the median
+/// of `samples` samples.
+pub fn measure<B: Backend>(b: &B, op: &str, shape: &str, dtype: DType, samples: usize, target: Duration) -> Result<Measurement> {
+    let d = parse_shape(shape)?;
+    let (rec, flops, bytes) = record(b, op, &d, dtype)?;
+    b.submit(&rec)?;
+    b.sync()?;
+    let t0 = Instant::now();
+    b.submit(&rec)?;
+    b.sync()?;
+    let one = t0.elapsed().max(Duration::from_nanos(100));
+    let iters = ((target.as_secs_f64() / one.as_secs_f64()).ceil() as usize).clamp(1, 100_000);
+    let mut times = Vec::with_capacity(samples);
+    for _ in 0..samples.max(1) {
+        let t = Instant::now();
+        for _ in 0..iters {
+            b.submit(&rec)?;
+        }
+        b.sync()?;
+        times.push(t.elapsed().as_secs_f64() / iters as f64);
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    let info = b.info();
+    Ok(Measurement {
+        op: op.to_string(),
+        shape: shape.to_string(),
+        dtype: dtype.name().to_string(),
+        backend: info.kind.to_string(),
+        isa: info.device,
+        threads: info.threads,
+        precision: info.precision.name().to_string(),
+        median_s: median,
+        min_s: times[0],
+        samples: times.len(),
+        iters_per_sample: iters,
+        gflops: (flops > 0.0).then(|| flops / median / 1e9),
+        gbps: Some(bytes / median / 1e9),
+    })
+}
+
+impl Measurement {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    pub fn table_header() -> String {
+        format!("{:<15} {:<16} {:<5} {:<7} {:>3} {:<6} {:>11} {:>10}", "op", "shape", "dtype", "isa", "thr", "prec", "median", "rate")
+    }
+
+    pub fn table_row(&self) -> String {
+        // Compute-bound ops report FLOP/s, the others bytes/s (both are in the JSON).
+        let rate = match (self.gflops, self.gbps) {
+            (Some(g), _) => format!("{g:.1} GFLOP/s"),
+            (None, Some(g)) => format!("{g:.1} GB/s"),
+            (None, None) => String::new(),
+        };
+        format!(
+            "{:<15} {:<16} {:<5} {:<7} {:>3} {:<6} {:>9.3}ms {:>10}",
+            self.op,
+            self.shape,
+            self.dtype,
+            self.isa,
+            self.threads,
+            self.precision,
+            self.median_s * 1e3,
+            rate
+        )
+    }
+}

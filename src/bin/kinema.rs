@@ -1,1 +1,227 @@
-fn main() {}
+//! The `kinema` command line: `info` and `bench`.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use kinema::backend::{Backend, BackendChoice, Precision};
+use kinema::bench::{self, Measurement};
+use kinema::cpu::{CpuBackend, Isa, ThreadPool, isa};
+use kinema::tensor::DType;
+
+#[derive(Parser)]
+#[command(name = "kinema", version, about = "Inference engine for LLM2Vec, Kimodo and MotionBricks on hand-written Vulkan and CPU SIMD kernels")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// CPU ISAs, threads, and Vulkan devices (or why there are none).
+    Info {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Benchmarks. Without a subcommand: the kernel table.
+    Bench {
+        #[command(subcommand)]
+        what: Option<BenchCmd>,
+        #[command(flatten)]
+        opts: KernelOpts,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Time kernels at the models' shapes (or at --op/--shape/--dtype).
+    Kernels {
+        #[command(flatten)]
+        opts: KernelOpts,
+    },
+}
+
+#[derive(Args, Clone)]
+struct KernelOpts {
+    /// Only this op (see `--list`).
+    #[arg(long)]
+    op: Option<String>,
+    /// Shape, dimensions joined by 'x' (linear: MxNxK).
+    #[arg(long)]
+    shape: Option<String>,
+    /// Weight dtype for linear/embedding: f32, f16, bf16 or q8_0.
+    #[arg(long)]
+    dtype: Option<String>,
+    /// One JSON object per measurement.
+    #[arg(long)]
+    json: bool,
+    /// cpu, vulkan or auto.
+    #[arg(long, default_value = "auto")]
+    backend: String,
+    /// CPU kernels to run: scalar, avx2, avx512, neon, or all available (default: the best,
+    /// or KINEMA_CPU_ISA).
+    #[arg(long)]
+    isa: Option<String>,
+    /// CPU threads (default: KINEMA_THREADS or all).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// strict or fast.
+    #[arg(long, default_value = "strict")]
+    precision: String,
+    /// Samples per measurement (the median is reported).
+    #[arg(long, default_value_t = 7)]
+    samples: usize,
+    /// List the ops and what --shape means for each.
+    #[arg(long)]
+    list: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Info { json } => info(json),
+        Cmd::Bench { what: Some(BenchCmd::Kernels { opts }), .. } | Cmd::Bench { what: None, opts } => bench_kernels(&opts),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kinema: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn info(json: bool) -> kinema::Result<()> {
+    let selected = Isa::select();
+    let available: Vec<&str> = Isa::available().iter().map(|i| i.name()).collect();
+    let threads = ThreadPool::default_threads();
+    let vk = kinema::vulkan::probe();
+    if json {
+        let devices: Vec<serde_json::Value> = match &vk {
+            Ok(ds) => ds
+                .iter()
+                .map(|d| {
+                    serde_json::json!({
+                        "index": d.index, "name": d.name, "type": d.kind, "api": d.api_version,
+                        "subgroup_size": d.subgroup_size, "max_shared_memory": d.max_shared_memory,
+                        "max_push_constants": d.max_push_constants,
+                        "max_storage_buffer_range": d.max_storage_buffer_range,
+                        "cooperative_matrix": d.cooperative_matrix,
+                    })
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let v = serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "cpu": {
+                "arch": std::env::consts::ARCH,
+                "isas_available": available,
+                "isa_selected": selected.as_ref().map(|i| i.name()).map_err(|e| e.to_string()),
+                "features": isa::feature_report().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+                "avx512_bf16_dot": isa::has_avx512_bf16(),
+                "threads": threads,
+            },
+            "vulkan": { "devices": devices, "unavailable_because": vk.as_ref().err() },
+        });
+        println!("{v:#}");
+        return Ok(());
+    }
+    println!("kinema {}", env!("CARGO_PKG_VERSION"));
+    println!("CPU ({})", std::env::consts::ARCH);
+    println!("  kernels available : {}", available.join(", "));
+    match &selected {
+        Ok(i) => println!(
+            "  kernels selected  : {}{}",
+            i.name(),
+            if std::env::var_os("KINEMA_CPU_ISA").is_some() { " (forced by KINEMA_CPU_ISA)" } else { "" }
+        ),
+        Err(e) => println!("  kernels selected  : error: {e}"),
+    }
+    let feats: Vec<String> = isa::feature_report().iter().map(|(n, on)| format!("{n}{}", if *on { "+" } else { "-" })).collect();
+    println!("  features          : {}", feats.join(" "));
+    println!("  bf16 dot products : {}", if isa::has_avx512_bf16() { "yes (avx512_bf16, used in --precision fast)" } else { "no" });
+    println!(
+        "  threads           : {threads}{}",
+        if std::env::var_os("KINEMA_THREADS").is_some() { " (KINEMA_THREADS)" } else { " (available_parallelism)" }
+    );
+    println!("Vulkan");
+    match vk {
+        Ok(devs) => {
+            for d in devs {
+                println!(
+                    "  [{}] {} ({}, Vulkan {}), subgroup {}, shared memory {} KiB, push constants {} B, max binding {} MiB, cooperative matrix {}",
+                    d.index,
+                    d.name,
+                    d.kind,
+                    d.api_version,
+                    d.subgroup_size,
+                    d.max_shared_memory / 1024,
+                    d.max_push_constants,
+                    d.max_storage_buffer_range / (1024 * 1024),
+                    if d.cooperative_matrix { "yes" } else { "no" }
+                );
+            }
+            println!("  (the Vulkan compute backend is not part of this build yet: ops run on the CPU)");
+        }
+        Err(why) => println!("  unavailable: {why}; the CPU backend is used"),
+    }
+    Ok(())
+}
+
+fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
+    if o.list {
+        for (op, shape) in bench::OPS {
+            println!("{op:<15} {shape}");
+        }
+        return Ok(());
+    }
+    let precision = Precision::parse(&o.precision)?;
+    match BackendChoice::parse(&o.backend)? {
+        BackendChoice::Vulkan => {
+            return Err(kinema::Error::Backend {
+                backend: "vulkan",
+                msg: "this build has no Vulkan kernels yet; use --backend cpu".into(),
+            });
+        }
+        BackendChoice::Cpu | BackendChoice::Auto => {}
+    }
+    let isas: Vec<Isa> = match o.isa.as_deref() {
+        None => vec![Isa::select()?],
+        Some("all") => Isa::available(),
+        Some(s) => vec![Isa::parse(s)?],
+    };
+    let threads = o.threads.unwrap_or_else(ThreadPool::default_threads);
+    let dtype = o
+        .dtype
+        .as_deref()
+        .map(|d| DType::parse(d).ok_or_else(|| kinema::Error::InvalidArgument(format!("unknown dtype {d:?}: expected f32, f16, bf16 or q8_0"))))
+        .transpose()?;
+    let cases: Vec<(String, String, DType)> = match (&o.op, &o.shape) {
+        (Some(op), Some(shape)) => vec![(op.clone(), shape.clone(), dtype.unwrap_or(DType::F32))],
+        (op, shape) => bench::default_cases()
+            .into_iter()
+            .filter(|(c, s, d)| op.as_deref().is_none_or(|o| o == *c) && shape.as_deref().is_none_or(|x| x == s) && dtype.is_none_or(|x| x == *d))
+            .map(|(c, s, d)| (c.to_string(), s, d))
+            .collect(),
+    };
+    if cases.is_empty() {
+        return Err(kinema::Error::InvalidArgument("no benchmark matches; give --op and --shape, or see --list".into()));
+    }
+    if !o.json {
+        println!("{}", Measurement::table_header());
+    }
+    for isa in isas {
+        let b = CpuBackend::with(isa, threads, precision)?;
+        for (op, shape, dt) in &cases {
+            let m = bench::measure(&b, op, shape, *dt, o.samples, Duration::from_millis(40))?;
+            if o.json {
+                println!("{}", m.to_json());
+            } else {
+                println!("{}", m.table_row());
+            }
+        }
+    }
+    Ok(())
+}
