@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use kinema::backend::{Backend, BackendChoice, Precision};
+use kinema::backend::{BackendChoice, Precision};
 use kinema::bench::{self, Measurement};
 use kinema::cpu::{CpuBackend, Isa, ThreadPool, isa};
 use kinema::tensor::DType;
