@@ -1,4 +1,5 @@
-//! Errors of the file-format layer.
+//! Errors of the file-format layer. Every variant names the format and, where there is one,
+//! the tensor, key or entry at fault, so a message read in a log points at the problem.
 
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
@@ -21,4 +22,61 @@ pub enum FormatError {
     Unsupported { format: &'static str, msg: String },
     #[error("{format}: no tensor named {name:?}")]
     MissingTensor { format: &'static str, name: String },
+    /// A name that must be unique (tensor, metadata key, archive entry) occurs twice.
+    #[error("{format}: duplicate {what} {name:?}")]
+    Duplicate {
+        format: &'static str,
+        what: &'static str,
+        name: String,
+    },
+    #[error("{format}: no metadata key {key:?}")]
+    MissingKey { format: &'static str, key: String },
+    /// A metadata value of another type than the caller asked for.
+    #[error("{format}: metadata key {key:?} holds {found}, expected {expected}")]
+    WrongType {
+        format: &'static str,
+        key: String,
+        expected: &'static str,
+        found: String,
+    },
+    /// A size the file declares that is beyond what kinema accepts (a header, a
+    /// decompression ratio, a nesting depth), guarding against memory exhaustion.
+    #[error("{format}: {what} is {value}, above the limit of {limit}")]
+    Limit {
+        format: &'static str,
+        what: String,
+        value: u64,
+        limit: u64,
+    },
+    /// An error inside one entry of an archive (an `.npy` member of an `.npz`).
+    #[error("{format} entry {entry:?}: {source}")]
+    InEntry {
+        format: &'static str,
+        entry: String,
+        #[source]
+        source: Box<crate::Error>,
+    },
+    /// Writing to a caller-supplied stream failed (file writes report `Error::Io` with the path).
+    #[error("{format}: write failed: {source}")]
+    Write {
+        format: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl FormatError {
+    pub(crate) fn invalid(format: &'static str, msg: impl Into<String>) -> FormatError {
+        FormatError::Invalid {
+            format,
+            msg: msg.into(),
+        }
+    }
+
+    pub(crate) fn unsupported(format: &'static str, msg: impl Into<String>) -> FormatError {
+        FormatError::Unsupported {
+            format,
+            msg: msg.into(),
+        }
+    }
 }

@@ -1,0 +1,1134 @@
+//! GGUF (v3, and v2 which has the same layout) reader and writer.
+//!
+//! Layout (little-endian; spec: ggml `docs/gguf.md`): magic `GGUF`, u32 version, u64 tensor
+//! count, u64 metadata count, the metadata key/value pairs, the tensor infos (name, rank,
+//! dimensions innermost first, ggml type id, offset into the data section), padding up to
+//! `general.alignment` (default 32), then the tensor data, each tensor at a multiple of the
+//! alignment.
+//!
+//! Shapes are exposed row-major, outermost dimension first as in PyTorch: the reverse of
+//! ggml's `ne`. Tensor types read and written: F32, F16, Q8_0, I32 and BF16.
+//!
+//! The reader treats the file as hostile: every count is bounded by the bytes left before
+//! anything is allocated for it, every size and offset is computed with checked arithmetic,
+//! tensor data must lie inside the file, be aligned and not overlap another tensor's.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use super::FormatError;
+use super::atomic::write_atomic;
+use super::source::{Cursor, Source, numel};
+use crate::error::Result;
+use crate::tensor::{DType, HostTensor, MAX_RANK, Q8_0_BLOCK};
+
+const FORMAT: &str = "gguf";
+
+/// The four bytes every GGUF file starts with.
+pub const GGUF_MAGIC: [u8; 4] = *b"GGUF";
+/// The version the writer emits.
+pub const GGUF_VERSION: u32 = 3;
+/// Data alignment when the file has no `general.alignment` key.
+pub const DEFAULT_ALIGNMENT: u32 = 32;
+/// The metadata key that sets the data alignment (a u32 power of two).
+pub const ALIGNMENT_KEY: &str = "general.alignment";
+/// Deepest nesting of arrays inside arrays accepted (the format sets no limit; real files
+/// use one level). Bounds the reader's recursion.
+pub const MAX_ARRAY_DEPTH: usize = 8;
+
+/// Type ids of metadata values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GgufType {
+    U8 = 0,
+    I8 = 1,
+    U16 = 2,
+    I16 = 3,
+    U32 = 4,
+    I32 = 5,
+    F32 = 6,
+    Bool = 7,
+    String = 8,
+    Array = 9,
+    U64 = 10,
+    I64 = 11,
+    F64 = 12,
+}
+
+impl GgufType {
+    pub fn from_id(id: u32) -> Option<GgufType> {
+        use GgufType::*;
+        Some(match id {
+            0 => U8,
+            1 => I8,
+            2 => U16,
+            3 => I16,
+            4 => U32,
+            5 => I32,
+            6 => F32,
+            7 => Bool,
+            8 => String,
+            9 => Array,
+            10 => U64,
+            11 => I64,
+            12 => F64,
+            _ => return None,
+        })
+    }
+
+    pub fn id(self) -> u32 {
+        self as u32
+    }
+
+    pub fn name(self) -> &'static str {
+        use GgufType::*;
+        match self {
+            U8 => "u8",
+            I8 => "i8",
+            U16 => "u16",
+            I16 => "i16",
+            U32 => "u32",
+            I32 => "i32",
+            F32 => "f32",
+            Bool => "bool",
+            String => "string",
+            Array => "array",
+            U64 => "u64",
+            I64 => "i64",
+            F64 => "f64",
+        }
+    }
+
+    /// Fewest bytes one value of this type occupies in a file (a string is at least its
+    /// length field, an array its type and count). Bounds element counts by the bytes left.
+    fn min_size(self) -> u64 {
+        use GgufType::*;
+        match self {
+            U8 | I8 | Bool => 1,
+            U16 | I16 => 2,
+            U32 | I32 | F32 => 4,
+            U64 | I64 | F64 | String => 8,
+            Array => 12,
+        }
+    }
+}
+
+/// One metadata value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GgufValue {
+    U8(u8),
+    I8(i8),
+    U16(u16),
+    I16(i16),
+    U32(u32),
+    I32(i32),
+    F32(f32),
+    Bool(bool),
+    String(String),
+    Array(GgufArray),
+    U64(u64),
+    I64(i64),
+    F64(f64),
+}
+
+/// A metadata array: elements of one type, stored typed. An array of arrays holds inner
+/// arrays that may each have their own element type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GgufArray {
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    U16(Vec<u16>),
+    I16(Vec<i16>),
+    U32(Vec<u32>),
+    I32(Vec<i32>),
+    F32(Vec<f32>),
+    Bool(Vec<bool>),
+    String(Vec<String>),
+    Array(Vec<GgufArray>),
+    U64(Vec<u64>),
+    I64(Vec<i64>),
+    F64(Vec<f64>),
+}
+
+impl GgufValue {
+    pub fn ty(&self) -> GgufType {
+        match self {
+            GgufValue::U8(_) => GgufType::U8,
+            GgufValue::I8(_) => GgufType::I8,
+            GgufValue::U16(_) => GgufType::U16,
+            GgufValue::I16(_) => GgufType::I16,
+            GgufValue::U32(_) => GgufType::U32,
+            GgufValue::I32(_) => GgufType::I32,
+            GgufValue::F32(_) => GgufType::F32,
+            GgufValue::Bool(_) => GgufType::Bool,
+            GgufValue::String(_) => GgufType::String,
+            GgufValue::Array(_) => GgufType::Array,
+            GgufValue::U64(_) => GgufType::U64,
+            GgufValue::I64(_) => GgufType::I64,
+            GgufValue::F64(_) => GgufType::F64,
+        }
+    }
+
+    /// "u32", "string", "array of f32", ... for error messages.
+    pub fn type_name(&self) -> String {
+        match self {
+            GgufValue::Array(a) => format!("array of {}", a.elem_type().name()),
+            v => v.ty().name().to_string(),
+        }
+    }
+
+    /// Any integer value, widened (negative values give `None`).
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            GgufValue::U8(v) => Some(v.into()),
+            GgufValue::U16(v) => Some(v.into()),
+            GgufValue::U32(v) => Some(v.into()),
+            GgufValue::U64(v) => Some(v),
+            GgufValue::I8(v) => u64::try_from(v).ok(),
+            GgufValue::I16(v) => u64::try_from(v).ok(),
+            GgufValue::I32(v) => u64::try_from(v).ok(),
+            GgufValue::I64(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    /// Any integer value that fits an i64.
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            GgufValue::I8(v) => Some(v.into()),
+            GgufValue::I16(v) => Some(v.into()),
+            GgufValue::I32(v) => Some(v.into()),
+            GgufValue::I64(v) => Some(v),
+            _ => self.as_u64().and_then(|v| i64::try_from(v).ok()),
+        }
+    }
+
+    /// Any integer value that fits a u32 (writers differ in the width they pick).
+    pub fn as_u32(&self) -> Option<u32> {
+        self.as_u64().and_then(|v| u32::try_from(v).ok())
+    }
+
+    /// An F32 value (an F64 is not narrowed silently: use [`GgufValue::as_f64`]).
+    pub fn as_f32(&self) -> Option<f32> {
+        match *self {
+            GgufValue::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// An F32 or F64 value.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            GgufValue::F32(v) => Some(v.into()),
+            GgufValue::F64(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match *self {
+            GgufValue::Bool(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            GgufValue::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_array(&self) -> Option<&GgufArray> {
+        match self {
+            GgufValue::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+impl GgufArray {
+    pub fn elem_type(&self) -> GgufType {
+        match self {
+            GgufArray::U8(_) => GgufType::U8,
+            GgufArray::I8(_) => GgufType::I8,
+            GgufArray::U16(_) => GgufType::U16,
+            GgufArray::I16(_) => GgufType::I16,
+            GgufArray::U32(_) => GgufType::U32,
+            GgufArray::I32(_) => GgufType::I32,
+            GgufArray::F32(_) => GgufType::F32,
+            GgufArray::Bool(_) => GgufType::Bool,
+            GgufArray::String(_) => GgufType::String,
+            GgufArray::Array(_) => GgufType::Array,
+            GgufArray::U64(_) => GgufType::U64,
+            GgufArray::I64(_) => GgufType::I64,
+            GgufArray::F64(_) => GgufType::F64,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            GgufArray::U8(v) => v.len(),
+            GgufArray::I8(v) => v.len(),
+            GgufArray::U16(v) => v.len(),
+            GgufArray::I16(v) => v.len(),
+            GgufArray::U32(v) => v.len(),
+            GgufArray::I32(v) => v.len(),
+            GgufArray::F32(v) => v.len(),
+            GgufArray::Bool(v) => v.len(),
+            GgufArray::String(v) => v.len(),
+            GgufArray::Array(v) => v.len(),
+            GgufArray::U64(v) => v.len(),
+            GgufArray::I64(v) => v.len(),
+            GgufArray::F64(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Nesting depth: 1 for an array of scalars, 1 + the deepest inner array otherwise.
+    fn depth(&self) -> usize {
+        match self {
+            GgufArray::Array(v) => 1 + v.iter().map(GgufArray::depth).max().unwrap_or(0),
+            _ => 1,
+        }
+    }
+}
+
+macro_rules! value_from {
+    ($($t:ty => $v:ident),* $(,)?) => {$(
+        impl From<$t> for GgufValue {
+            fn from(x: $t) -> GgufValue {
+                GgufValue::$v(x)
+            }
+        }
+        impl From<Vec<$t>> for GgufArray {
+            fn from(x: Vec<$t>) -> GgufArray {
+                GgufArray::$v(x)
+            }
+        }
+    )*};
+}
+value_from!(u8 => U8, i8 => I8, u16 => U16, i16 => I16, u32 => U32, i32 => I32, f32 => F32,
+    bool => Bool, String => String, u64 => U64, i64 => I64, f64 => F64);
+
+impl From<&str> for GgufValue {
+    fn from(s: &str) -> GgufValue {
+        GgufValue::String(s.to_string())
+    }
+}
+impl From<GgufArray> for GgufValue {
+    fn from(a: GgufArray) -> GgufValue {
+        GgufValue::Array(a)
+    }
+}
+impl From<Vec<GgufArray>> for GgufArray {
+    fn from(x: Vec<GgufArray>) -> GgufArray {
+        GgufArray::Array(x)
+    }
+}
+
+/// GGML tensor type ids kinema reads and writes.
+const GGML_F32: u32 = 0;
+const GGML_F16: u32 = 1;
+const GGML_Q8_0: u32 = 8;
+const GGML_I32: u32 = 26;
+const GGML_BF16: u32 = 30;
+
+fn dtype_from_ggml(id: u32) -> Option<DType> {
+    Some(match id {
+        GGML_F32 => DType::F32,
+        GGML_F16 => DType::F16,
+        GGML_Q8_0 => DType::Q8_0,
+        GGML_I32 => DType::I32,
+        GGML_BF16 => DType::BF16,
+        _ => return None,
+    })
+}
+
+/// The ggml type id of a dtype; `None` for U32, which GGUF cannot store.
+fn ggml_from_dtype(dtype: DType) -> Option<u32> {
+    match dtype {
+        DType::F32 => Some(GGML_F32),
+        DType::F16 => Some(GGML_F16),
+        DType::Q8_0 => Some(GGML_Q8_0),
+        DType::I32 => Some(GGML_I32),
+        DType::BF16 => Some(GGML_BF16),
+        DType::U32 => None,
+    }
+}
+
+/// Names of the other ggml types, so an unsupported-type error says what the file holds.
+fn ggml_type_name(id: u32) -> &'static str {
+    match id {
+        2 => "Q4_0",
+        3 => "Q4_1",
+        6 => "Q5_0",
+        7 => "Q5_1",
+        9 => "Q8_1",
+        10 => "Q2_K",
+        11 => "Q3_K",
+        12 => "Q4_K",
+        13 => "Q5_K",
+        14 => "Q6_K",
+        15 => "Q8_K",
+        16..=23 | 29 => "an IQ quantisation",
+        24 => "I8",
+        25 => "I16",
+        27 => "I64",
+        28 => "F64",
+        34 => "TQ1_0",
+        35 => "TQ2_0",
+        39 => "MXFP4",
+        _ => "an unknown type",
+    }
+}
+
+/// One tensor's entry in the file's tensor table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GgufTensorInfo {
+    pub name: String,
+    pub dtype: DType,
+    /// Row-major, outermost dimension first (the reverse of ggml's `ne`).
+    pub shape: Vec<usize>,
+    /// Byte offset of the data relative to the start of the data section.
+    pub offset: usize,
+    /// Bytes of data.
+    pub size: usize,
+}
+
+/// A parsed GGUF file. Opened from disk it is memory-mapped and [`GgufFile::tensor`] borrows
+/// the map without copying.
+pub struct GgufFile {
+    src: Source,
+    version: u32,
+    alignment: u32,
+    metadata: Vec<(String, GgufValue)>,
+    keys: HashMap<String, usize>,
+    tensors: Vec<GgufTensorInfo>,
+    names: HashMap<String, usize>,
+    data_offset: usize,
+}
+
+impl std::fmt::Debug for GgufFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufFile")
+            .field("version", &self.version)
+            .field("alignment", &self.alignment)
+            .field("metadata", &self.metadata.len())
+            .field("tensors", &self.tensors.len())
+            .field("mapped", &self.src.is_mapped())
+            .finish()
+    }
+}
+
+impl GgufFile {
+    /// Memory-map and parse the file at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
+        GgufFile::from_source(Source::map(path.as_ref())?)
+    }
+
+    /// Parse a file held in memory; tensors are copied out of it.
+    pub fn parse(bytes: impl Into<Arc<[u8]>>) -> Result<GgufFile> {
+        GgufFile::from_source(Source::Owned(bytes.into()))
+    }
+
+    fn from_source(src: Source) -> Result<GgufFile> {
+        let h = parse_header(src.bytes())?;
+        Ok(GgufFile {
+            src,
+            version: h.version,
+            alignment: h.alignment,
+            metadata: h.metadata,
+            keys: h.keys,
+            tensors: h.tensors,
+            names: h.names,
+            data_offset: h.data_offset,
+        })
+    }
+
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+    pub fn alignment(&self) -> u32 {
+        self.alignment
+    }
+    /// File offset of the data section.
+    pub fn data_offset(&self) -> usize {
+        self.data_offset
+    }
+    pub fn is_mapped(&self) -> bool {
+        self.src.is_mapped()
+    }
+
+    /// All metadata in file order.
+    pub fn metadata(&self) -> &[(String, GgufValue)] {
+        &self.metadata
+    }
+
+    pub fn get(&self, key: &str) -> Option<&GgufValue> {
+        self.keys.get(key).map(|&i| &self.metadata[i].1)
+    }
+
+    fn typed<'a, T>(
+        &'a self,
+        key: &str,
+        expected: &'static str,
+        f: impl FnOnce(&'a GgufValue) -> Option<T>,
+    ) -> Result<T> {
+        let v = self.get(key).ok_or_else(|| FormatError::MissingKey {
+            format: FORMAT,
+            key: key.to_string(),
+        })?;
+        f(v).ok_or_else(|| {
+            FormatError::WrongType {
+                format: FORMAT,
+                key: key.to_string(),
+                expected,
+                found: v.type_name(),
+            }
+            .into()
+        })
+    }
+
+    /// An integer value that fits a u32, of any integer type.
+    pub fn get_u32(&self, key: &str) -> Result<u32> {
+        self.typed(key, "an integer that fits u32", GgufValue::as_u32)
+    }
+    /// A non-negative integer value of any integer type.
+    pub fn get_u64(&self, key: &str) -> Result<u64> {
+        self.typed(key, "a non-negative integer", GgufValue::as_u64)
+    }
+    /// An integer value that fits i64, of any integer type.
+    pub fn get_i64(&self, key: &str) -> Result<i64> {
+        self.typed(key, "an integer that fits i64", GgufValue::as_i64)
+    }
+    pub fn get_f32(&self, key: &str) -> Result<f32> {
+        self.typed(key, "f32", GgufValue::as_f32)
+    }
+    /// An f32 or f64 value.
+    pub fn get_f64(&self, key: &str) -> Result<f64> {
+        self.typed(key, "f32 or f64", GgufValue::as_f64)
+    }
+    pub fn get_bool(&self, key: &str) -> Result<bool> {
+        self.typed(key, "bool", GgufValue::as_bool)
+    }
+    pub fn get_str(&self, key: &str) -> Result<&str> {
+        self.typed(key, "string", GgufValue::as_str)
+    }
+    pub fn get_array(&self, key: &str) -> Result<&GgufArray> {
+        self.typed(key, "array", GgufValue::as_array)
+    }
+
+    /// The tensor table in file order.
+    pub fn tensors(&self) -> &[GgufTensorInfo] {
+        &self.tensors
+    }
+
+    pub fn tensor_info(&self, name: &str) -> Option<&GgufTensorInfo> {
+        self.names.get(name).map(|&i| &self.tensors[i])
+    }
+
+    fn info_or_err(&self, name: &str) -> Result<&GgufTensorInfo> {
+        self.tensor_info(name).ok_or_else(|| {
+            FormatError::MissingTensor {
+                format: FORMAT,
+                name: name.to_string(),
+            }
+            .into()
+        })
+    }
+
+    /// The raw little-endian bytes of a tensor.
+    pub fn tensor_bytes(&self, name: &str) -> Result<&[u8]> {
+        let t = self.info_or_err(name)?;
+        // The parser checked that this range lies inside the file.
+        let start = self.data_offset + t.offset;
+        Ok(&self.src.bytes()[start..start + t.size])
+    }
+
+    /// A tensor: borrowed from the memory map when the file was opened from disk (the
+    /// parser checked alignment and bounds), copied when it was parsed from memory or when a
+    /// small `general.alignment` leaves the data misaligned for its dtype.
+    pub fn tensor(&self, name: &str) -> Result<HostTensor> {
+        let t = self.info_or_err(name)?;
+        self.src
+            .tensor(t.dtype, &t.shape, self.data_offset + t.offset)
+    }
+}
+
+struct Header {
+    version: u32,
+    alignment: u32,
+    metadata: Vec<(String, GgufValue)>,
+    keys: HashMap<String, usize>,
+    tensors: Vec<GgufTensorInfo>,
+    names: HashMap<String, usize>,
+    data_offset: usize,
+}
+
+fn invalid(msg: impl Into<String>) -> crate::Error {
+    FormatError::invalid(FORMAT, msg).into()
+}
+
+/// Capacity to reserve for `count` items of at least `min_size` bytes each: never more than
+/// the bytes left could hold, so a hostile count cannot force a huge allocation.
+fn bounded_capacity(count: u64, min_size: u64, remaining: usize) -> usize {
+    let fit = remaining as u64 / min_size.max(1);
+    count.min(fit) as usize
+}
+
+fn read_string(c: &mut Cursor<'_>, what: &dyn Fn() -> String) -> Result<String> {
+    let len = c.u64(|| format!("length of {}", what()))?;
+    let bytes = c.take(len, what)?;
+    String::from_utf8(bytes.to_vec()).map_err(|_| invalid(format!("{} is not valid UTF-8", what())))
+}
+
+fn read_value(c: &mut Cursor<'_>, ty: GgufType, depth: usize, key: &str) -> Result<GgufValue> {
+    let what = || format!("value of metadata key {key:?}");
+    Ok(match ty {
+        GgufType::U8 => GgufValue::U8(c.u8(what)?),
+        GgufType::I8 => GgufValue::I8(c.u8(what)? as i8),
+        GgufType::U16 => GgufValue::U16(c.u16(what)?),
+        GgufType::I16 => GgufValue::I16(c.u16(what)? as i16),
+        GgufType::U32 => GgufValue::U32(c.u32(what)?),
+        GgufType::I32 => GgufValue::I32(c.u32(what)? as i32),
+        GgufType::F32 => GgufValue::F32(f32::from_bits(c.u32(what)?)),
+        GgufType::U64 => GgufValue::U64(c.u64(what)?),
+        GgufType::I64 => GgufValue::I64(c.u64(what)? as i64),
+        GgufType::F64 => GgufValue::F64(f64::from_bits(c.u64(what)?)),
+        GgufType::Bool => GgufValue::Bool(read_bool(c.u8(what)?, key)?),
+        GgufType::String => GgufValue::String(read_string(c, &what)?),
+        GgufType::Array => GgufValue::Array(read_array(c, depth + 1, key)?),
+    })
+}
+
+fn read_bool(b: u8, key: &str) -> Result<bool> {
+    match b {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(invalid(format!(
+            "metadata key {key:?}: bool byte is {b}, not 0 or 1"
+        ))),
+    }
+}
+
+fn read_array(c: &mut Cursor<'_>, depth: usize, key: &str) -> Result<GgufArray> {
+    if depth > MAX_ARRAY_DEPTH {
+        return Err(FormatError::Limit {
+            format: FORMAT,
+            what: format!("array nesting depth of metadata key {key:?}"),
+            value: depth as u64,
+            limit: MAX_ARRAY_DEPTH as u64,
+        }
+        .into());
+    }
+    let id = c.u32(|| format!("array type of metadata key {key:?}"))?;
+    let ty = GgufType::from_id(id).ok_or_else(|| {
+        invalid(format!(
+            "metadata key {key:?}: unknown array element type id {id}"
+        ))
+    })?;
+    let count = c.u64(|| format!("array length of metadata key {key:?}"))?;
+    let what = || format!("{count} x {} array of metadata key {key:?}", ty.name());
+    // Every element takes at least `min_size` bytes, so a count the rest of the file cannot
+    // hold is refused before anything is allocated for it.
+    let min_bytes = count.saturating_mul(ty.min_size());
+    if min_bytes > c.remaining() as u64 {
+        return Err(FormatError::Truncated {
+            format: FORMAT,
+            what: what(),
+            offset: c.pos as u64,
+            need: min_bytes,
+            len: c.buf.len() as u64,
+        }
+        .into());
+    }
+    fn fixed<const N: usize, T>(
+        c: &mut Cursor<'_>,
+        count: u64,
+        what: impl FnOnce() -> String,
+        f: impl Fn([u8; N]) -> T,
+    ) -> Result<Vec<T>> {
+        let bytes = c.take(count * N as u64, what)?;
+        Ok(bytes
+            .chunks_exact(N)
+            .map(|ch| {
+                let mut a = [0u8; N];
+                a.copy_from_slice(ch);
+                f(a)
+            })
+            .collect())
+    }
+    Ok(match ty {
+        GgufType::U8 => GgufArray::U8(fixed(c, count, what, |[b]| b)?),
+        GgufType::I8 => GgufArray::I8(fixed(c, count, what, |[b]| b as i8)?),
+        GgufType::U16 => GgufArray::U16(fixed(c, count, what, u16::from_le_bytes)?),
+        GgufType::I16 => GgufArray::I16(fixed(c, count, what, i16::from_le_bytes)?),
+        GgufType::U32 => GgufArray::U32(fixed(c, count, what, u32::from_le_bytes)?),
+        GgufType::I32 => GgufArray::I32(fixed(c, count, what, i32::from_le_bytes)?),
+        GgufType::F32 => GgufArray::F32(fixed(c, count, what, f32::from_le_bytes)?),
+        GgufType::U64 => GgufArray::U64(fixed(c, count, what, u64::from_le_bytes)?),
+        GgufType::I64 => GgufArray::I64(fixed(c, count, what, i64::from_le_bytes)?),
+        GgufType::F64 => GgufArray::F64(fixed(c, count, what, f64::from_le_bytes)?),
+        GgufType::Bool => {
+            let bytes = c.take(count, what)?;
+            GgufArray::Bool(
+                bytes
+                    .iter()
+                    .map(|&b| read_bool(b, key))
+                    .collect::<Result<_>>()?,
+            )
+        }
+        GgufType::String => {
+            let mut v = Vec::with_capacity(bounded_capacity(count, 8, c.remaining()));
+            for i in 0..count {
+                v.push(read_string(c, &|| {
+                    format!("string {i} of metadata key {key:?}")
+                })?);
+            }
+            GgufArray::String(v)
+        }
+        GgufType::Array => {
+            let mut v = Vec::with_capacity(bounded_capacity(count, 12, c.remaining()));
+            for _ in 0..count {
+                v.push(read_array(c, depth + 1, key)?);
+            }
+            GgufArray::Array(v)
+        }
+    })
+}
+
+fn parse_header(buf: &[u8]) -> Result<Header> {
+    let mut c = Cursor::new(FORMAT, buf);
+    let magic: [u8; 4] = c.array(|| "magic".into())?;
+    if magic != GGUF_MAGIC {
+        return Err(invalid(format!(
+            "bad magic {magic:02x?}, expected {GGUF_MAGIC:02x?} (\"GGUF\")"
+        )));
+    }
+    let version = c.u32(|| "version".into())?;
+    match version {
+        2 | 3 => {}
+        v if matches!(v.swap_bytes(), 2 | 3) => {
+            return Err(FormatError::unsupported(FORMAT, "big-endian GGUF files").into());
+        }
+        1 => {
+            return Err(FormatError::unsupported(
+                FORMAT,
+                "GGUF version 1 (32-bit counts); convert it with a current gguf tool",
+            )
+            .into());
+        }
+        v => return Err(invalid(format!("unknown version {v}"))),
+    }
+    let tensor_count = c.u64(|| "tensor count".into())?;
+    let kv_count = c.u64(|| "metadata count".into())?;
+
+    // Key (8-byte length), type (4) and at least one value byte.
+    let mut metadata = Vec::with_capacity(bounded_capacity(kv_count, 13, c.remaining()));
+    let mut keys = HashMap::new();
+    for i in 0..kv_count {
+        let key = read_string(&mut c, &|| format!("key of metadata entry {i}"))?;
+        let id = c.u32(|| format!("value type of metadata key {key:?}"))?;
+        let ty = GgufType::from_id(id)
+            .ok_or_else(|| invalid(format!("metadata key {key:?}: unknown value type id {id}")))?;
+        let value = read_value(&mut c, ty, 0, &key)?;
+        if keys.insert(key.clone(), metadata.len()).is_some() {
+            return Err(FormatError::Duplicate {
+                format: FORMAT,
+                what: "metadata key",
+                name: key,
+            }
+            .into());
+        }
+        metadata.push((key, value));
+    }
+
+    let alignment = match keys.get(ALIGNMENT_KEY).map(|&i| &metadata[i].1) {
+        None => DEFAULT_ALIGNMENT,
+        Some(GgufValue::U32(a)) if a.is_power_of_two() => *a,
+        Some(v) => {
+            return Err(invalid(format!(
+                "{ALIGNMENT_KEY} must be a u32 power of two, found {v:?}"
+            )));
+        }
+    };
+
+    // Name length (8), rank (4), type (4), offset (8).
+    let mut tensors = Vec::with_capacity(bounded_capacity(tensor_count, 24, c.remaining()));
+    let mut names = HashMap::new();
+    for i in 0..tensor_count {
+        let t = read_tensor_info(&mut c, i)?;
+        if names.insert(t.name.clone(), tensors.len()).is_some() {
+            return Err(FormatError::Duplicate {
+                format: FORMAT,
+                what: "tensor",
+                name: t.name,
+            }
+            .into());
+        }
+        tensors.push(t);
+    }
+
+    let data_offset = c
+        .pos
+        .checked_next_multiple_of(alignment as usize)
+        .ok_or_else(|| invalid("data section offset overflows"))?;
+    check_tensor_data(&tensors, data_offset, alignment, buf.len())?;
+    Ok(Header {
+        version,
+        alignment,
+        metadata,
+        keys,
+        tensors,
+        names,
+        data_offset,
+    })
+}
+
+fn read_tensor_info(c: &mut Cursor<'_>, i: u64) -> Result<GgufTensorInfo> {
+    let name = read_string(c, &|| format!("name of tensor {i}"))?;
+    let n_dims = c.u32(|| format!("rank of tensor {name:?}"))?;
+    if n_dims as usize > MAX_RANK {
+        return Err(FormatError::unsupported(
+            FORMAT,
+            format!("tensor {name:?} has rank {n_dims}, above kinema's maximum of {MAX_RANK}"),
+        )
+        .into());
+    }
+    let mut shape = Vec::with_capacity(n_dims as usize);
+    for _ in 0..n_dims {
+        let d = c.u64(|| format!("dimensions of tensor {name:?}"))?;
+        let d = usize::try_from(d)
+            .map_err(|_| invalid(format!("tensor {name:?}: dimension {d} overflows usize")))?;
+        shape.push(d);
+    }
+    // ggml lists the innermost dimension first.
+    shape.reverse();
+    let type_id = c.u32(|| format!("type of tensor {name:?}"))?;
+    let dtype = dtype_from_ggml(type_id).ok_or_else(|| {
+        FormatError::unsupported(
+            FORMAT,
+            format!(
+                "tensor {name:?} has ggml type {type_id} ({}); kinema reads F32, F16, BF16, \
+                 Q8_0 and I32",
+                ggml_type_name(type_id)
+            ),
+        )
+    })?;
+    let offset = c.u64(|| format!("data offset of tensor {name:?}"))?;
+    let offset = usize::try_from(offset)
+        .map_err(|_| invalid(format!("tensor {name:?}: offset {offset} overflows usize")))?;
+    let n = numel(&shape)
+        .ok_or_else(|| invalid(format!("tensor {name:?}: shape {shape:?} overflows")))?;
+    if dtype == DType::Q8_0 && shape.last().is_none_or(|&d| d % Q8_0_BLOCK != 0) {
+        return Err(invalid(format!(
+            "q8_0 tensor {name:?} of shape {shape:?}: the innermost dimension must be a \
+             multiple of {Q8_0_BLOCK}"
+        )));
+    }
+    let size = dtype
+        .bytes_for(n)
+        .ok_or_else(|| invalid(format!("tensor {name:?}: {n} {dtype} elements overflow")))?;
+    Ok(GgufTensorInfo {
+        name,
+        dtype,
+        shape,
+        offset,
+        size,
+    })
+}
+
+/// Every tensor's data must start at a multiple of the alignment, lie inside the file and
+/// not overlap another tensor's data.
+fn check_tensor_data(
+    tensors: &[GgufTensorInfo],
+    data_offset: usize,
+    alignment: u32,
+    file_len: usize,
+) -> Result<()> {
+    for t in tensors {
+        if t.offset % alignment as usize != 0 {
+            return Err(invalid(format!(
+                "tensor {:?}: data offset {} is not a multiple of the alignment {alignment}",
+                t.name, t.offset
+            )));
+        }
+        let start = data_offset.checked_add(t.offset);
+        let end = start.and_then(|s| s.checked_add(t.size));
+        if end.is_none_or(|e| e > file_len) {
+            return Err(FormatError::Truncated {
+                format: FORMAT,
+                what: format!("data of tensor {:?}", t.name),
+                offset: (data_offset as u64).saturating_add(t.offset as u64),
+                need: t.size as u64,
+                len: file_len as u64,
+            }
+            .into());
+        }
+    }
+    let mut order: Vec<&GgufTensorInfo> = tensors.iter().filter(|t| t.size > 0).collect();
+    order.sort_by_key(|t| t.offset);
+    for w in order.windows(2) {
+        // In range: both ends were checked against the file length above.
+        if w[0].offset + w[0].size > w[1].offset {
+            return Err(invalid(format!(
+                "the data of tensors {:?} and {:?} overlap",
+                w[0].name, w[1].name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Builds a GGUF file: metadata and tensors in the order they are added. Nothing touches the
+/// disk until [`GgufWriter::write`], which writes a temporary file and renames it into place.
+#[derive(Default)]
+pub struct GgufWriter {
+    metadata: Vec<(String, GgufValue)>,
+    keys: HashSet<String>,
+    tensors: Vec<PendingTensor>,
+    names: HashSet<String>,
+    alignment: Option<u32>,
+}
+
+impl GgufWriter {
+    pub fn new() -> GgufWriter {
+        GgufWriter::default()
+    }
+
+    /// Add a metadata entry. Duplicate keys, arrays nested deeper than [`MAX_ARRAY_DEPTH`]
+    /// and a `general.alignment` that is not a u32 power of two are refused.
+    pub fn add_metadata(
+        &mut self,
+        key: impl Into<String>,
+        value: impl Into<GgufValue>,
+    ) -> Result<()> {
+        let key = key.into();
+        let value = value.into();
+        if self.keys.contains(&key) {
+            return Err(FormatError::Duplicate {
+                format: FORMAT,
+                what: "metadata key",
+                name: key,
+            }
+            .into());
+        }
+        if let GgufValue::Array(a) = &value
+            && a.depth() > MAX_ARRAY_DEPTH
+        {
+            return Err(FormatError::Limit {
+                format: FORMAT,
+                what: format!("array nesting depth of metadata key {key:?}"),
+                value: a.depth() as u64,
+                limit: MAX_ARRAY_DEPTH as u64,
+            }
+            .into());
+        }
+        if key == ALIGNMENT_KEY {
+            match value {
+                GgufValue::U32(a) if a.is_power_of_two() => self.alignment = Some(a),
+                ref v => {
+                    return Err(invalid(format!(
+                        "{ALIGNMENT_KEY} must be a u32 power of two, got {v:?}"
+                    )));
+                }
+            }
+        }
+        self.keys.insert(key.clone());
+        self.metadata.push((key, value));
+        Ok(())
+    }
+
+    /// Add a tensor (its storage is shared, not copied). U32 tensors are refused because GGUF
+    /// has no u32 type; so are ranks above [`MAX_RANK`] and q8_0 tensors whose innermost
+    /// dimension is not a whole number of blocks (ggml quantises rows).
+    pub fn add_tensor(&mut self, name: impl Into<String>, t: &HostTensor) -> Result<()> {
+        let name = name.into();
+        if self.names.contains(&name) {
+            return Err(FormatError::Duplicate {
+                format: FORMAT,
+                what: "tensor",
+                name,
+            }
+            .into());
+        }
+        let Some(ggml_type) = ggml_from_dtype(t.dtype) else {
+            return Err(FormatError::unsupported(
+                FORMAT,
+                format!(
+                    "tensor {name:?} is {}, which GGUF has no type for; store it as i32",
+                    t.dtype
+                ),
+            )
+            .into());
+        };
+        if t.shape.len() > MAX_RANK {
+            return Err(FormatError::unsupported(
+                FORMAT,
+                format!(
+                    "tensor {name:?} has rank {}, above {MAX_RANK}",
+                    t.shape.len()
+                ),
+            )
+            .into());
+        }
+        if t.dtype == DType::Q8_0 && t.shape.last().is_none_or(|&d| d % Q8_0_BLOCK != 0) {
+            return Err(invalid(format!(
+                "q8_0 tensor {name:?} of shape {:?}: the innermost dimension must be a \
+                 multiple of {Q8_0_BLOCK}",
+                t.shape
+            )));
+        }
+        let need = numel(&t.shape).and_then(|n| t.dtype.bytes_for(n));
+        if need != Some(t.bytes().len()) {
+            return Err(invalid(format!(
+                "tensor {name:?}: {} bytes do not match {} of shape {:?}",
+                t.bytes().len(),
+                t.dtype,
+                t.shape
+            )));
+        }
+        self.names.insert(name.clone());
+        self.tensors.push(PendingTensor {
+            name,
+            ggml_type,
+            tensor: t.clone(),
+        });
+        Ok(())
+    }
+
+    fn alignment(&self) -> usize {
+        self.alignment.unwrap_or(DEFAULT_ALIGNMENT) as usize
+    }
+
+    /// Write the file to `path` atomically (temporary file in the same directory, fsync,
+    /// rename): `path` never holds a partial file.
+    pub fn write(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_atomic(path, |w| self.emit(w))
+    }
+
+    /// Write the file to a stream.
+    pub fn write_to(&self, mut w: impl Write) -> Result<()> {
+        self.emit(&mut w).map_err(|source| {
+            FormatError::Write {
+                format: FORMAT,
+                source,
+            }
+            .into()
+        })
+    }
+
+    fn emit(&self, w: &mut dyn Write) -> io::Result<()> {
+        let align = self.alignment();
+        let mut w = Counting { w, pos: 0 };
+        w.put(&GGUF_MAGIC)?;
+        w.put(&GGUF_VERSION.to_le_bytes())?;
+        w.put(&(self.tensors.len() as u64).to_le_bytes())?;
+        w.put(&(self.metadata.len() as u64).to_le_bytes())?;
+        let mut buf = Vec::new();
+        for (k, v) in &self.metadata {
+            buf.clear();
+            put_string(&mut buf, k);
+            buf.extend_from_slice(&v.ty().id().to_le_bytes());
+            put_value(&mut buf, v);
+            w.put(&buf)?;
+        }
+        let mut offset = 0usize;
+        for t in &self.tensors {
+            buf.clear();
+            put_string(&mut buf, &t.name);
+            buf.extend_from_slice(&(t.tensor.shape.len() as u32).to_le_bytes());
+            for &d in t.tensor.shape.iter().rev() {
+                buf.extend_from_slice(&(d as u64).to_le_bytes());
+            }
+            buf.extend_from_slice(&t.ggml_type.to_le_bytes());
+            buf.extend_from_slice(&(offset as u64).to_le_bytes());
+            w.put(&buf)?;
+            offset = offset
+                .checked_add(t.tensor.bytes().len())
+                .and_then(|e| e.checked_next_multiple_of(align))
+                .ok_or_else(|| io::Error::other("GGUF data section size overflows usize"))?;
+        }
+        let zeros = vec![0u8; align];
+        w.put(&zeros[..w.pos.next_multiple_of(align) - w.pos])?;
+        for t in &self.tensors {
+            let b = t.tensor.bytes();
+            w.put(b)?;
+            // ggml pads every tensor, the last one too, and sizes the data section that way.
+            w.put(&zeros[..b.len().next_multiple_of(align) - b.len()])?;
+        }
+        Ok(())
+    }
+}
+
+struct PendingTensor {
+    name: String,
+    ggml_type: u32,
+    tensor: HostTensor,
+}
+
+/// A writer that counts the bytes written, to place the padding.
+struct Counting<'a> {
+    w: &'a mut dyn Write,
+    pos: usize,
+}
+
+impl Counting<'_> {
+    fn put(&mut self, b: &[u8]) -> io::Result<()> {
+        self.pos += b.len();
+        self.w.write_all(b)
+    }
+}
+
+fn put_string(buf: &mut Vec<u8>, s: &str) {
+    buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    buf.extend_from_slice(s.as_bytes());
+}
+
+fn put_value(buf: &mut Vec<u8>, v: &GgufValue) {
+    match v {
+        GgufValue::U8(x) => buf.push(*x),
+        GgufValue::I8(x) => buf.push(*x as u8),
+        GgufValue::U16(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::I16(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::U32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::I32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::F32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::Bool(x) => buf.push(u8::from(*x)),
+        GgufValue::String(s) => put_string(buf, s),
+        GgufValue::Array(a) => put_array(buf, a),
+        GgufValue::U64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::I64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::F64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+    }
+}
+
+fn put_array(buf: &mut Vec<u8>, a: &GgufArray) {
+    buf.extend_from_slice(&a.elem_type().id().to_le_bytes());
+    buf.extend_from_slice(&(a.len() as u64).to_le_bytes());
+    fn each<T: Copy, const N: usize>(buf: &mut Vec<u8>, v: &[T], f: impl Fn(T) -> [u8; N]) {
+        for &x in v {
+            buf.extend_from_slice(&f(x));
+        }
+    }
+    match a {
+        GgufArray::U8(v) => buf.extend_from_slice(v),
+        GgufArray::I8(v) => each(buf, v, i8::to_le_bytes),
+        GgufArray::U16(v) => each(buf, v, u16::to_le_bytes),
+        GgufArray::I16(v) => each(buf, v, i16::to_le_bytes),
+        GgufArray::U32(v) => each(buf, v, u32::to_le_bytes),
+        GgufArray::I32(v) => each(buf, v, i32::to_le_bytes),
+        GgufArray::F32(v) => each(buf, v, f32::to_le_bytes),
+        GgufArray::Bool(v) => each(buf, v, |b| [u8::from(b)]),
+        GgufArray::String(v) => v.iter().for_each(|s| put_string(buf, s)),
+        GgufArray::Array(v) => v.iter().for_each(|a| put_array(buf, a)),
+        GgufArray::U64(v) => each(buf, v, u64::to_le_bytes),
+        GgufArray::I64(v) => each(buf, v, i64::to_le_bytes),
+        GgufArray::F64(v) => each(buf, v, f64::to_le_bytes),
+    }
+}
