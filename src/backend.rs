@@ -323,7 +323,9 @@ impl BackendChoice {
             "cpu" => Ok(BackendChoice::Cpu),
             "vulkan" => Ok(BackendChoice::Vulkan),
             "auto" => Ok(BackendChoice::Auto),
-            _ => Err(Error::InvalidArgument(format!("unknown backend {s:?}: expected cpu, vulkan or auto"))),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown backend {s:?}: expected cpu, vulkan or auto"
+            ))),
         }
     }
 }

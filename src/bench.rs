@@ -45,27 +45,46 @@ pub const OPS: &[(&str, &str)] = &[
     ("silu", "N"),
     ("swiglu", "N"),
     ("rope", "TxHxD"),
-    ("conv1d", "CxLxK (C in = out channels, length L, kernel K, padding K/2)"),
+    (
+        "conv1d",
+        "CxLxK (C in = out channels, length L, kernel K, padding K/2)",
+    ),
     ("upsample", "RxL"),
     ("add", "N"),
     ("axpby", "N"),
-    ("embedding", "TxVxD (T tokens from a V x D table in --dtype)"),
+    (
+        "embedding",
+        "TxVxD (T tokens from a V x D table in --dtype)",
+    ),
     ("mean_pool", "BxSxD"),
     ("argmax", "RxC"),
     ("gumbel", "RxC"),
     ("ddim", "N"),
     ("cfg", "RxN (R = 2 or 3 rows)"),
     ("transpose", "RxC"),
+    ("copy", "N (contiguous: the memory-bandwidth reference)"),
 ];
 
 /// Default (op, shape, dtype) list: the shapes the models run.
 pub fn default_cases() -> Vec<(&'static str, String, DType)> {
     let mut v = Vec::new();
-    for s in ["1024x1024x1024", "202x3072x1024", "202x1024x1024", "202x2048x1024", "202x1024x2048"] {
+    for s in [
+        "1024x1024x1024",
+        "202x3072x1024",
+        "202x1024x1024",
+        "202x2048x1024",
+        "202x1024x2048",
+    ] {
         v.push(("linear", s.to_string(), DType::F32));
     }
     for dt in [DType::BF16, DType::F16, DType::Q8_0] {
-        for s in ["1024x1024x1024", "202x3072x1024", "202x1024x1024", "202x2048x1024", "202x1024x2048"] {
+        for s in [
+            "1024x1024x1024",
+            "202x3072x1024",
+            "202x1024x1024",
+            "202x2048x1024",
+            "202x1024x2048",
+        ] {
             v.push(("linear", s.to_string(), dt));
         }
     }
@@ -93,6 +112,7 @@ pub fn default_cases() -> Vec<(&'static str, String, DType)> {
         ("ddim", "151500"),
         ("cfg", "3x151500"),
         ("transpose", "1024x1024"),
+        ("copy", "4194304"),
     ];
     for (op, s) in rest {
         v.push((op, s.to_string(), DType::F32));
@@ -107,14 +127,18 @@ pub fn parse_shape(s: &str) -> Result<Vec<usize>> {
                 .parse::<usize>()
                 .ok()
                 .filter(|&v| v > 0)
-                .ok_or_else(|| Error::InvalidArgument(format!("shape {s:?}: {d:?} is not a positive integer")))
+                .ok_or_else(|| {
+                    Error::InvalidArgument(format!("shape {s:?}: {d:?} is not a positive integer"))
+                })
         })
         .collect()
 }
 
 /// Deterministic pseudo-random values in [-1, 1) (SplitMix64 based).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    (0..n as u64).map(|i| crate::cpu::rng::uniform(seed, i) * 2.0 - 1.0).collect()
+    (0..n as u64)
+        .map(|i| crate::cpu::rng::uniform(seed, i) * 2.0 - 1.0)
+        .collect()
 }
 
 struct Setup<'a, B: Backend> {
@@ -135,11 +159,19 @@ impl<B: Backend> Setup<'_, B> {
         let v = values(n, self.seed);
         let bytes: Vec<u8> = match dtype {
             DType::F32 => bytemuck::cast_slice(&v).to_vec(),
-            DType::F16 => v.iter().flat_map(|&x| f16::from_f32(x).to_le_bytes()).collect(),
-            DType::BF16 => v.iter().flat_map(|&x| bf16::from_f32(x).to_le_bytes()).collect(),
+            DType::F16 => v
+                .iter()
+                .flat_map(|&x| f16::from_f32(x).to_le_bytes())
+                .collect(),
+            DType::BF16 => v
+                .iter()
+                .flat_map(|&x| bf16::from_f32(x).to_le_bytes())
+                .collect(),
             DType::Q8_0 => {
                 if n % Q8_0_BLOCK != 0 {
-                    return Err(Error::InvalidArgument(format!("q8_0 needs a multiple of 32 values, got {n}")));
+                    return Err(Error::InvalidArgument(format!(
+                        "q8_0 needs a multiple of 32 values, got {n}"
+                    )));
                 }
                 let mut out = vec![0u8; n / Q8_0_BLOCK * Q8_0_BLOCK_BYTES];
                 for (blk, o) in v.chunks(Q8_0_BLOCK).zip(out.chunks_mut(Q8_0_BLOCK_BYTES)) {
@@ -147,7 +179,11 @@ impl<B: Backend> Setup<'_, B> {
                 }
                 out
             }
-            DType::I32 | DType::U32 => return Err(Error::InvalidArgument("integer weights are not benchmarked".into())),
+            DType::I32 | DType::U32 => {
+                return Err(Error::InvalidArgument(
+                    "integer weights are not benchmarked".into(),
+                ));
+            }
         };
         let r = BufRef::new(self.b.alloc(dtype, n)?, dtype, n);
         self.b.write(&r, &bytes)?;
@@ -164,34 +200,85 @@ impl<B: Backend> Setup<'_, B> {
 }
 
 fn dims<const N: usize>(op: &str, d: &[usize]) -> Result<[usize; N]> {
-    d.try_into()
-        .map_err(|_| Error::InvalidArgument(format!("{op}: shape needs {N} dimensions ({})", OPS.iter().find(|o| o.0 == op).map_or("", |o| o.1))))
+    d.try_into().map_err(|_| {
+        Error::InvalidArgument(format!(
+            "{op}: shape needs {N} dimensions ({})",
+            OPS.iter().find(|o| o.0 == op).map_or("", |o| o.1)
+        ))
+    })
 }
 
 /// Record one op on `b` with synthetic data; returns the recording, FLOPs and bytes moved.
-fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<(B::Recording, f64, f64)> {
+fn record<B: Backend>(
+    b: &B,
+    op: &str,
+    d: &[usize],
+    dtype: DType,
+) -> Result<(B::Recording, f64, f64)> {
     let mut s = Setup { b, seed: 7 };
     let mut rec = b.begin()?;
     let f = |x: usize| x as f64;
     let (flops, bytes) = match op {
         "linear" => {
             let [m, n, k] = dims(op, d)?;
-            let (x, w, bias, y) = (s.f32s(m * k)?, s.typed(dtype, n * k)?, s.f32s(n)?, s.out(DType::F32, m * n)?);
-            b.linear(&mut rec, &LinearParams { m, n, k, activation: Activation::None }, &x, &w, Some(&bias), &y)?;
+            let (x, w, bias, y) = (
+                s.f32s(m * k)?,
+                s.typed(dtype, n * k)?,
+                s.f32s(n)?,
+                s.out(DType::F32, m * n)?,
+            );
+            b.linear(
+                &mut rec,
+                &LinearParams {
+                    m,
+                    n,
+                    k,
+                    activation: Activation::None,
+                },
+                &x,
+                &w,
+                Some(&bias),
+                &y,
+            )?;
             let wbytes = dtype.bytes_for(n * k).unwrap_or(0) as f64;
             (2.0 * f(m) * f(n) * f(k), 4.0 * f(m * k + m * n) + wbytes)
         }
         "batched_matmul" => {
             let [bt, m, n, k] = dims(op, d)?;
-            let (a, bb, c) = (s.f32s(bt * m * k)?, s.f32s(bt * k * n)?, s.out(DType::F32, bt * m * n)?);
-            let p = BatchedMatmulParams { batch: bt, m, n, k, trans_b: false, alpha: 1.0, a_batch_stride: m * k, b_batch_stride: k * n };
+            let (a, bb, c) = (
+                s.f32s(bt * m * k)?,
+                s.f32s(bt * k * n)?,
+                s.out(DType::F32, bt * m * n)?,
+            );
+            let p = BatchedMatmulParams {
+                batch: bt,
+                m,
+                n,
+                k,
+                trans_b: false,
+                alpha: 1.0,
+                a_batch_stride: m * k,
+                b_batch_stride: k * n,
+            };
             b.batched_matmul(&mut rec, &p, &a, &bb, &c)?;
-            (2.0 * f(bt * m * n * k), 4.0 * f(bt * (m * k + k * n + m * n)))
+            (
+                2.0 * f(bt * m * n * k),
+                4.0 * f(bt * (m * k + k * n + m * n)),
+            )
         }
         "layer_norm" | "rms_norm" => {
             let [r, c] = dims(op, d)?;
-            let (x, g, be, y) = (s.f32s(r * c)?, s.f32s(c)?, s.f32s(c)?, s.out(DType::F32, r * c)?);
-            let p = NormParams { rows: r, cols: c, eps: 1e-5 };
+            let (x, g, be, y) = (
+                s.f32s(r * c)?,
+                s.f32s(c)?,
+                s.f32s(c)?,
+                s.out(DType::F32, r * c)?,
+            );
+            let p = NormParams {
+                rows: r,
+                cols: c,
+                eps: 1e-5,
+            };
             if op == "layer_norm" {
                 b.layer_norm(&mut rec, &p, &x, Some(&g), Some(&be), &y)?;
             } else {
@@ -202,14 +289,34 @@ fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<(B::
         "softmax" => {
             let [r, c] = dims(op, d)?;
             let (x, y) = (s.f32s(r * c)?, s.out(DType::F32, r * c)?);
-            b.softmax(&mut rec, &SoftmaxParams { rows: r, cols: c, scale: 1.0 }, &x, &y)?;
+            b.softmax(
+                &mut rec,
+                &SoftmaxParams {
+                    rows: r,
+                    cols: c,
+                    scale: 1.0,
+                },
+                &x,
+                &y,
+            )?;
             (0.0, 8.0 * f(r * c))
         }
         "attention" => {
             let [bt, sl, h, hd] = dims(op, d)?;
             let n = bt * sl * h * hd;
             let (q, k, v, o) = (s.f32s(n)?, s.f32s(n)?, s.f32s(n)?, s.out(DType::F32, n)?);
-            let p = AttentionParams { batch: bt, q_len: sl, kv_len: sl, q_heads: h, kv_heads: h, head_dim: hd, scale: 1.0 / (hd as f32).sqrt(), mask: MaskKind::None, q_row_stride: h * hd, kv_row_stride: h * hd };
+            let p = AttentionParams {
+                batch: bt,
+                q_len: sl,
+                kv_len: sl,
+                q_heads: h,
+                kv_heads: h,
+                head_dim: hd,
+                scale: 1.0 / (hd as f32).sqrt(),
+                mask: MaskKind::None,
+                q_row_stride: h * hd,
+                kv_row_stride: h * hd,
+            };
             b.attention(&mut rec, &p, &q, &k, &v, None, &o)?;
             (4.0 * f(bt * h * sl * sl * hd), 16.0 * f(n))
         }
@@ -233,18 +340,54 @@ fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<(B::
         "rope" => {
             let [t, h, hd] = dims(op, d)?;
             let pos: Vec<u32> = (0..t as u32).collect();
-            let (x, pb, fr, y) = (s.f32s(t * h * hd)?, s.u32s(&pos)?, s.f32s(hd / 2)?, s.out(DType::F32, t * h * hd)?);
-            let pb = BufRef { dtype: DType::I32, ..pb };
-            b.rope(&mut rec, &RopeParams { tokens: t, heads: h, head_dim: hd, pairing: RopePairing::RotateHalf }, &x, &pb, &fr, &y)?;
+            let (x, pb, fr, y) = (
+                s.f32s(t * h * hd)?,
+                s.u32s(&pos)?,
+                s.f32s(hd / 2)?,
+                s.out(DType::F32, t * h * hd)?,
+            );
+            let pb = BufRef {
+                dtype: DType::I32,
+                ..pb
+            };
+            b.rope(
+                &mut rec,
+                &RopeParams {
+                    tokens: t,
+                    heads: h,
+                    head_dim: hd,
+                    pairing: RopePairing::RotateHalf,
+                },
+                &x,
+                &pb,
+                &fr,
+                &y,
+            )?;
             (0.0, 8.0 * f(t * h * hd))
         }
         "conv1d" => {
             let [c, l, kk] = dims(op, d)?;
-            let p = Conv1dParams { batch: 1, c_in: c, c_out: c, len: l, kernel: kk, padding: kk / 2, dilation: 1 };
+            let p = Conv1dParams {
+                batch: 1,
+                c_in: c,
+                c_out: c,
+                len: l,
+                kernel: kk,
+                padding: kk / 2,
+                dilation: 1,
+            };
             let ol = p.out_len()?;
-            let (x, w, bias, y) = (s.f32s(c * l)?, s.f32s(c * c * kk)?, s.f32s(c)?, s.out(DType::F32, c * ol)?);
+            let (x, w, bias, y) = (
+                s.f32s(c * l)?,
+                s.f32s(c * c * kk)?,
+                s.f32s(c)?,
+                s.out(DType::F32, c * ol)?,
+            );
             b.conv1d(&mut rec, &p, &x, &w, Some(&bias), &y)?;
-            (2.0 * f(c * c * kk * ol), 4.0 * f(c * l + c * c * kk + c * ol))
+            (
+                2.0 * f(c * c * kk * ol),
+                4.0 * f(c * l + c * c * kk + c * ol),
+            )
         }
         "upsample" => {
             let [r, l] = dims(op, d)?;
@@ -255,7 +398,17 @@ fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<(B::
         "add" => {
             let [n] = dims(op, d)?;
             let (x, y, o) = (s.f32s(n)?, s.f32s(n)?, s.out(DType::F32, n)?);
-            b.binary(&mut rec, &BinaryParams { op: BinaryOp::Add, n, b_len: n }, &x, &y, &o)?;
+            b.binary(
+                &mut rec,
+                &BinaryParams {
+                    op: BinaryOp::Add,
+                    n,
+                    b_len: n,
+                },
+                &x,
+                &y,
+                &o,
+            )?;
             (0.0, 12.0 * f(n))
         }
         "axpby" => {
@@ -266,16 +419,49 @@ fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<(B::
         }
         "embedding" => {
             let [t, v, dd] = dims(op, d)?;
-            let ids: Vec<u32> = (0..t as u64).map(|i| (crate::cpu::rng::splitmix64(3, i) % v as u64) as u32).collect();
-            let (ib, tb, o) = (s.u32s(&ids)?, s.typed(dtype, v * dd)?, s.out(DType::F32, t * dd)?);
-            b.embedding(&mut rec, &EmbeddingParams { tokens: t, vocab: v, dim: dd }, &ib, &tb, &o)?;
-            (0.0, f(t * dd) * (4.0 + dtype.bytes_for(32).unwrap_or(128) as f64 / 32.0))
+            let ids: Vec<u32> = (0..t as u64)
+                .map(|i| (crate::cpu::rng::splitmix64(3, i) % v as u64) as u32)
+                .collect();
+            let (ib, tb, o) = (
+                s.u32s(&ids)?,
+                s.typed(dtype, v * dd)?,
+                s.out(DType::F32, t * dd)?,
+            );
+            b.embedding(
+                &mut rec,
+                &EmbeddingParams {
+                    tokens: t,
+                    vocab: v,
+                    dim: dd,
+                },
+                &ib,
+                &tb,
+                &o,
+            )?;
+            (
+                0.0,
+                f(t * dd) * (4.0 + dtype.bytes_for(32).unwrap_or(128) as f64 / 32.0),
+            )
         }
         "mean_pool" => {
             let [bt, sl, dd] = dims(op, d)?;
             let mask = vec![1u32; bt * sl];
-            let (x, m, o) = (s.f32s(bt * sl * dd)?, s.u32s(&mask)?, s.out(DType::F32, bt * dd)?);
-            b.mean_pool(&mut rec, &MeanPoolParams { batch: bt, seq: sl, dim: dd }, &x, &m, &o)?;
+            let (x, m, o) = (
+                s.f32s(bt * sl * dd)?,
+                s.u32s(&mask)?,
+                s.out(DType::F32, bt * dd)?,
+            );
+            b.mean_pool(
+                &mut rec,
+                &MeanPoolParams {
+                    batch: bt,
+                    seq: sl,
+                    dim: dd,
+                },
+                &x,
+                &m,
+                &o,
+            )?;
             (0.0, 4.0 * f(bt * sl * dd))
         }
         "argmax" | "gumbel" => {
@@ -284,7 +470,19 @@ fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<(B::
             if op == "argmax" {
                 b.argmax(&mut rec, &ArgmaxParams { rows: r, cols: c }, &x, &o)?;
             } else {
-                b.gumbel(&mut rec, &GumbelParams { rows: r, cols: c, temperature: 1.0, seed: 1, counter: 0 }, &x, None, &o)?;
+                b.gumbel(
+                    &mut rec,
+                    &GumbelParams {
+                        rows: r,
+                        cols: c,
+                        temperature: 1.0,
+                        seed: 1,
+                        counter: 0,
+                    },
+                    &x,
+                    None,
+                    &o,
+                )?;
             }
             (0.0, 4.0 * f(r * c))
         }
@@ -297,15 +495,44 @@ fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<(B::
         "cfg" => {
             let [r, n] = dims(op, d)?;
             let (x, o) = (s.f32s(r * n)?, s.out(DType::F32, n)?);
-            b.cfg(&mut rec, &CfgParams { n, rows: r, w_text: 2.0, w_constraint: 2.0 }, &x, &o)?;
+            b.cfg(
+                &mut rec,
+                &CfgParams {
+                    n,
+                    rows: r,
+                    w_text: 2.0,
+                    w_constraint: 2.0,
+                },
+                &x,
+                &o,
+            )?;
             (0.0, 4.0 * f((r + 1) * n))
         }
         "transpose" => {
             let [r, c] = dims(op, d)?;
             let (x, o) = (s.f32s(r * c)?, s.out(DType::F32, r * c)?);
-            let p = CopyParams { shape: vec![c, r], src_strides: vec![1, c], src_offset: 0, dst_strides: vec![r, 1], dst_offset: 0 };
+            let p = CopyParams {
+                shape: vec![c, r],
+                src_strides: vec![1, c],
+                src_offset: 0,
+                dst_strides: vec![r, 1],
+                dst_offset: 0,
+            };
             b.copy(&mut rec, &p, &x, &o)?;
             (0.0, 8.0 * f(r * c))
+        }
+        "copy" => {
+            let [n] = dims(op, d)?;
+            let (x, o) = (s.f32s(n)?, s.out(DType::F32, n)?);
+            let p = CopyParams {
+                shape: vec![n],
+                src_strides: vec![1],
+                src_offset: 0,
+                dst_strides: vec![1],
+                dst_offset: 0,
+            };
+            b.copy(&mut rec, &p, &x, &o)?;
+            (0.0, 8.0 * f(n))
         }
         _ => {
             return Err(Error::InvalidArgument(format!(
@@ -319,7 +546,14 @@ fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<(B::
 
 /// Time one op: calibrate iterations so a sample lasts about `target`, then take the median
 /// of `samples` samples.
-pub fn measure<B: Backend>(b: &B, op: &str, shape: &str, dtype: DType, samples: usize, target: Duration) -> Result<Measurement> {
+pub fn measure<B: Backend>(
+    b: &B,
+    op: &str,
+    shape: &str,
+    dtype: DType,
+    samples: usize,
+    target: Duration,
+) -> Result<Measurement> {
     let d = parse_shape(shape)?;
     let (rec, flops, bytes) = record(b, op, &d, dtype)?;
     b.submit(&rec)?;
@@ -364,7 +598,10 @@ impl Measurement {
     }
 
     pub fn table_header() -> String {
-        format!("{:<15} {:<16} {:<5} {:<7} {:>3} {:<6} {:>11} {:>10}", "op", "shape", "dtype", "isa", "thr", "prec", "median", "rate")
+        format!(
+            "{:<15} {:<16} {:<5} {:<7} {:>3} {:<6} {:>11} {:>10}",
+            "op", "shape", "dtype", "isa", "thr", "prec", "median", "rate"
+        )
     }
 
     pub fn table_row(&self) -> String {

@@ -10,7 +10,11 @@ use kinema::cpu::{CpuBackend, Isa, ThreadPool, isa};
 use kinema::tensor::DType;
 
 #[derive(Parser)]
-#[command(name = "kinema", version, about = "Inference engine for LLM2Vec, Kimodo and MotionBricks on hand-written Vulkan and CPU SIMD kernels")]
+#[command(
+    name = "kinema",
+    version,
+    about = "Inference engine for LLM2Vec, Kimodo and MotionBricks on hand-written Vulkan and CPU SIMD kernels"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -81,7 +85,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Info { json } => info(json),
-        Cmd::Bench { what: Some(BenchCmd::Kernels { opts }), .. } | Cmd::Bench { what: None, opts } => bench_kernels(&opts),
+        Cmd::Bench {
+            what: Some(BenchCmd::Kernels { opts }),
+            ..
+        }
+        | Cmd::Bench { what: None, opts } => bench_kernels(&opts),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -135,16 +143,34 @@ fn info(json: bool) -> kinema::Result<()> {
         Ok(i) => println!(
             "  kernels selected  : {}{}",
             i.name(),
-            if std::env::var_os("KINEMA_CPU_ISA").is_some() { " (forced by KINEMA_CPU_ISA)" } else { "" }
+            if std::env::var_os("KINEMA_CPU_ISA").is_some() {
+                " (forced by KINEMA_CPU_ISA)"
+            } else {
+                ""
+            }
         ),
         Err(e) => println!("  kernels selected  : error: {e}"),
     }
-    let feats: Vec<String> = isa::feature_report().iter().map(|(n, on)| format!("{n}{}", if *on { "+" } else { "-" })).collect();
+    let feats: Vec<String> = isa::feature_report()
+        .iter()
+        .map(|(n, on)| format!("{n}{}", if *on { "+" } else { "-" }))
+        .collect();
     println!("  features          : {}", feats.join(" "));
-    println!("  bf16 dot products : {}", if isa::has_avx512_bf16() { "yes (avx512_bf16, used in --precision fast)" } else { "no" });
+    println!(
+        "  bf16 dot products : {}",
+        if isa::has_avx512_bf16() {
+            "yes (avx512_bf16, used in --precision fast)"
+        } else {
+            "no"
+        }
+    );
     println!(
         "  threads           : {threads}{}",
-        if std::env::var_os("KINEMA_THREADS").is_some() { " (KINEMA_THREADS)" } else { " (available_parallelism)" }
+        if std::env::var_os("KINEMA_THREADS").is_some() {
+            " (KINEMA_THREADS)"
+        } else {
+            " (available_parallelism)"
+        }
     );
     println!("Vulkan");
     match vk {
@@ -163,7 +189,9 @@ fn info(json: bool) -> kinema::Result<()> {
                     if d.cooperative_matrix { "yes" } else { "no" }
                 );
             }
-            println!("  (the Vulkan compute backend is not part of this build yet: ops run on the CPU)");
+            println!(
+                "  (the Vulkan compute backend is not part of this build yet: ops run on the CPU)"
+            );
         }
         Err(why) => println!("  unavailable: {why}; the CPU backend is used"),
     }
@@ -196,18 +224,30 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
     let dtype = o
         .dtype
         .as_deref()
-        .map(|d| DType::parse(d).ok_or_else(|| kinema::Error::InvalidArgument(format!("unknown dtype {d:?}: expected f32, f16, bf16 or q8_0"))))
+        .map(|d| {
+            DType::parse(d).ok_or_else(|| {
+                kinema::Error::InvalidArgument(format!(
+                    "unknown dtype {d:?}: expected f32, f16, bf16 or q8_0"
+                ))
+            })
+        })
         .transpose()?;
     let cases: Vec<(String, String, DType)> = match (&o.op, &o.shape) {
         (Some(op), Some(shape)) => vec![(op.clone(), shape.clone(), dtype.unwrap_or(DType::F32))],
         (op, shape) => bench::default_cases()
             .into_iter()
-            .filter(|(c, s, d)| op.as_deref().is_none_or(|o| o == *c) && shape.as_deref().is_none_or(|x| x == s) && dtype.is_none_or(|x| x == *d))
+            .filter(|(c, s, d)| {
+                op.as_deref().is_none_or(|o| o == *c)
+                    && shape.as_deref().is_none_or(|x| x == s)
+                    && dtype.is_none_or(|x| x == *d)
+            })
             .map(|(c, s, d)| (c.to_string(), s, d))
             .collect(),
     };
     if cases.is_empty() {
-        return Err(kinema::Error::InvalidArgument("no benchmark matches; give --op and --shape, or see --list".into()));
+        return Err(kinema::Error::InvalidArgument(
+            "no benchmark matches; give --op and --shape, or see --list".into(),
+        ));
     }
     if !o.json {
         println!("{}", Measurement::table_header());

@@ -854,13 +854,13 @@ impl Backend for CpuBackend {
         let s = input(OP, "src", src, types, sl.span()?)?;
         let d = output(OP, dst, dst.dtype, dl.span()?, &[&s])?;
         let p = p.clone();
-        rec.push(move |_| {
+        rec.push(move |cx| {
             // SAFETY: as in `linear`.
             match s.dtype {
                 DType::F16 | DType::BF16 => {
-                    super::copy::copy_strided::<u16>(&p, slice(&s), unsafe { slice_mut(&d) })
+                    super::copy::copy::<u16>(cx, &p, slice(&s), unsafe { slice_mut(&d) })
                 }
-                _ => super::copy::copy_strided::<u32>(&p, slice(&s), unsafe { slice_mut(&d) }),
+                _ => super::copy::copy::<u32>(cx, &p, slice(&s), unsafe { slice_mut(&d) }),
             }
             Ok(())
         });

@@ -1,7 +1,34 @@
 //! Strided copy (slice, transpose, concat, copy) for 2- and 4-byte element types.
 //! The innermost run, when contiguous on both sides, is a `copy_from_slice` (memcpy).
 
+use super::Cx;
 use crate::ops::CopyParams;
+
+/// Elements per parallel task of a dense copy.
+const CHUNK: usize = 1 << 18;
+
+/// Copy with the backend's pool: a dense copy (both sides contiguous in the same order) is a
+/// parallel memcpy; anything else goes through [`copy_strided`].
+pub fn copy<T: Copy + Send + Sync>(cx: &Cx, p: &CopyParams, src: &[T], dst: &mut [T]) {
+    let dense = |strides: &[usize]| {
+        let mut acc = 1;
+        p.shape.iter().zip(strides).rev().all(|(&n, &s)| {
+            let ok = n == 1 || s == acc;
+            acc *= n;
+            ok
+        })
+    };
+    if dense(&p.src_strides) && dense(&p.dst_strides) {
+        let n: usize = p.shape.iter().product();
+        let src = &src[p.src_offset..p.src_offset + n];
+        let dst = &mut dst[p.dst_offset..p.dst_offset + n];
+        cx.pool.par_chunks_mut(dst, CHUNK, |i, out| {
+            out.copy_from_slice(&src[i * CHUNK..i * CHUNK + out.len()])
+        });
+    } else {
+        copy_strided(p, src, dst);
+    }
+}
 
 /// Copy every element of `p.shape` from `src` to `dst` through their strides. `T` is the
 /// element's bit pattern (u16 for f16/bf16, u32 for f32/i32/u32), so any dtype copies
