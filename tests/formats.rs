@@ -380,7 +380,12 @@ fn gguf_writer_refusals() {
         matches!(format_err(&e), FormatError::Duplicate { .. }),
         "{e}"
     );
-    for bad in [GgufValue::U32(0), GgufValue::U32(48), GgufValue::U64(32)] {
+    for bad in [
+        GgufValue::U32(0),
+        GgufValue::U32(48),
+        GgufValue::U64(32),
+        GgufValue::U32(1 << 21),
+    ] {
         assert!(w.add_metadata(ALIGNMENT_KEY, bad).is_err());
     }
     // q8_0 rows must be whole blocks: [64, 32] works, [32, 64]^T as [64, 32]... but not [2, 48].
@@ -582,6 +587,11 @@ fn gguf_hostile_headers() {
             "alignment three",
             gguf_head(0, 1).s(ALIGNMENT_KEY).u32(4).u32(3).0,
             "power of two",
+        ),
+        (
+            "alignment 2^31",
+            gguf_head(0, 1).s(ALIGNMENT_KEY).u32(4).u32(1 << 31).0,
+            "power of two up to",
         ),
         (
             "misaligned offset",
@@ -1852,3 +1862,29 @@ const NPZ_DEFLATED: &str = concat!(
     "0000000000000000800100000000612e6e7079504b01022d032d00000008000000210016938cbb470000008300000009",
     "00000000000000000000008001de000000666c6167732e6e7079504b050600000000020002006a000000600100000000",
 );
+
+/// The fuzz seed corpus stays valid input, so fuzzing starts from files that parse.
+#[test]
+fn fuzz_seeds_parse() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds");
+    let read = |sub: &str| -> Vec<Vec<u8>> {
+        let files: Vec<_> = std::fs::read_dir(dir.join(sub))
+            .unwrap()
+            .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+            .collect();
+        assert!(!files.is_empty(), "no {sub} seeds");
+        files
+    };
+    for b in read("gguf") {
+        touch_gguf(b).unwrap();
+    }
+    for b in read("safetensors") {
+        touch_safetensors(b).unwrap();
+    }
+    for b in read("npy") {
+        npy::read(&b).unwrap();
+    }
+    for b in read("npz") {
+        touch_npz(b).unwrap();
+    }
+}

@@ -34,6 +34,9 @@ pub const GGUF_VERSION: u32 = 3;
 pub const DEFAULT_ALIGNMENT: u32 = 32;
 /// The metadata key that sets the data alignment (a u32 power of two).
 pub const ALIGNMENT_KEY: &str = "general.alignment";
+/// Largest alignment accepted (the format allows up to 2^31; real files use 32, and a page
+/// is at most 64 KiB). Bounds the padding a writer must produce for a file it read.
+pub const MAX_ALIGNMENT: u32 = 1 << 20;
 /// Deepest nesting of arrays inside arrays accepted (the format sets no limit; real files
 /// use one level). Bounds the reader's recursion.
 pub const MAX_ARRAY_DEPTH: usize = 8;
@@ -750,10 +753,10 @@ fn parse_header(buf: &[u8]) -> Result<Header> {
 
     let alignment = match keys.get(ALIGNMENT_KEY).map(|&i| &metadata[i].1) {
         None => DEFAULT_ALIGNMENT,
-        Some(GgufValue::U32(a)) if a.is_power_of_two() => *a,
+        Some(GgufValue::U32(a)) if a.is_power_of_two() && *a <= MAX_ALIGNMENT => *a,
         Some(v) => {
             return Err(invalid(format!(
-                "{ALIGNMENT_KEY} must be a u32 power of two, found {v:?}"
+                "{ALIGNMENT_KEY} must be a u32 power of two up to {MAX_ALIGNMENT}, found {v:?}"
             )));
         }
     };
@@ -902,7 +905,8 @@ impl GgufWriter {
     }
 
     /// Add a metadata entry. Duplicate keys, arrays nested deeper than [`MAX_ARRAY_DEPTH`]
-    /// and a `general.alignment` that is not a u32 power of two are refused.
+    /// and a `general.alignment` that is not a u32 power of two up to [`MAX_ALIGNMENT`] are
+    /// refused.
     pub fn add_metadata(
         &mut self,
         key: impl Into<String>,
@@ -931,10 +935,12 @@ impl GgufWriter {
         }
         if key == ALIGNMENT_KEY {
             match value {
-                GgufValue::U32(a) if a.is_power_of_two() => self.alignment = Some(a),
+                GgufValue::U32(a) if a.is_power_of_two() && a <= MAX_ALIGNMENT => {
+                    self.alignment = Some(a)
+                }
                 ref v => {
                     return Err(invalid(format!(
-                        "{ALIGNMENT_KEY} must be a u32 power of two, got {v:?}"
+                        "{ALIGNMENT_KEY} must be a u32 power of two up to {MAX_ALIGNMENT}, got {v:?}"
                     )));
                 }
             }
@@ -1130,5 +1136,17 @@ fn put_array(buf: &mut Vec<u8>, a: &GgufArray) {
         GgufArray::U64(v) => each(buf, v, u64::to_le_bytes),
         GgufArray::I64(v) => each(buf, v, i64::to_le_bytes),
         GgufArray::F64(v) => each(buf, v, f64::to_le_bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_is_bounded_by_the_bytes_left() {
+        assert_eq!(bounded_capacity(u64::MAX, 13, 100), 7);
+        assert_eq!(bounded_capacity(3, 13, 1000), 3);
+        assert_eq!(bounded_capacity(5, 0, 2), 2);
     }
 }

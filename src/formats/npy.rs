@@ -670,3 +670,29 @@ pub fn write_file(path: impl AsRef<Path>, a: &NpyArray) -> Result<()> {
         w.write_all(&a.data)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fortran_to_c_reorders() {
+        // [[0, 1, 2], [3, 4, 5]] in Fortran order is 0 3 1 4 2 5.
+        assert_eq!(
+            fortran_to_c(&[0, 3, 1, 4, 2, 5], &[2, 3], 1),
+            [0, 1, 2, 3, 4, 5]
+        );
+        // 2-byte items move whole.
+        assert_eq!(fortran_to_c(&[0, 10, 1, 11], &[2, 1, 1], 2), [0, 10, 1, 11]);
+        assert!(fortran_to_c(&[], &[0, 3], 4).is_empty());
+        let (a, b, c) = (2, 3, 4);
+        let f: Vec<u8> = (0..a * b * c)
+            .map(|i| {
+                let (x, y, z) = (i % a, i / a % b, i / (a * b));
+                (x * b * c + y * c + z) as u8
+            })
+            .collect();
+        let want: Vec<u8> = (0..24).collect();
+        assert_eq!(fortran_to_c(&f, &[a, b, c], 1), want);
+    }
+}
