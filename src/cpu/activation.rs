@@ -218,7 +218,7 @@ impl Kernel for Apply {
         // elements each, which cannot overlap; the borrows outlive this call.
         match self.act {
             Activation::None => {
-                if src != dst as *const f32 {
+                if !std::ptr::eq(src, dst) {
                     // SAFETY: as above.
                     unsafe { std::ptr::copy_nonoverlapping(src, dst, n) }
                 }

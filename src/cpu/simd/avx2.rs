@@ -9,8 +9,11 @@ use super::Simd;
 pub struct Avx2(());
 
 impl Avx2 {
-    /// Callable without `unsafe` only from code compiled for these features, which is the
-    /// proof the token stands for.
+    /// The token: the proof that code holding it may use avx2, fma and f16c.
+    ///
+    /// # Safety
+    /// Safe to call only from code compiled with these target features; any other caller
+    /// must have checked that the CPU supports them (see `simd::dispatch`).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub fn new() -> Avx2 {
         Avx2(())
@@ -138,6 +141,10 @@ impl Simd for Avx2 {
     #[inline(always)]
     fn m_or(self, a: __m256, b: __m256) -> __m256 {
         tf!(_mm256_or_ps(a, b))
+    }
+    #[inline(always)]
+    fn first_mask(self, n: usize) -> __m256 {
+        tf!(_mm256_castsi256_ps(first_lanes(n)))
     }
     #[inline(always)]
     fn m_any(self, m: __m256) -> bool {

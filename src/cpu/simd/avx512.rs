@@ -11,8 +11,11 @@ use super::Simd;
 pub struct Avx512(());
 
 impl Avx512 {
-    /// Callable without `unsafe` only from code compiled for these features, which is the
-    /// proof the token stands for.
+    /// The token: the proof that code holding it may use avx512f/bw/dq/vl, fma and f16c.
+    ///
+    /// # Safety
+    /// Safe to call only from code compiled with these target features; any other caller
+    /// must have checked that the CPU supports them (see `simd::dispatch`).
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")]
     pub fn new() -> Avx512 {
         Avx512(())
@@ -130,6 +133,10 @@ impl Simd for Avx512 {
     #[inline(always)]
     fn m_or(self, a: __mmask16, b: __mmask16) -> __mmask16 {
         a | b
+    }
+    #[inline(always)]
+    fn first_mask(self, n: usize) -> __mmask16 {
+        first_lanes(n)
     }
     #[inline(always)]
     fn m_any(self, m: __mmask16) -> bool {

@@ -69,6 +69,8 @@ pub trait Simd: Copy {
     fn eq(self, a: Self::F, b: Self::F) -> Self::M;
     fn is_nan(self, a: Self::F) -> Self::M;
     fn m_or(self, a: Self::M, b: Self::M) -> Self::M;
+    /// The mask of the first `n < LANES` lanes.
+    fn first_mask(self, n: usize) -> Self::M;
     /// Whether any lane of the mask is set.
     fn m_any(self, m: Self::M) -> bool;
     /// Whether every lane of the mask is set.
@@ -212,6 +214,73 @@ pub unsafe fn map<S: Simd, F: LaneFn>(s: S, f: F, src: *const f32, dst: *mut f32
             s.store_part(dst.add(i), n - i, f.apply(s, x));
         }
     }
+}
+
+/// Load `m <= LANES` lanes (a full vector when `m == LANES`, else `m` lanes and zeros).
+///
+/// # Safety
+/// `p` must be valid for reading `m` f32.
+#[inline(always)]
+pub unsafe fn load_n<S: Simd>(s: S, p: *const f32, m: usize) -> S::F {
+    // SAFETY: the caller guarantees m readable f32, and each branch reads at most m.
+    unsafe {
+        if m == S::LANES {
+            s.load(p)
+        } else {
+            s.load_part(p, m, 0.0)
+        }
+    }
+}
+
+/// Store the first `m <= LANES` lanes.
+///
+/// # Safety
+/// `p` must be valid for writing `m` f32.
+#[inline(always)]
+pub unsafe fn store_n<S: Simd>(s: S, p: *mut f32, m: usize, v: S::F) {
+    // SAFETY: the caller guarantees m writable f32, and each branch writes at most m.
+    unsafe {
+        if m == S::LANES {
+            s.store(p, v)
+        } else {
+            s.store_part(p, m, v)
+        }
+    }
+}
+
+/// `sum f(p[i])` for `i < n` with four vector accumulators (each lane of each takes every
+/// `4 LANES`-th term), combined as `(a0 + a1) + (a2 + a3)` and then across lanes. A partial
+/// last vector has its unused lanes zeroed after `f`.
+///
+/// # Safety
+/// `p` must be valid for reading `n` f32.
+#[inline(always)]
+pub unsafe fn sum_map<S: Simd, F: LaneFn>(s: S, f: F, p: *const f32, n: usize) -> f32 {
+    let l = S::LANES;
+    let z = s.splat(0.0);
+    let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
+    let mut i = 0;
+    while i + 4 * l <= n {
+        // SAFETY: lanes i..i + 4l are inside the row (loop condition, caller contract).
+        unsafe {
+            a0 = s.add(a0, f.apply(s, s.load(p.add(i))));
+            a1 = s.add(a1, f.apply(s, s.load(p.add(i + l))));
+            a2 = s.add(a2, f.apply(s, s.load(p.add(i + 2 * l))));
+            a3 = s.add(a3, f.apply(s, s.load(p.add(i + 3 * l))));
+        }
+        i += 4 * l;
+    }
+    while i + l <= n {
+        // SAFETY: lanes i..i + l are inside the row.
+        a0 = s.add(a0, f.apply(s, unsafe { s.load(p.add(i)) }));
+        i += l;
+    }
+    if i < n {
+        // SAFETY: the n - i < l lanes from i are inside the row.
+        let v = f.apply(s, unsafe { s.load_part(p.add(i), n - i, 0.0) });
+        a1 = s.add(a1, s.select(s.first_mask(n - i), v, z));
+    }
+    s.reduce_add(s.add(s.add(a0, a1), s.add(a2, a3)))
 }
 
 /// Polynomial `c[0] x^(N-1) + ... + c[N-1]` by Horner's rule with fused multiply-adds.

@@ -11,8 +11,11 @@ use super::Simd;
 pub struct Neon(());
 
 impl Neon {
-    /// Callable without `unsafe` only from code compiled for NEON, which is the proof the
-    /// token stands for.
+    /// The token: the proof that code holding it may use NEON.
+    ///
+    /// # Safety
+    /// Safe to call only from code compiled with this target feature; any other caller
+    /// must have checked that the CPU supports it (see `simd::dispatch`).
     #[target_feature(enable = "neon")]
     pub fn new() -> Neon {
         Neon(())
@@ -128,6 +131,13 @@ impl Simd for Neon {
     #[inline(always)]
     fn m_or(self, a: uint32x4_t, b: uint32x4_t) -> uint32x4_t {
         tf!(vorrq_u32(a, b))
+    }
+    #[inline(always)]
+    fn first_mask(self, n: usize) -> uint32x4_t {
+        let iota = [0u32, 1, 2, 3];
+        // SAFETY: `iota` holds 4 u32.
+        let i = unsafe { vld1q_u32(iota.as_ptr()) };
+        tf!(vcltq_u32(i, vdupq_n_u32(n as u32)))
     }
     #[inline(always)]
     fn m_any(self, m: uint32x4_t) -> bool {
