@@ -235,9 +235,12 @@ impl Simd for Avx2 {
     unsafe fn load_bf16(self, p: *const u16) -> __m256 {
         // SAFETY: the caller guarantees 8 readable u16.
         let h = unsafe { _mm_loadu_si128(p.cast()) };
-        tf!(_mm256_castsi256_ps(_mm256_slli_epi32::<16>(
-            _mm256_cvtepu16_epi32(h)
-        )))
+        tf!({
+            let v = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)));
+            let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v);
+            let quiet = _mm256_castsi256_ps(_mm256_set1_epi32(0x0040_0000));
+            _mm256_or_ps(v, _mm256_and_ps(nan, quiet))
+        })
     }
     #[inline(always)]
     unsafe fn load_i8(self, p: *const i8) -> __m256 {

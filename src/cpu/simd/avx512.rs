@@ -228,9 +228,13 @@ impl Simd for Avx512 {
     unsafe fn load_bf16(self, p: *const u16) -> __m512 {
         // SAFETY: the caller guarantees 16 readable u16.
         let h = unsafe { _mm256_loadu_si256(p.cast()) };
-        tf!(_mm512_castsi512_ps(_mm512_slli_epi32::<16>(
-            _mm512_cvtepu16_epi32(h)
-        )))
+        tf!({
+            let v = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h));
+            let nan =
+                _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(_mm512_castsi512_ps(v), _mm512_castsi512_ps(v));
+            let quiet = _mm512_set1_epi32(0x0040_0000);
+            _mm512_castsi512_ps(_mm512_mask_or_epi32(v, nan, v, quiet))
+        })
     }
     #[inline(always)]
     unsafe fn load_i8(self, p: *const i8) -> __m512 {

@@ -105,7 +105,8 @@ pub trait Simd: Copy {
     /// # Safety
     /// `p` must be valid for reading `LANES` u16.
     unsafe fn load_f16(self, p: *const u16) -> Self::F;
-    /// Widen `LANES` bf16 to f32 (a 16-bit shift, exact).
+    /// Widen `LANES` bf16 to f32 as `half` (and an IEEE conversion) does: a 16-bit shift,
+    /// with signalling NaNs quietened (quiet bit set, sign and payload kept).
     /// # Safety
     /// `p` must be valid for reading `LANES` u16.
     unsafe fn load_bf16(self, p: *const u16) -> Self::F;

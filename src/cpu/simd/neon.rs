@@ -229,7 +229,12 @@ impl Simd for Neon {
     unsafe fn load_bf16(self, p: *const u16) -> float32x4_t {
         // SAFETY: the caller guarantees 4 readable u16.
         let h = unsafe { vld1_u16(p) };
-        tf!(vreinterpretq_f32_u32(vshll_n_u16::<16>(h)))
+        tf!({
+            let v = vshll_n_u16::<16>(h);
+            let f = vreinterpretq_f32_u32(v);
+            let nan = vmvnq_u32(vceqq_f32(f, f));
+            vreinterpretq_f32_u32(vorrq_u32(v, vandq_u32(nan, vdupq_n_u32(0x0040_0000))))
+        })
     }
     #[inline(always)]
     unsafe fn load_i8(self, p: *const i8) -> float32x4_t {
