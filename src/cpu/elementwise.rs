@@ -1,7 +1,13 @@
 //! Elementwise arithmetic: add/mul with a repeated second operand, scale, axpby.
+//!
+//! Every path is bit-identical to the reference: each output is the same sequence of
+//! IEEE-rounded f32 operations in the same order (separate multiply and add, never a fused
+//! multiply-add), which is also PyTorch's f32 op order for `a + b`, `a * b`, `s * x` and
+//! `a * x + b * y`.
 
 use super::Cx;
-use crate::ops::BinaryParams;
+use super::simd::{self, Kernel, Simd};
+use crate::ops::{BinaryOp, BinaryParams};
 
 pub mod reference {
     use crate::ops::{BinaryOp, BinaryParams};
@@ -31,17 +37,314 @@ pub mod reference {
     }
 }
 
+/// Elements per parallel task (64 KiB of output).
+const CHUNK: usize = 1 << 14;
+
+/// A repeated operand shorter than this is unrolled into a local copy of at least this
+/// many elements (a whole number of repeats), so the vector loop runs over long stretches
+/// instead of one short row at a time.
+const MIN_PERIOD: usize = 256;
+
+/// `y[j] = a[j] op b[(phase + j) % b.len()]`, with `b` already unrolled to a whole number of
+/// repeats (`b.len()` is still a period of the pattern).
+struct Binary<'a> {
+    op: BinaryOp,
+    a: &'a [f32],
+    b: &'a [f32],
+    phase: usize,
+    y: &'a mut [f32],
+}
+
+#[inline(always)]
+fn lane_op<S: Simd>(s: S, op: BinaryOp, x: S::F, z: S::F) -> S::F {
+    match op {
+        BinaryOp::Add => s.add(x, z),
+        BinaryOp::Mul => s.mul(x, z),
+    }
+}
+
+/// `y[i] = a[i] op b[i]` for `i < n`.
+///
+/// # Safety
+/// `a`, `b` must be readable and `y` writable for `n` f32; `y` must not overlap them.
+#[inline(always)]
+unsafe fn zip_op<S: Simd>(s: S, op: BinaryOp, a: *const f32, b: *const f32, y: *mut f32, n: usize) {
+    let l = S::LANES;
+    let mut i = 0;
+    while i + l <= n {
+        // SAFETY: lanes i..i + l are inside all three buffers (caller contract).
+        unsafe { s.store(y.add(i), lane_op(s, op, s.load(a.add(i)), s.load(b.add(i)))) };
+        i += l;
+    }
+    if i < n {
+        let m = n - i;
+        // SAFETY: the m < l lanes from i are inside all three buffers.
+        unsafe {
+            let v = lane_op(
+                s,
+                op,
+                s.load_part(a.add(i), m, 0.0),
+                s.load_part(b.add(i), m, 0.0),
+            );
+            s.store_part(y.add(i), m, v);
+        }
+    }
+}
+
+impl Kernel for Binary<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<S: Simd>(self, s: S) {
+        let period = self.b.len();
+        let n = self.y.len().min(self.a.len());
+        let (a, b, y) = (self.a.as_ptr(), self.b.as_ptr(), self.y.as_mut_ptr());
+        let (mut j, mut pos) = (0, self.phase % period);
+        while j < n {
+            let run = (period - pos).min(n - j);
+            // SAFETY: j + run <= n (inside `a` and `y`), pos + run <= period (inside `b`);
+            // `y` is an exclusive borrow, so it overlaps neither input.
+            unsafe { zip_op(s, self.op, a.add(j), b.add(pos), y.add(j), run) };
+            j += run;
+            pos = 0;
+        }
+    }
+    fn scalar(self) {
+        let period = self.b.len();
+        for (j, (o, x)) in self.y.iter_mut().zip(self.a).enumerate() {
+            let bv = self.b[(self.phase + j) % period];
+            *o = match self.op {
+                BinaryOp::Add => x + bv,
+                BinaryOp::Mul => x * bv,
+            };
+        }
+    }
+}
+
 pub fn binary(cx: &Cx, p: &BinaryParams, a: &[f32], b: &[f32], y: &mut [f32]) {
-    let _ = cx;
-    reference::binary(p, a, b, y);
+    let b = &b[..p.b_len];
+    // The scalar path reads `b` as is; the vector path gets long runs.
+    let unrolled: Vec<f32>;
+    let b = if p.b_len < MIN_PERIOD && cx.isa != super::Isa::Scalar {
+        unrolled = b
+            .iter()
+            .copied()
+            .cycle()
+            .take(MIN_PERIOD.div_ceil(p.b_len) * p.b_len)
+            .collect();
+        &unrolled[..]
+    } else {
+        b
+    };
+    cx.pool.par_chunks_mut(&mut y[..p.n], CHUNK, |i, out| {
+        let start = i * CHUNK;
+        simd::dispatch(
+            cx.isa,
+            Binary {
+                op: p.op,
+                a: &a[start..start + out.len()],
+                b,
+                phase: start % b.len(),
+                y: out,
+            },
+        );
+    });
+}
+
+/// `y = s * x`.
+struct Scale<'a> {
+    s: f32,
+    x: &'a [f32],
+    y: &'a mut [f32],
+}
+
+impl Kernel for Scale<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<S: Simd>(self, s: S) {
+        let n = self.y.len().min(self.x.len());
+        let (x, y) = (self.x.as_ptr(), self.y.as_mut_ptr());
+        let k = s.splat(self.s);
+        let l = S::LANES;
+        let mut i = 0;
+        while i + l <= n {
+            // SAFETY: lanes i..i + l are inside both slices.
+            unsafe { s.store(y.add(i), s.mul(k, s.load(x.add(i)))) };
+            i += l;
+        }
+        if i < n {
+            // SAFETY: the n - i < l lanes from i are inside both slices.
+            unsafe { s.store_part(y.add(i), n - i, s.mul(k, s.load_part(x.add(i), n - i, 0.0))) };
+        }
+    }
+    fn scalar(self) {
+        reference::scale(self.s, self.x, self.y);
+    }
 }
 
 pub fn scale(cx: &Cx, s: f32, x: &[f32], y: &mut [f32]) {
-    let _ = cx;
-    reference::scale(s, x, y);
+    let n = x.len().min(y.len());
+    cx.pool.par_chunks_mut(&mut y[..n], CHUNK, |i, out| {
+        let x = &x[i * CHUNK..i * CHUNK + out.len()];
+        simd::dispatch(cx.isa, Scale { s, x, y: out });
+    });
+}
+
+/// `out = a*x + b*y` as two products and a sum.
+struct Axpby<'a> {
+    a: f32,
+    x: &'a [f32],
+    b: f32,
+    y: &'a [f32],
+    out: &'a mut [f32],
+}
+
+impl Kernel for Axpby<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<S: Simd>(self, s: S) {
+        let n = self.out.len().min(self.x.len()).min(self.y.len());
+        let (x, y, o) = (self.x.as_ptr(), self.y.as_ptr(), self.out.as_mut_ptr());
+        let (ka, kb) = (s.splat(self.a), s.splat(self.b));
+        let l = S::LANES;
+        let mut i = 0;
+        while i + l <= n {
+            // SAFETY: lanes i..i + l are inside all three slices.
+            unsafe {
+                let v = s.add(s.mul(ka, s.load(x.add(i))), s.mul(kb, s.load(y.add(i))));
+                s.store(o.add(i), v);
+            }
+            i += l;
+        }
+        if i < n {
+            let m = n - i;
+            // SAFETY: the m < l lanes from i are inside all three slices.
+            unsafe {
+                let xv = s.load_part(x.add(i), m, 0.0);
+                let yv = s.load_part(y.add(i), m, 0.0);
+                s.store_part(o.add(i), m, s.add(s.mul(ka, xv), s.mul(kb, yv)));
+            }
+        }
+    }
+    fn scalar(self) {
+        reference::axpby(self.a, self.x, self.b, self.y, self.out);
+    }
 }
 
 pub fn axpby(cx: &Cx, a: f32, x: &[f32], b: f32, y: &[f32], out: &mut [f32]) {
-    let _ = cx;
-    reference::axpby(a, x, b, y, out);
+    let n = x.len().min(y.len()).min(out.len());
+    cx.pool.par_chunks_mut(&mut out[..n], CHUNK, |i, o| {
+        let r = i * CHUNK..i * CHUNK + o.len();
+        simd::dispatch(
+            cx.isa,
+            Axpby {
+                a,
+                x: &x[r.clone()],
+                b,
+                y: &y[r],
+                out: o,
+            },
+        );
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::simd::testing::*;
+    use super::*;
+    use proptest::prelude::*;
+
+    fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!(same_bits(*g, *w), "{what}: [{i}] = {g:e}, want {w:e}");
+        }
+    }
+
+    /// Values with a wide exponent range (so rounding happens), plus specials.
+    fn value() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            6 => -100.0f32..100.0,
+            2 => -1e30f32..1e30,
+            1 => proptest::sample::select(vec![0.0, -0.0, f32::NAN, f32::INFINITY,
+                f32::NEG_INFINITY, f32::MAX, 1e-40, -3e-39]),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Exact equality (bits; NaN = NaN): same rounded operations in the same order.
+        #[test]
+        fn binary_is_bit_identical(
+            (a, b) in (1usize..40, 1usize..12)
+                .prop_flat_map(|(b_len, reps)| (
+                    proptest::collection::vec(value(), b_len * reps),
+                    proptest::collection::vec(value(), b_len),
+                )),
+            mul in any::<bool>(),
+        ) {
+            let p = BinaryParams {
+                op: if mul { BinaryOp::Mul } else { BinaryOp::Add },
+                n: a.len(),
+                b_len: b.len(),
+            };
+            let mut want = vec![0f32; p.n];
+            reference::binary(&p, &a, &b, &mut want);
+            for_each_cx(|cx| {
+                let mut y = vec![0f32; p.n];
+                binary(cx, &p, &a, &b, &mut y);
+                assert_bits(&name(cx), &y, &want);
+            });
+        }
+
+        #[test]
+        fn scale_and_axpby_are_bit_identical(
+            (x, y) in (1usize..300).prop_flat_map(|n| (
+                proptest::collection::vec(value(), n),
+                proptest::collection::vec(value(), n),
+            )),
+            a in value(),
+            b in value(),
+        ) {
+            let mut want_s = vec![0f32; x.len()];
+            reference::scale(a, &x, &mut want_s);
+            let mut want_a = vec![0f32; x.len()];
+            reference::axpby(a, &x, b, &y, &mut want_a);
+            for_each_cx(|cx| {
+                let mut out = vec![0f32; x.len()];
+                scale(cx, a, &x, &mut out);
+                assert_bits(&format!("{} scale", name(cx)), &out, &want_s);
+                axpby(cx, a, &x, b, &y, &mut out);
+                assert_bits(&format!("{} axpby", name(cx)), &out, &want_a);
+            });
+        }
+    }
+
+    /// Long inputs cross parallel chunks, with a repeat length that does not divide the
+    /// chunk (so chunks start mid-pattern) and one longer than the unroll threshold.
+    #[test]
+    fn long_inputs_cross_chunks() {
+        for b_len in [1usize, 3, 7, 300, 1000] {
+            let n = b_len * (3 * CHUNK / b_len + 5);
+            let a: Vec<f32> = (0..n).map(|i| (i % 977) as f32 * 0.37 - 100.0).collect();
+            let b: Vec<f32> = (0..b_len).map(|i| 1.0 + i as f32 * 0.013).collect();
+            for op in [BinaryOp::Add, BinaryOp::Mul] {
+                let p = BinaryParams { op, n, b_len };
+                let mut want = vec![0f32; n];
+                reference::binary(&p, &a, &b, &mut want);
+                for_each_cx(|cx| {
+                    let mut y = vec![0f32; n];
+                    binary(cx, &p, &a, &b, &mut y);
+                    assert_bits(&format!("{} b_len {b_len}", name(cx)), &y, &want);
+                });
+            }
+            let mut want = vec![0f32; n];
+            reference::axpby(0.3, &a, -1.7, &a, &mut want);
+            for_each_cx(|cx| {
+                let mut y = vec![0f32; n];
+                axpby(cx, 0.3, &a, -1.7, &a, &mut y);
+                assert_bits(&name(cx), &y, &want);
+            });
+        }
+    }
 }

@@ -23,6 +23,7 @@ pub mod pool;
 pub mod posenc;
 pub mod rng;
 pub mod rope;
+pub mod simd;
 pub mod softmax;
 
 pub use backend::{CpuBackend, CpuBuffer, CpuRecording};
