@@ -20,13 +20,13 @@ pub mod reference {
     pub fn rope(p: &RopeParams, x: &[f32], positions: &[i32], inv_freq: &[f32], y: &mut [f32]) {
         let d = p.head_dim;
         let half = d / 2;
-        for t in 0..p.tokens {
+        for (t, &pos) in positions[..p.tokens].iter().enumerate() {
             // The angle is an f32 product, as Hugging Face Llama computes `inv_freq * pos`.
-            let pos = positions[t] as f32;
+            let pos = pos as f32;
             for h in 0..p.heads {
                 let o = (t * p.heads + h) * d;
-                for i in 0..half {
-                    let ang = (pos * inv_freq[i]) as f64;
+                for (i, &f) in inv_freq[..half].iter().enumerate() {
+                    let ang = (pos * f) as f64;
                     let (s, c) = ang.sin_cos();
                     let (a, b) = match p.pairing {
                         RopePairing::RotateHalf => (o + i, o + i + half),
