@@ -164,9 +164,9 @@ pub(super) unsafe fn pack_t<L: Rows8, const S: usize>(
     vec_units: usize,
     out: *mut f32,
 ) {
-    const { assert!(S % 8 == 0 || S <= 16) };
+    const { assert!(S.is_multiple_of(8) || S <= 16) };
     for u in (0..vec_units).step_by(8) {
-        if S % 8 == 0 {
+        if S.is_multiple_of(8) {
             for g in 0..S / 8 {
                 // SAFETY: as the function's contract.
                 let t = unsafe { group(src, rows, g, u) };
@@ -249,7 +249,7 @@ pub(super) unsafe fn pack_b<const NR: usize>(
     kc: usize,
     out: *mut f32,
 ) {
-    const { assert!(NR % 8 == 0) };
+    const { assert!(NR.is_multiple_of(8)) };
     let vec_units = match *b {
         BSrc::RowsN { w, ld } => {
             debug_assert!((j0 + cols - 1) * ld + k0 + kc <= w.len());

@@ -83,6 +83,7 @@ pub(super) unsafe trait MicroKernel: Sync {
     ///
     /// # Safety
     /// `out` is valid for `kc.div_ceil(KU) * MR + 8` elements.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn pack_a(
         &self,
         a: &[f32],

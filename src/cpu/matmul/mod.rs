@@ -6,6 +6,12 @@ mod scalar;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod bf16;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 
 use super::{Cx, Isa, Weights};
 use crate::backend::Precision;
@@ -121,8 +127,18 @@ fn run<'a>(
     c: &mut [f32],
 ) {
     const DETECTED: &str = "Cx::isa names an ISA this CPU supports";
-    let _ = bf16_dots;
     match cx.isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => match bf16_dots.then(bf16::Avx512Bf16::new).flatten() {
+            Some(k) => driver::run_batched(&k, cx.pool, batch, problem, c),
+            None => driver::run_batched(
+                &avx512::Avx512::new().expect(DETECTED),
+                cx.pool,
+                batch,
+                problem,
+                c,
+            ),
+        },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => driver::run_batched(
             &avx2::Avx2::new().expect(DETECTED),
@@ -131,7 +147,19 @@ fn run<'a>(
             problem,
             c,
         ),
-        _ => driver::run_batched(&scalar::Scalar, cx.pool, batch, problem, c),
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => driver::run_batched(
+            &neon::Neon::new().expect(DETECTED),
+            cx.pool,
+            batch,
+            problem,
+            c,
+        ),
+        _ => {
+            // Only AVX-512 has bf16 dot products; everything else widens bf16 exactly.
+            let _ = bf16_dots;
+            driver::run_batched(&scalar::Scalar, cx.pool, batch, problem, c)
+        }
     }
 }
 
