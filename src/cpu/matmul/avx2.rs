@@ -384,7 +384,7 @@ unsafe impl MicroKernel for Avx2 {
     }
 }
 
-/// `C[6, 16] = epilogue(start + A . B)`: per k unit two aligned B loads, six broadcasts of A
+/// `C[6, 16] = epilogue(C + A . B)`: per k unit two aligned B loads, six broadcasts of A
 /// and twelve FMAs (two FMA pipes, 4-cycle latency: 12 chains keep both busy).
 ///
 /// # Safety
@@ -398,15 +398,15 @@ unsafe fn kernel_6x16(
     ldc: usize,
     ep: &Epilogue,
 ) {
-    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
     if ep.accumulate {
-        for (i, row) in acc.iter_mut().enumerate() {
-            for (h, v) in row.iter_mut().enumerate() {
-                // SAFETY: c is valid for a 6 x 16 tile with row stride ldc.
-                *v = unsafe { _mm256_loadu_ps(c.add(i * ldc + h * 8)) };
-            }
+        // C is added after the k loop: fetch it now so it has arrived by then.
+        for i in 0..MR {
+            let row = c.wrapping_add(i * ldc).cast::<i8>();
+            _mm_prefetch::<_MM_HINT_T0>(row);
+            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(NR * 4 - 1));
         }
     }
+    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
     let (mut pa, mut pb) = (a, b);
     for _ in 0..kcu {
         // SAFETY: kcu units of 6 (A) and 16 (B, aligned) floats.
@@ -420,6 +420,14 @@ unsafe fn kernel_6x16(
             }
             pa = pa.add(MR);
             pb = pb.add(NR);
+        }
+    }
+    if ep.accumulate {
+        for (i, row) in acc.iter_mut().enumerate() {
+            for (h, v) in row.iter_mut().enumerate() {
+                // SAFETY: c is valid for a 6 x 16 tile with row stride ldc.
+                *v = _mm256_add_ps(unsafe { _mm256_loadu_ps(c.add(i * ldc + h * 8)) }, *v);
+            }
         }
     }
     if ep.finish {

@@ -65,7 +65,7 @@ unsafe impl MicroKernel for Avx512 {
     }
 }
 
-/// `C[12, 32] = epilogue(start + A . B)`: per k unit two aligned B loads, twelve broadcasts
+/// `C[12, 32] = epilogue(C + A . B)`: per k unit two aligned B loads, twelve broadcasts
 /// of A and 24 FMAs.
 ///
 /// # Safety
@@ -79,8 +79,7 @@ unsafe fn kernel_12x32(
     ldc: usize,
     ep: &Epilogue,
 ) {
-    // SAFETY: c is valid for a 12 x 32 tile with row stride ldc.
-    let mut acc = unsafe { start(c, ldc, ep) };
+    let mut acc = start(c, ldc, ep);
     let (mut pa, mut pb) = (a, b);
     for _ in 0..kcu {
         // SAFETY: kcu units of 12 (A) and 32 (B, aligned) floats.
@@ -100,7 +99,8 @@ unsafe fn kernel_12x32(
     unsafe { finish_store(&mut acc, c, ldc, ep) };
 }
 
-/// The shared epilogue of the 12 x 32 kernels: `alpha`, bias, store.
+/// The shared epilogue of the 12 x 32 kernels: add the C tile (when accumulating), then
+/// `alpha` and bias, and store.
 ///
 /// # Safety
 /// `c` is valid for a 12 x 32 tile with row stride `ldc`; `ep.bias` is null or holds 32
@@ -113,6 +113,14 @@ pub(super) unsafe fn finish_store(
     ldc: usize,
     ep: &Epilogue,
 ) {
+    if ep.accumulate {
+        for (i, row) in acc.iter_mut().enumerate() {
+            for (h, v) in row.iter_mut().enumerate() {
+                // SAFETY: as the function's contract.
+                *v = _mm512_add_ps(unsafe { _mm512_loadu_ps(c.add(i * ldc + h * 16)) }, *v);
+            }
+        }
+    }
     if ep.finish {
         let alpha = _mm512_set1_ps(ep.alpha);
         for row in acc.iter_mut() {
@@ -133,21 +141,19 @@ pub(super) unsafe fn finish_store(
     }
 }
 
-/// Load the 12 x 32 tile of C (or zeros) as the starting accumulators.
-///
-/// # Safety
-/// As [`finish_store`].
+/// Zeroed accumulators; when accumulating, prefetch the C tile, which `finish_store` adds
+/// after the k loop (loading it first would stall the FMA chains on memory).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")]
-pub(super) unsafe fn start(c: *const f32, ldc: usize, ep: &Epilogue) -> [[__m512; 2]; MR] {
-    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+pub(super) fn start(c: *const f32, ldc: usize, ep: &Epilogue) -> [[__m512; 2]; MR] {
     if ep.accumulate {
-        for (i, row) in acc.iter_mut().enumerate() {
-            for (h, v) in row.iter_mut().enumerate() {
-                // SAFETY: as the function's contract.
-                *v = unsafe { _mm512_loadu_ps(c.add(i * ldc + h * 16)) };
-            }
+        for i in 0..MR {
+            let row = c.wrapping_add(i * ldc).cast::<i8>();
+            // A row of 32 floats touches at most three lines.
+            _mm_prefetch::<_MM_HINT_T0>(row);
+            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(64));
+            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(NR * 4 - 1));
         }
     }
-    acc
+    [[_mm512_setzero_ps(); 2]; MR]
 }

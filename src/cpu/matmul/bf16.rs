@@ -188,7 +188,7 @@ unsafe fn round_row(src: &[f32], dst: *mut u32) {
     }
 }
 
-/// `C[12, 32] = epilogue(start + A . B)` with bf16 pairs: per pair unit two aligned B loads,
+/// `C[12, 32] = epilogue(C + A . B)` with bf16 pairs: per pair unit two aligned B loads,
 /// twelve 32-bit broadcasts of A and 24 `vdpbf16ps`.
 ///
 /// # Safety
@@ -202,8 +202,7 @@ unsafe fn kernel_12x32(
     ldc: usize,
     ep: &Epilogue,
 ) {
-    // SAFETY: c is valid for a 12 x 32 tile with row stride ldc.
-    let mut acc = unsafe { avx512::start(c, ldc, ep) };
+    let mut acc = avx512::start(c, ldc, ep);
     let (mut pa, mut pb) = (a, b);
     for _ in 0..kcu {
         // SAFETY: kcu units of 12 (A) and 32 (B, aligned) pairs; __m512i and __m512bh are

@@ -9,10 +9,10 @@
 //!
 //! Both operands are packed into contiguous micro-panels (`[k unit][MR]` and `[k unit][NR]`),
 //! which turns the weight layout `w[n, k]` into what an outer-product kernel wants and widens
-//! f16/bf16/q8_0 weights to f32 exactly on the way. The kernel starts from C (or zero) and
-//! runs one FMA chain per output along k, so every output is the same sequential sum whatever
-//! the blocking or the thread split. Work is split over output tiles only, never along k, so
-//! results are bit-identical for every thread count.
+//! f16/bf16/q8_0 weights to f32 exactly on the way. For each KC block the kernel runs one
+//! FMA chain per output from zero and then adds the previous blocks' sum from C, so every
+//! output is summed in the same order whatever tile or task it falls in. Work is split over
+//! output tiles only, never along k, so results are bit-identical for every thread count.
 
 use std::cell::Cell;
 
@@ -48,7 +48,7 @@ pub(super) struct Problem<'a> {
 
 /// What the micro-kernel does around its k loop.
 pub(super) struct Epilogue {
-    /// Start from the tile in C (a previous KC block's partial sums) instead of zero.
+    /// Add the tile in C (the previous KC blocks' sum) to this block's sum.
     pub accumulate: bool,
     /// Last KC block: multiply by `alpha`, then add `bias` (null: none), before storing.
     pub finish: bool,
@@ -111,8 +111,8 @@ pub(super) unsafe trait MicroKernel: Sync {
         out: *mut Self::P,
     );
 
-    /// `C[MR, NR] (row stride ldc) = epilogue(start + A_panel . B_panel)` over `kcu` packed
-    /// k units.
+    /// `C[MR, NR] (row stride ldc) = epilogue(C_prev + A_panel . B_panel)` over `kcu` packed
+    /// k units, the dot products summed from zero in one chain each.
     ///
     /// # Safety
     /// `a` and `b` hold `kcu` packed units of a panel (`b` aligned as in `pack_b`); `c` is valid for
@@ -207,7 +207,11 @@ unsafe fn block<K: MicroKernel>(
     let m_blocks = rows.len().div_ceil(K::MC);
     let mc_max = rows.len().div_ceil(m_blocks).next_multiple_of(K::MR);
     let a_len = mc_max * kcu_max + 8;
-    let b_len = (nc_max * kcu_max + 8).next_multiple_of(16);
+    // With a single row block every B micro-panel is used by one pass over the rows and
+    // never again, so one panel-sized buffer (kept in L1) serves them all instead of
+    // writing megabytes of packed panels back through the caches.
+    let one_panel = m_blocks == 1;
+    let b_len = (if one_panel { K::NR } else { nc_max } * kcu_max + 8).next_multiple_of(16);
     with_scratch::<K::P, _>(b_len + a_len, |buf| {
         let (bbuf, abuf) = buf.split_at_mut(b_len);
         let (bbuf, abuf) = (bbuf.as_mut_ptr(), abuf.as_mut_ptr());
@@ -244,7 +248,7 @@ unsafe fn block<K: MicroKernel>(
                         let ncols = K::NR.min(jc + nc - j);
                         // SAFETY: panel jp spans kcu * NR elements of bbuf; for NR a multiple
                         // of 16 that is a multiple of 64 bytes, so panels stay 64-byte aligned.
-                        let bp = unsafe { bbuf.add(jp * K::NR * kcu) };
+                        let bp = unsafe { bbuf.add(if one_panel { 0 } else { jp * K::NR * kcu }) };
                         if mb == 0 {
                             // The first row block packs each B micro-panel just before its
                             // first use (still in L1); later row blocks reuse it.

@@ -174,11 +174,11 @@ mod tests {
     /// f32 machine epsilon (2^-23 = 2u).
     const EPS: f64 = f32::EPSILON as f64;
     /// Error bound factor C in `|y - ref| <= C * (k + 2) * EPS * sum_k |x||w| + TINY`
-    /// (Higham, "Accuracy and Stability of Numerical Algorithms", eq. 3.5): a sequential FMA
-    /// chain over k makes k roundings of relative size u = EPS / 2 on partial sums bounded by
-    /// sum |x||w|; the alpha multiply, the bias add and the f64 reference's own rounding add
-    /// three more. C = 1 with EPS = 2u covers that twice over, which the scalar path's
-    /// unfused multiply-add (two roundings per step) needs.
+    /// (Higham, "Accuracy and Stability of Numerical Algorithms", eq. 3.5): one FMA chain per
+    /// KC block plus one add per block makes at most k + k / KC roundings of relative size
+    /// u = EPS / 2 on partial sums bounded by sum |x||w|; the alpha multiply, the bias add and
+    /// the f64 reference's own rounding add three more. C = 1 with EPS = 2u covers that with
+    /// room for the scalar path's unfused multiply-add (two roundings per step).
     const GEMM_C: f64 = 1.0;
     /// Absolute slack for underflow: products of the test data are never subnormal.
     const TINY: f64 = 1e-30;

@@ -66,7 +66,7 @@ unsafe impl MicroKernel for Neon {
     }
 }
 
-/// `C[8, 12] = epilogue(start + A . B)`: per k unit three B loads, two A loads, 24 `fmla`.
+/// `C[8, 12] = epilogue(C + A . B)`: per k unit three B loads, two A loads, 24 `fmla`.
 ///
 /// # Safety
 /// As `MicroKernel::kernel`.
@@ -79,15 +79,8 @@ unsafe fn kernel_8x12(
     ldc: usize,
     ep: &Epilogue,
 ) {
+    // Accumulators start at zero and C is added after the k loop, as on x86.
     let mut acc = [[vdupq_n_f32(0.0); 3]; MR];
-    if ep.accumulate {
-        for (i, row) in acc.iter_mut().enumerate() {
-            for (h, v) in row.iter_mut().enumerate() {
-                // SAFETY: c is valid for an 8 x 12 tile with row stride ldc.
-                *v = unsafe { vld1q_f32(c.add(i * ldc + h * 4)) };
-            }
-        }
-    }
     let (mut pa, mut pb) = (a, b);
     for _ in 0..kcu {
         // SAFETY: kcu units of 8 (A) and 12 (B) floats.
@@ -112,6 +105,14 @@ unsafe fn kernel_8x12(
         unsafe {
             pa = pa.add(MR);
             pb = pb.add(NR);
+        }
+    }
+    if ep.accumulate {
+        for (i, row) in acc.iter_mut().enumerate() {
+            for (h, v) in row.iter_mut().enumerate() {
+                // SAFETY: c is valid for an 8 x 12 tile with row stride ldc.
+                *v = vaddq_f32(unsafe { vld1q_f32(c.add(i * ldc + h * 4)) }, *v);
+            }
         }
     }
     if ep.finish {

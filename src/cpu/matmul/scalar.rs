@@ -132,16 +132,20 @@ unsafe impl MicroKernel for Scalar {
             )
         };
         let mut acc = [[0f32; NR]; MR];
-        if ep.accumulate {
-            for (i, row) in acc.iter_mut().enumerate() {
-                // SAFETY: c is valid for an MR x NR tile with row stride ldc.
-                row.copy_from_slice(unsafe { std::slice::from_raw_parts(c.add(i * ldc), NR) });
-            }
-        }
         for (au, bu) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
             for (row, &av) in acc.iter_mut().zip(au) {
                 for (s, &bv) in row.iter_mut().zip(bu) {
                     *s += av * bv;
+                }
+            }
+        }
+        if ep.accumulate {
+            // The previous k blocks' sum, added after this block's (as the SIMD kernels do).
+            for (i, row) in acc.iter_mut().enumerate() {
+                // SAFETY: c is valid for an MR x NR tile with row stride ldc.
+                let prev = unsafe { std::slice::from_raw_parts(c.add(i * ldc), NR) };
+                for (s, p) in row.iter_mut().zip(prev) {
+                    *s = p + *s;
                 }
             }
         }
