@@ -19,6 +19,7 @@ pub mod isa;
 pub mod matmul;
 pub mod mean_pool;
 pub mod norm;
+pub mod peak;
 pub mod pool;
 pub mod posenc;
 pub mod rng;
