@@ -63,6 +63,10 @@ pub const OPS: &[(&str, &str)] = &[
     ("cfg", "RxN (R = 2 or 3 rows)"),
     ("transpose", "RxC"),
     ("copy", "N (contiguous: the memory-bandwidth reference)"),
+    (
+        "fma_peak",
+        "(none: a register-only FMA loop, the FLOP ceiling)",
+    ),
 ];
 
 /// Default (op, shape, dtype) list: the shapes the models run.
@@ -623,4 +627,37 @@ impl Measurement {
             rate
         )
     }
+}
+
+/// The machine's f32 FMA peak for `isa` on `threads` threads (a register-only loop; see
+/// [`crate::cpu::peak`]), reported as a measurement with op `fma_peak`, and the AVX-512 BF16
+/// dot-product peak as `bf16_dot_peak` where the CPU has it.
+pub fn peak_measurements(isa: crate::cpu::Isa, threads: usize) -> Vec<Measurement> {
+    let d = Duration::from_millis(500);
+    let mk = |op: &str, dtype: &str, g: f64| Measurement {
+        op: op.to_string(),
+        shape: "registers".to_string(),
+        dtype: dtype.to_string(),
+        backend: "cpu".to_string(),
+        isa: isa.name().to_string(),
+        threads,
+        precision: "strict".to_string(),
+        median_s: d.as_secs_f64(),
+        min_s: d.as_secs_f64(),
+        samples: 1,
+        iters_per_sample: 1,
+        gflops: Some(g),
+        gbps: None,
+    };
+    let mut v = vec![mk(
+        "fma_peak",
+        "f32",
+        crate::cpu::peak::fma_peak_gflops(isa, threads, d),
+    )];
+    if isa == crate::cpu::Isa::Avx512 {
+        if let Some(g) = crate::cpu::peak::bf16_dot_peak_gflops(threads, d) {
+            v.push(mk("bf16_dot_peak", "bf16", g));
+        }
+    }
+    v
 }

@@ -233,6 +233,7 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
         })
         .transpose()?;
     let cases: Vec<(String, String, DType)> = match (&o.op, &o.shape) {
+        (Some(op), _) if op == "fma_peak" => Vec::new(),
         (Some(op), Some(shape)) => vec![(op.clone(), shape.clone(), dtype.unwrap_or(DType::F32))],
         (op, shape) => bench::default_cases()
             .into_iter()
@@ -244,7 +245,7 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
             .map(|(c, s, d)| (c.to_string(), s, d))
             .collect(),
     };
-    if cases.is_empty() {
+    if cases.is_empty() && o.op.as_deref() != Some("fma_peak") {
         return Err(kinema::Error::InvalidArgument(
             "no benchmark matches; give --op and --shape, or see --list".into(),
         ));
@@ -252,7 +253,16 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
     if !o.json {
         println!("{}", Measurement::table_header());
     }
+    let with_peak = o.op.is_none() || o.op.as_deref() == Some("fma_peak");
     for isa in isas {
+        if with_peak {
+            for m in bench::peak_measurements(isa, threads) {
+                println!("{}", if o.json { m.to_json() } else { m.table_row() });
+            }
+        }
+        if o.op.as_deref() == Some("fma_peak") {
+            continue;
+        }
         let b = CpuBackend::with(isa, threads, precision)?;
         for (op, shape, dt) in &cases {
             let m = bench::measure(&b, op, shape, *dt, o.samples, Duration::from_millis(40))?;
