@@ -19,6 +19,9 @@ const MR: usize = 6;
 const TILES_PER_TASK: usize = 4;
 /// Input elements per upsampling task: small inputs stay on one thread.
 const UPSAMPLE_CHUNK: usize = 1 << 15;
+/// Input rows the convolution prefetches ahead: consecutive (c_in) steps are a padded row
+/// apart, a stride hardware prefetchers follow poorly once x outgrows L1 (L = 64).
+const PREFETCH_ROWS: usize = 8;
 
 pub mod reference {
     use crate::ops::{Conv1dParams, UpsampleParams};
@@ -220,7 +223,7 @@ fn duplicate_tail(from: usize, src: &[f32], out: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Kernels, MR, duplicate_tail};
+    use super::{Kernels, MR, PREFETCH_ROWS, duplicate_tail};
     use crate::ops::Conv1dParams;
     use std::arch::x86_64::*;
 
@@ -263,6 +266,9 @@ mod x86 {
     ) {
         let mut acc: [[__m256; NV]; MR] = std::array::from_fn(|r| [_mm256_set1_ps(bias[r]); NV]);
         for ci in 0..p.c_in {
+            let ahead = x.wrapping_add((ci + PREFETCH_ROWS) * lrow);
+            _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
             for k in 0..p.kernel {
                 // SAFETY: x + ci lrow + k dilation + v 8 + 8 is readable and w[r] holds
                 // c_in kernel values (contract).
@@ -353,6 +359,9 @@ mod x86 {
     ) {
         let mut acc: [[__m512; NV]; MR] = std::array::from_fn(|r| [_mm512_set1_ps(bias[r]); NV]);
         for ci in 0..p.c_in {
+            let ahead = x.wrapping_add((ci + PREFETCH_ROWS) * lrow);
+            _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
             for k in 0..p.kernel {
                 // SAFETY: as in tile_avx2, with 16 lanes.
                 unsafe {
@@ -406,7 +415,7 @@ mod x86 {
 
 #[cfg(target_arch = "aarch64")]
 mod arm {
-    use super::{Kernels, MR, duplicate_tail};
+    use super::{Kernels, MR, PREFETCH_ROWS, duplicate_tail};
     use crate::ops::Conv1dParams;
     use std::arch::aarch64::*;
 
@@ -441,6 +450,15 @@ mod arm {
     ) {
         let mut acc: [[float32x4_t; NV]; MR] = std::array::from_fn(|r| [vdupq_n_f32(bias[r]); NV]);
         for ci in 0..p.c_in {
+            let ahead = x.wrapping_add((ci + PREFETCH_ROWS) * lrow);
+            // SAFETY: PRFM is a hint: it never faults and changes no architectural state.
+            unsafe {
+                std::arch::asm!(
+                    "prfm pldl1keep, [{0}]",
+                    in(reg) ahead,
+                    options(nostack, readonly, preserves_flags)
+                )
+            };
             for k in 0..p.kernel {
                 // SAFETY: as in tile_avx2, with 4 lanes.
                 unsafe {
