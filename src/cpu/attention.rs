@@ -5,11 +5,14 @@
 //! head at a time, with the whole score row of the tile held in a small buffer (two-pass
 //! softmax, so no rescaling of partial outputs):
 //! 1. the visible keys of each batch row are listed once (key padding drops hidden keys here,
-//!    so they are never read) and K of every (batch, kv head) is packed once into K^T panels
-//!    of `NR` keys (`[head_dim][NR]`), shared by every query head of its group and every tile;
+//!    so they are never read), and K and V of every (batch, kv head) are packed once, shared
+//!    by every query head of its group and every tile: K^T in panels of `NR` keys
+//!    (`[head_dim][NR]`, 8 x 8 vector transposes), V in column chunks of `NR` (`[keys][NR]`),
+//!    so both micro-kernels stream contiguous memory whatever the row strides;
 //! 2. scores `MR x NR` come from a register-tiled GEMM (broadcast q, vector loads of K^T);
 //! 3. each row's softmax runs over its buffered scores (max, vector exp, sum);
-//! 4. P.V accumulates `MR x NR` output columns in registers, reading V rows in place.
+//! 4. P.V accumulates `MR x NR` output columns in registers and divides by the row sums as it
+//!    stores them.
 //!
 //! A row's keys end at `ends[r]` (its last visible key + 1, causal), so a hidden key
 //! contributes nothing, not even `0 * v`; K panels past a tile's last visible key are skipped.
@@ -85,7 +88,6 @@ trait Kernels {
     /// The ISA is supported; `p` is readable at `r * ldp + j` for `j < ends[r]`, `vp` holds
     /// `max(ends) * NR` values, `1 <= cols <= NR`, and each non-null `out[r]` is writable
     /// for `cols` values.
-    #[allow(clippy::too_many_arguments)]
     unsafe fn pv(
         p: *const f32,
         ldp: usize,
@@ -708,7 +710,6 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    #[allow(clippy::too_many_arguments)]
     unsafe fn pv_avx2(
         p: *const f32,
         ldp: usize,
@@ -950,7 +951,6 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")]
-    #[allow(clippy::too_many_arguments)]
     unsafe fn pv_avx512(
         p: *const f32,
         ldp: usize,
@@ -1208,7 +1208,6 @@ mod arm {
     }
 
     #[target_feature(enable = "neon")]
-    #[allow(clippy::too_many_arguments)]
     unsafe fn pv_neon(
         p: *const f32,
         ldp: usize,

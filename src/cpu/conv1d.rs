@@ -114,7 +114,6 @@ trait Kernels {
     /// The ISA is supported; `1 <= cols <= NV * LANES`; each `w[r]` holds `c_in * kernel`
     /// values; `x` is readable at `ci lrow + k dilation + c` for `c < NV * LANES`; each
     /// non-null `out[r]` is writable for `cols` values.
-    #[allow(clippy::too_many_arguments)]
     unsafe fn tile<const NV: usize>(
         w: &[*const f32; MR],
         bias: &[f32; MR],
@@ -253,7 +252,6 @@ mod x86 {
         _mm256_cmpgt_epi32(_mm256_set1_epi32(n.min(8) as i32), iota)
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn tile_avx2<const NV: usize>(
         w: &[*const f32; MR],
@@ -346,7 +344,6 @@ mod x86 {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")]
     unsafe fn tile_avx512<const NV: usize>(
         w: &[*const f32; MR],
@@ -437,7 +434,6 @@ mod arm {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "neon")]
     unsafe fn tile_neon<const NV: usize>(
         w: &[*const f32; MR],
