@@ -108,13 +108,15 @@ trait Kernels {
 
     /// `out[r][c] = bias[r] + sum_{ci < c_in} sum_{k < kernel} w[r][ci kernel + k]
     /// x[ci lrow + k dilation + c]` for every `r` with `out[r]` not null and `c < cols`,
-    /// summed in increasing `(ci, k)`.
+    /// summed in increasing `(ci, k)`. `KS` is the kernel size when fixed at compile time
+    /// (MotionBricks' 1 and 3, so the tap loop unrolls and shares one index), 0 to read it
+    /// from `p`.
     ///
     /// # Safety
     /// The ISA is supported; `1 <= cols <= NV * LANES`; each `w[r]` holds `c_in * kernel`
     /// values; `x` is readable at `ci lrow + k dilation + c` for `c < NV * LANES`; each
     /// non-null `out[r]` is writable for `cols` values.
-    unsafe fn tile<const NV: usize>(
+    unsafe fn tile<const NV: usize, const KS: usize>(
         w: &[*const f32; MR],
         bias: &[f32; MR],
         x: *const f32,
@@ -175,10 +177,13 @@ unsafe fn run<K: Kernels>(
                 // t0 + c < c_in lrow for c < nr (lrow's definition); each output row has
                 // out_len - t0 >= cols values, written by this task only.
                 unsafe {
-                    if cols <= K::LANES {
-                        K::tile::<1>(&wr, &br, xt, p, lrow, cols, &out)
-                    } else {
-                        K::tile::<2>(&wr, &br, xt, p, lrow, cols, &out)
+                    match (cols <= K::LANES, p.kernel) {
+                        (true, 1) => K::tile::<1, 1>(&wr, &br, xt, p, lrow, cols, &out),
+                        (true, 3) => K::tile::<1, 3>(&wr, &br, xt, p, lrow, cols, &out),
+                        (true, _) => K::tile::<1, 0>(&wr, &br, xt, p, lrow, cols, &out),
+                        (false, 1) => K::tile::<2, 1>(&wr, &br, xt, p, lrow, cols, &out),
+                        (false, 3) => K::tile::<2, 3>(&wr, &br, xt, p, lrow, cols, &out),
+                        (false, _) => K::tile::<2, 0>(&wr, &br, xt, p, lrow, cols, &out),
                     }
                 }
             }
@@ -230,7 +235,7 @@ mod x86 {
 
     impl Kernels for Avx2 {
         const LANES: usize = 8;
-        unsafe fn tile<const NV: usize>(
+        unsafe fn tile<const NV: usize, const KS: usize>(
             w: &[*const f32; MR],
             bias: &[f32; MR],
             x: *const f32,
@@ -240,7 +245,7 @@ mod x86 {
             out: &[*mut f32; MR],
         ) {
             // SAFETY: forwarded contract.
-            unsafe { tile_avx2::<NV>(w, bias, x, p, lrow, cols, out) }
+            unsafe { tile_avx2::<NV, KS>(w, bias, x, p, lrow, cols, out) }
         }
     }
 
@@ -253,7 +258,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile_avx2<const NV: usize>(
+    unsafe fn tile_avx2<const NV: usize, const KS: usize>(
         w: &[*const f32; MR],
         bias: &[f32; MR],
         x: *const f32,
@@ -262,19 +267,20 @@ mod x86 {
         cols: usize,
         out: &[*mut f32; MR],
     ) {
+        let kernel = if KS == 0 { p.kernel } else { KS };
         let mut acc: [[__m256; NV]; MR] = std::array::from_fn(|r| [_mm256_set1_ps(bias[r]); NV]);
         for ci in 0..p.c_in {
             let ahead = x.wrapping_add((ci + PREFETCH_ROWS) * lrow);
             _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
             _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
-            for k in 0..p.kernel {
+            for k in 0..kernel {
                 // SAFETY: x + ci lrow + k dilation + v 8 + 8 is readable and w[r] holds
                 // c_in kernel values (contract).
                 unsafe {
                     let xk = x.add(ci * lrow + k * p.dilation);
                     let xv: [__m256; NV] = std::array::from_fn(|v| _mm256_loadu_ps(xk.add(8 * v)));
                     for (r, a) in acc.iter_mut().enumerate() {
-                        let wv = _mm256_set1_ps(*w[r].add(ci * p.kernel + k));
+                        let wv = _mm256_set1_ps(*w[r].add(ci * kernel + k));
                         for (a, &xv) in a.iter_mut().zip(&xv) {
                             *a = _mm256_fmadd_ps(wv, xv, *a);
                         }
@@ -330,7 +336,7 @@ mod x86 {
 
     impl Kernels for Avx512 {
         const LANES: usize = 16;
-        unsafe fn tile<const NV: usize>(
+        unsafe fn tile<const NV: usize, const KS: usize>(
             w: &[*const f32; MR],
             bias: &[f32; MR],
             x: *const f32,
@@ -340,12 +346,12 @@ mod x86 {
             out: &[*mut f32; MR],
         ) {
             // SAFETY: forwarded contract.
-            unsafe { tile_avx512::<NV>(w, bias, x, p, lrow, cols, out) }
+            unsafe { tile_avx512::<NV, KS>(w, bias, x, p, lrow, cols, out) }
         }
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")]
-    unsafe fn tile_avx512<const NV: usize>(
+    unsafe fn tile_avx512<const NV: usize, const KS: usize>(
         w: &[*const f32; MR],
         bias: &[f32; MR],
         x: *const f32,
@@ -354,18 +360,19 @@ mod x86 {
         cols: usize,
         out: &[*mut f32; MR],
     ) {
+        let kernel = if KS == 0 { p.kernel } else { KS };
         let mut acc: [[__m512; NV]; MR] = std::array::from_fn(|r| [_mm512_set1_ps(bias[r]); NV]);
         for ci in 0..p.c_in {
             let ahead = x.wrapping_add((ci + PREFETCH_ROWS) * lrow);
             _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
             _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
-            for k in 0..p.kernel {
+            for k in 0..kernel {
                 // SAFETY: as in tile_avx2, with 16 lanes.
                 unsafe {
                     let xk = x.add(ci * lrow + k * p.dilation);
                     let xv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(xk.add(16 * v)));
                     for (r, a) in acc.iter_mut().enumerate() {
-                        let wv = _mm512_set1_ps(*w[r].add(ci * p.kernel + k));
+                        let wv = _mm512_set1_ps(*w[r].add(ci * kernel + k));
                         for (a, &xv) in a.iter_mut().zip(&xv) {
                             *a = _mm512_fmadd_ps(wv, xv, *a);
                         }
@@ -420,7 +427,7 @@ mod arm {
 
     impl Kernels for Neon {
         const LANES: usize = 4;
-        unsafe fn tile<const NV: usize>(
+        unsafe fn tile<const NV: usize, const KS: usize>(
             w: &[*const f32; MR],
             bias: &[f32; MR],
             x: *const f32,
@@ -430,12 +437,12 @@ mod arm {
             out: &[*mut f32; MR],
         ) {
             // SAFETY: forwarded contract.
-            unsafe { tile_neon::<NV>(w, bias, x, p, lrow, cols, out) }
+            unsafe { tile_neon::<NV, KS>(w, bias, x, p, lrow, cols, out) }
         }
     }
 
     #[target_feature(enable = "neon")]
-    unsafe fn tile_neon<const NV: usize>(
+    unsafe fn tile_neon<const NV: usize, const KS: usize>(
         w: &[*const f32; MR],
         bias: &[f32; MR],
         x: *const f32,
@@ -444,6 +451,7 @@ mod arm {
         cols: usize,
         out: &[*mut f32; MR],
     ) {
+        let kernel = if KS == 0 { p.kernel } else { KS };
         let mut acc: [[float32x4_t; NV]; MR] = std::array::from_fn(|r| [vdupq_n_f32(bias[r]); NV]);
         for ci in 0..p.c_in {
             let ahead = x.wrapping_add((ci + PREFETCH_ROWS) * lrow);
@@ -455,13 +463,13 @@ mod arm {
                     options(nostack, readonly, preserves_flags)
                 )
             };
-            for k in 0..p.kernel {
+            for k in 0..kernel {
                 // SAFETY: as in tile_avx2, with 4 lanes.
                 unsafe {
                     let xk = x.add(ci * lrow + k * p.dilation);
                     let xv: [float32x4_t; NV] = std::array::from_fn(|v| vld1q_f32(xk.add(4 * v)));
                     for (r, a) in acc.iter_mut().enumerate() {
-                        let wv = *w[r].add(ci * p.kernel + k);
+                        let wv = *w[r].add(ci * kernel + k);
                         for (a, &xv) in a.iter_mut().zip(&xv) {
                             *a = vfmaq_n_f32(*a, xv, wv);
                         }
@@ -583,7 +591,7 @@ mod tests {
         let p = &c.p;
         let mut s = c.bias.as_ref().map_or(0.0, |bias| bias[co].abs());
         for ci in 0..p.c_in {
-            for k in 0..p.kernel {
+            for k in 0..kernel {
                 let src = (t + k * p.dilation) as isize - p.padding as isize;
                 if (0..p.len as isize).contains(&src) {
                     s += (c.w[(co * p.c_in + ci) * p.kernel + k]
