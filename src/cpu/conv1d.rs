@@ -591,7 +591,7 @@ mod tests {
         let p = &c.p;
         let mut s = c.bias.as_ref().map_or(0.0, |bias| bias[co].abs());
         for ci in 0..p.c_in {
-            for k in 0..kernel {
+            for k in 0..p.kernel {
                 let src = (t + k * p.dilation) as isize - p.padding as isize;
                 if (0..p.len as isize).contains(&src) {
                     s += (c.w[(co * p.c_in + ci) * p.kernel + k]
