@@ -146,8 +146,11 @@ unsafe fn run<K: Kernels>(
     // `(kernel - 1) dilation + out_len = len + 2 padding <= lrow`.
     let lrow = (p.kernel - 1) * p.dilation + out_len.next_multiple_of(nr);
     let mut xp = vec![0f32; p.batch * p.c_in * lrow];
-    for (dst, src) in xp.chunks_mut(lrow).zip(x.chunks(p.len)) {
-        dst[p.padding..p.padding + p.len].copy_from_slice(src);
+    // An empty input (all padding) leaves the zeros.
+    if p.len > 0 {
+        for (dst, src) in xp.chunks_mut(lrow).zip(x.chunks(p.len)) {
+            dst[p.padding..p.padding + p.len].copy_from_slice(src);
+        }
     }
     let per_task = MR * TILES_PER_TASK;
     let blocks = p.c_out.div_ceil(per_task);
@@ -552,9 +555,10 @@ mod tests {
         )
             .prop_map(
                 |((batch, c_in, c_out), (kernel, padding, dilation), (extra, bias, seed))| {
-                    // Lengths from the smallest that leaves one output position.
+                    // Lengths from the smallest that leaves one output position (0 when the padding
+                    // alone covers the kernel span).
                     let span = (kernel - 1) * dilation + 1;
-                    let len = span.saturating_sub(2 * padding).max(1) + extra % 40;
+                    let len = span.saturating_sub(2 * padding) + extra % 40;
                     let p = Conv1dParams {
                         batch,
                         c_in,
@@ -676,6 +680,33 @@ mod tests {
             let mut y = vec![0f32; 2 * x.len()];
             upsample_nearest2x(&cx, &p, &x, &mut y);
             assert_eq!(y, want, "{}", isa.name());
+        }
+    }
+
+    /// An empty input with padding: every output is the bias (the kernel sees only zeros).
+    #[test]
+    fn empty_input_gives_the_bias() {
+        let p = Conv1dParams {
+            batch: 2,
+            c_in: 3,
+            c_out: 5,
+            len: 0,
+            kernel: 3,
+            padding: 2,
+            dilation: 1,
+        };
+        let c = Case {
+            p,
+            x: vec![],
+            w: values(8, 5 * 3 * 3),
+            bias: Some(values(9, 5)),
+        };
+        for isa in Isa::available() {
+            let got = run(&c, isa, 2);
+            let want: Vec<f32> = (0..2 * 5 * 2)
+                .map(|i| c.bias.as_ref().unwrap()[i / 2 % 5])
+                .collect();
+            assert_eq!(got, want, "{}", isa.name());
         }
     }
 
