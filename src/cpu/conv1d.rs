@@ -19,6 +19,9 @@ const MR: usize = 6;
 const TILES_PER_TASK: usize = 4;
 /// Input elements per upsampling task: small inputs stay on one thread.
 const UPSAMPLE_CHUNK: usize = 1 << 15;
+/// Input rows the convolution prefetches ahead: consecutive (c_in) steps are a padded row
+/// apart, a stride hardware prefetchers follow poorly once x outgrows L1 (L = 64).
+const PREFETCH_ROWS: usize = 8;
 
 pub mod reference {
     use crate::ops::{Conv1dParams, UpsampleParams};
@@ -105,14 +108,15 @@ trait Kernels {
 
     /// `out[r][c] = bias[r] + sum_{ci < c_in} sum_{k < kernel} w[r][ci kernel + k]
     /// x[ci lrow + k dilation + c]` for every `r` with `out[r]` not null and `c < cols`,
-    /// summed in increasing `(ci, k)`.
+    /// summed in increasing `(ci, k)`. `KS` is the kernel size when fixed at compile time
+    /// (MotionBricks' 1 and 3, so the tap loop unrolls and shares one index), 0 to read it
+    /// from `p`.
     ///
     /// # Safety
     /// The ISA is supported; `1 <= cols <= NV * LANES`; each `w[r]` holds `c_in * kernel`
     /// values; `x` is readable at `ci lrow + k dilation + c` for `c < NV * LANES`; each
     /// non-null `out[r]` is writable for `cols` values.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn tile<const NV: usize>(
+    unsafe fn tile<const NV: usize, const KS: usize>(
         w: &[*const f32; MR],
         bias: &[f32; MR],
         x: *const f32,
@@ -142,8 +146,11 @@ unsafe fn run<K: Kernels>(
     // `(kernel - 1) dilation + out_len = len + 2 padding <= lrow`.
     let lrow = (p.kernel - 1) * p.dilation + out_len.next_multiple_of(nr);
     let mut xp = vec![0f32; p.batch * p.c_in * lrow];
-    for (dst, src) in xp.chunks_mut(lrow).zip(x.chunks(p.len)) {
-        dst[p.padding..p.padding + p.len].copy_from_slice(src);
+    // An empty input (all padding) leaves the zeros.
+    if p.len > 0 {
+        for (dst, src) in xp.chunks_mut(lrow).zip(x.chunks(p.len)) {
+            dst[p.padding..p.padding + p.len].copy_from_slice(src);
+        }
     }
     let per_task = MR * TILES_PER_TASK;
     let blocks = p.c_out.div_ceil(per_task);
@@ -173,10 +180,13 @@ unsafe fn run<K: Kernels>(
                 // t0 + c < c_in lrow for c < nr (lrow's definition); each output row has
                 // out_len - t0 >= cols values, written by this task only.
                 unsafe {
-                    if cols <= K::LANES {
-                        K::tile::<1>(&wr, &br, xt, p, lrow, cols, &out)
-                    } else {
-                        K::tile::<2>(&wr, &br, xt, p, lrow, cols, &out)
+                    match (cols <= K::LANES, p.kernel) {
+                        (true, 1) => K::tile::<1, 1>(&wr, &br, xt, p, lrow, cols, &out),
+                        (true, 3) => K::tile::<1, 3>(&wr, &br, xt, p, lrow, cols, &out),
+                        (true, _) => K::tile::<1, 0>(&wr, &br, xt, p, lrow, cols, &out),
+                        (false, 1) => K::tile::<2, 1>(&wr, &br, xt, p, lrow, cols, &out),
+                        (false, 3) => K::tile::<2, 3>(&wr, &br, xt, p, lrow, cols, &out),
+                        (false, _) => K::tile::<2, 0>(&wr, &br, xt, p, lrow, cols, &out),
                     }
                 }
             }
@@ -220,7 +230,7 @@ fn duplicate_tail(from: usize, src: &[f32], out: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Kernels, MR, duplicate_tail};
+    use super::{Kernels, MR, PREFETCH_ROWS, duplicate_tail};
     use crate::ops::Conv1dParams;
     use std::arch::x86_64::*;
 
@@ -228,7 +238,7 @@ mod x86 {
 
     impl Kernels for Avx2 {
         const LANES: usize = 8;
-        unsafe fn tile<const NV: usize>(
+        unsafe fn tile<const NV: usize, const KS: usize>(
             w: &[*const f32; MR],
             bias: &[f32; MR],
             x: *const f32,
@@ -238,7 +248,7 @@ mod x86 {
             out: &[*mut f32; MR],
         ) {
             // SAFETY: forwarded contract.
-            unsafe { tile_avx2::<NV>(w, bias, x, p, lrow, cols, out) }
+            unsafe { tile_avx2::<NV, KS>(w, bias, x, p, lrow, cols, out) }
         }
     }
 
@@ -250,9 +260,8 @@ mod x86 {
         _mm256_cmpgt_epi32(_mm256_set1_epi32(n.min(8) as i32), iota)
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile_avx2<const NV: usize>(
+    unsafe fn tile_avx2<const NV: usize, const KS: usize>(
         w: &[*const f32; MR],
         bias: &[f32; MR],
         x: *const f32,
@@ -261,16 +270,20 @@ mod x86 {
         cols: usize,
         out: &[*mut f32; MR],
     ) {
+        let kernel = if KS == 0 { p.kernel } else { KS };
         let mut acc: [[__m256; NV]; MR] = std::array::from_fn(|r| [_mm256_set1_ps(bias[r]); NV]);
         for ci in 0..p.c_in {
-            for k in 0..p.kernel {
+            let ahead = x.wrapping_add((ci + PREFETCH_ROWS) * lrow);
+            _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
+            for k in 0..kernel {
                 // SAFETY: x + ci lrow + k dilation + v 8 + 8 is readable and w[r] holds
                 // c_in kernel values (contract).
                 unsafe {
                     let xk = x.add(ci * lrow + k * p.dilation);
                     let xv: [__m256; NV] = std::array::from_fn(|v| _mm256_loadu_ps(xk.add(8 * v)));
                     for (r, a) in acc.iter_mut().enumerate() {
-                        let wv = _mm256_set1_ps(*w[r].add(ci * p.kernel + k));
+                        let wv = _mm256_set1_ps(*w[r].add(ci * kernel + k));
                         for (a, &xv) in a.iter_mut().zip(&xv) {
                             *a = _mm256_fmadd_ps(wv, xv, *a);
                         }
@@ -326,7 +339,7 @@ mod x86 {
 
     impl Kernels for Avx512 {
         const LANES: usize = 16;
-        unsafe fn tile<const NV: usize>(
+        unsafe fn tile<const NV: usize, const KS: usize>(
             w: &[*const f32; MR],
             bias: &[f32; MR],
             x: *const f32,
@@ -336,13 +349,12 @@ mod x86 {
             out: &[*mut f32; MR],
         ) {
             // SAFETY: forwarded contract.
-            unsafe { tile_avx512::<NV>(w, bias, x, p, lrow, cols, out) }
+            unsafe { tile_avx512::<NV, KS>(w, bias, x, p, lrow, cols, out) }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")]
-    unsafe fn tile_avx512<const NV: usize>(
+    unsafe fn tile_avx512<const NV: usize, const KS: usize>(
         w: &[*const f32; MR],
         bias: &[f32; MR],
         x: *const f32,
@@ -351,15 +363,19 @@ mod x86 {
         cols: usize,
         out: &[*mut f32; MR],
     ) {
+        let kernel = if KS == 0 { p.kernel } else { KS };
         let mut acc: [[__m512; NV]; MR] = std::array::from_fn(|r| [_mm512_set1_ps(bias[r]); NV]);
         for ci in 0..p.c_in {
-            for k in 0..p.kernel {
+            let ahead = x.wrapping_add((ci + PREFETCH_ROWS) * lrow);
+            _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
+            for k in 0..kernel {
                 // SAFETY: as in tile_avx2, with 16 lanes.
                 unsafe {
                     let xk = x.add(ci * lrow + k * p.dilation);
                     let xv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(xk.add(16 * v)));
                     for (r, a) in acc.iter_mut().enumerate() {
-                        let wv = _mm512_set1_ps(*w[r].add(ci * p.kernel + k));
+                        let wv = _mm512_set1_ps(*w[r].add(ci * kernel + k));
                         for (a, &xv) in a.iter_mut().zip(&xv) {
                             *a = _mm512_fmadd_ps(wv, xv, *a);
                         }
@@ -406,7 +422,7 @@ mod x86 {
 
 #[cfg(target_arch = "aarch64")]
 mod arm {
-    use super::{Kernels, MR, duplicate_tail};
+    use super::{Kernels, MR, PREFETCH_ROWS, duplicate_tail};
     use crate::ops::Conv1dParams;
     use std::arch::aarch64::*;
 
@@ -414,7 +430,7 @@ mod arm {
 
     impl Kernels for Neon {
         const LANES: usize = 4;
-        unsafe fn tile<const NV: usize>(
+        unsafe fn tile<const NV: usize, const KS: usize>(
             w: &[*const f32; MR],
             bias: &[f32; MR],
             x: *const f32,
@@ -424,13 +440,12 @@ mod arm {
             out: &[*mut f32; MR],
         ) {
             // SAFETY: forwarded contract.
-            unsafe { tile_neon::<NV>(w, bias, x, p, lrow, cols, out) }
+            unsafe { tile_neon::<NV, KS>(w, bias, x, p, lrow, cols, out) }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "neon")]
-    unsafe fn tile_neon<const NV: usize>(
+    unsafe fn tile_neon<const NV: usize, const KS: usize>(
         w: &[*const f32; MR],
         bias: &[f32; MR],
         x: *const f32,
@@ -439,15 +454,25 @@ mod arm {
         cols: usize,
         out: &[*mut f32; MR],
     ) {
+        let kernel = if KS == 0 { p.kernel } else { KS };
         let mut acc: [[float32x4_t; NV]; MR] = std::array::from_fn(|r| [vdupq_n_f32(bias[r]); NV]);
         for ci in 0..p.c_in {
-            for k in 0..p.kernel {
+            let ahead = x.wrapping_add((ci + PREFETCH_ROWS) * lrow);
+            // SAFETY: PRFM is a hint: it never faults and changes no architectural state.
+            unsafe {
+                std::arch::asm!(
+                    "prfm pldl1keep, [{0}]",
+                    in(reg) ahead,
+                    options(nostack, readonly, preserves_flags)
+                )
+            };
+            for k in 0..kernel {
                 // SAFETY: as in tile_avx2, with 4 lanes.
                 unsafe {
                     let xk = x.add(ci * lrow + k * p.dilation);
                     let xv: [float32x4_t; NV] = std::array::from_fn(|v| vld1q_f32(xk.add(4 * v)));
                     for (r, a) in acc.iter_mut().enumerate() {
-                        let wv = *w[r].add(ci * p.kernel + k);
+                        let wv = *w[r].add(ci * kernel + k);
                         for (a, &xv) in a.iter_mut().zip(&xv) {
                             *a = vfmaq_n_f32(*a, xv, wv);
                         }
@@ -530,9 +555,10 @@ mod tests {
         )
             .prop_map(
                 |((batch, c_in, c_out), (kernel, padding, dilation), (extra, bias, seed))| {
-                    // Lengths from the smallest that leaves one output position.
+                    // Lengths from the smallest that leaves one output position (0 when the padding
+                    // alone covers the kernel span).
                     let span = (kernel - 1) * dilation + 1;
-                    let len = span.saturating_sub(2 * padding).max(1) + extra % 40;
+                    let len = span.saturating_sub(2 * padding) + extra % 40;
                     let p = Conv1dParams {
                         batch,
                         c_in,
@@ -654,6 +680,33 @@ mod tests {
             let mut y = vec![0f32; 2 * x.len()];
             upsample_nearest2x(&cx, &p, &x, &mut y);
             assert_eq!(y, want, "{}", isa.name());
+        }
+    }
+
+    /// An empty input with padding: every output is the bias (the kernel sees only zeros).
+    #[test]
+    fn empty_input_gives_the_bias() {
+        let p = Conv1dParams {
+            batch: 2,
+            c_in: 3,
+            c_out: 5,
+            len: 0,
+            kernel: 3,
+            padding: 2,
+            dilation: 1,
+        };
+        let c = Case {
+            p,
+            x: vec![],
+            w: values(8, 5 * 3 * 3),
+            bias: Some(values(9, 5)),
+        };
+        for isa in Isa::available() {
+            let got = run(&c, isa, 2);
+            let want: Vec<f32> = (0..2 * 5 * 2)
+                .map(|i| c.bias.as_ref().unwrap()[i / 2 % 5])
+                .collect();
+            assert_eq!(got, want, "{}", isa.name());
         }
     }
 
