@@ -408,15 +408,18 @@ mod tests {
 
     #[test]
     fn linear_every_dtype_and_activation_at_block_edges() {
-        // Fixed shapes around the AVX2/AVX-512 block sizes (MR 6/12, NR 16/32, KC 256/192).
+        // Fixed shapes around the kernels' block sizes: MR 4/6/8/12, NR 8/12/16/32,
+        // KC 128 (AVX-512), 256 (scalar, NEON, bf16 pairs), 384 (AVX2), MC 204/208.
         let mut seed = 1;
         for (m, n, k) in [
             (1, 1, 32),
-            (6, 16, 256),
-            (7, 17, 288),
-            (12, 32, 192),
-            (13, 33, 416),
+            (6, 16, 384),
+            (7, 17, 416),
+            (12, 32, 128),
+            (13, 33, 160),
+            (8, 12, 256),
             (205, 3, 64),
+            (209, 5, 288),
         ] {
             for dt in [Dt::F32, Dt::F16, Dt::Bf16, Dt::Q8] {
                 for act in activations() {
