@@ -441,6 +441,189 @@ mod tests {
         }
     }
 
+    /// The AVX2 transposing packers equal the portable ones bit for bit at every tile shape
+    /// the x86 kernels use (MR 6 and 12, NR 16 and 32: the AVX-512 kernels pack with them, so
+    /// this covers their packing on machines without AVX-512), with panels packed back to
+    /// back into one buffer as the driver does, so a partial row group's spill into the next
+    /// panel is checked too.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_packers_match_portable_packers() {
+        if !Isa::Avx2.is_supported() {
+            return;
+        }
+        fn a_panels<const MR: usize>(a: &[f32], m: usize, lda: usize, k0: usize, kc: usize) {
+            let panels = m.div_ceil(MR);
+            let mut got = vec![f32::NAN; panels * MR * kc + 8];
+            let mut want = vec![0f32; panels * MR * kc];
+            for ip in 0..panels {
+                let (i, at) = (ip * MR, ip * MR * kc);
+                // SAFETY: AVX2 was detected; `got` has room for every panel plus 8.
+                unsafe {
+                    avx2::pack_a::<MR>(a, lda, i, MR.min(m - i), k0, kc, got.as_mut_ptr().add(at))
+                };
+                scalar::pack_a(
+                    a,
+                    lda,
+                    i,
+                    MR.min(m - i),
+                    k0,
+                    kc,
+                    MR,
+                    &mut want[at..at + MR * kc],
+                );
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&got[..want.len()]),
+                bits(&want),
+                "A MR={MR} m={m} k0={k0} kc={kc}"
+            );
+        }
+        fn b_panels<const NR: usize>(b: &BSrc, n: usize, k0: usize, kc: usize) {
+            let panels = n.div_ceil(NR);
+            let mut got = vec![f32::NAN; panels * NR * kc + 8];
+            let mut want = vec![0f32; panels * NR * kc];
+            for jp in 0..panels {
+                let (j, at) = (jp * NR, jp * NR * kc);
+                // SAFETY: as above.
+                unsafe {
+                    avx2::pack_b::<NR>(b, j, NR.min(n - j), k0, kc, got.as_mut_ptr().add(at))
+                };
+                scalar::pack_b_from(
+                    b,
+                    j,
+                    NR.min(n - j),
+                    k0,
+                    0,
+                    kc,
+                    NR,
+                    &mut want[at..at + NR * kc],
+                );
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&got[..want.len()]),
+                bits(&want),
+                "B {b:?} NR={NR} n={n} k0={k0} kc={kc}"
+            );
+        }
+        let mut rng = Rng(5);
+        for rows in [1, 5, 6, 7, 12, 13, 16, 17, 31, 32, 33, 70] {
+            for (k0, kc) in [
+                (0, 1),
+                (0, 7),
+                (0, 8),
+                (3, 9),
+                (0, 16),
+                (32, 33),
+                (0, 64),
+                (32, 96),
+                (5, 100),
+            ] {
+                let ld = k0 + kc + 3;
+                let a = rng.vec(rows * ld);
+                a_panels::<6>(&a, rows, ld, k0, kc);
+                a_panels::<12>(&a, rows, ld, k0, kc);
+                // q8_0 needs whole blocks: k0, kc and the row stride multiples of 32.
+                let q8 = k0 % 32 == 0 && kc % 32 == 0;
+                let ld = if q8 {
+                    (k0 + kc).next_multiple_of(32)
+                } else {
+                    ld
+                };
+                let wide = rng.vec(rows * ld);
+                for dt in [Dt::F32, Dt::F16, Dt::Bf16, Dt::Q8] {
+                    if matches!(dt, Dt::Q8) && !q8 {
+                        continue;
+                    }
+                    let stored = Stored::new(dt, &wide);
+                    let b = BSrc::RowsN {
+                        w: stored.weights(),
+                        ld,
+                    };
+                    b_panels::<16>(&b, rows, k0, kc);
+                    b_panels::<32>(&b, rows, k0, kc);
+                }
+                // b[k, n]: `rows` columns, row stride rows + 2.
+                let bk = rng.vec((k0 + kc) * (rows + 2));
+                let b = BSrc::RowsK {
+                    b: &bk,
+                    ld: rows + 2,
+                };
+                b_panels::<16>(&b, rows, k0, kc);
+                b_panels::<32>(&b, rows, k0, kc);
+            }
+        }
+    }
+
+    /// The bf16 pair packer of the AVX-512 BF16 kernel (AVX2 code, so it runs here): pairs
+    /// along k with the low half first, zero past the columns and past odd k, for odd row
+    /// strides (pairs at 2-byte alignment) too.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn bf16_pair_packing_matches_definition() {
+        if !Isa::Avx2.is_supported() {
+            return;
+        }
+        const S: usize = 32;
+        let mut rng = Rng(9);
+        for n in [1, 7, 31, 32, 33, 64, 70] {
+            for (k0, kc) in [
+                (0, 1),
+                (0, 2),
+                (0, 15),
+                (0, 16),
+                (2, 17),
+                (0, 33),
+                (4, 100),
+                (0, 256),
+            ] {
+                for pad in [0, 1] {
+                    let ld = k0 + kc + pad;
+                    let w: Vec<bf16> = rng.vec(n * ld).iter().map(|&v| bf16::from_f32(v)).collect();
+                    let kcu = kc.div_ceil(2);
+                    let panels = n.div_ceil(S);
+                    let mut got = vec![u32::MAX; panels * S * kcu + 8];
+                    let mut want = vec![0u32; panels * S * kcu];
+                    for jp in 0..panels {
+                        let (j, at) = (jp * S, jp * S * kcu);
+                        let cols = S.min(n - j);
+                        // SAFETY: AVX2 was detected; `got` has room for every panel plus 8.
+                        unsafe {
+                            super::bf16::pack_b_pairs::<S>(
+                                &w,
+                                ld,
+                                j,
+                                cols,
+                                k0,
+                                kc,
+                                got.as_mut_ptr().add(at),
+                            )
+                        };
+                        for u in 0..kcu {
+                            for r in 0..cols {
+                                let v = |l: usize| {
+                                    if l < kc {
+                                        w[(j + r) * ld + k0 + l].to_bits() as u32
+                                    } else {
+                                        0
+                                    }
+                                };
+                                want[at + u * S + r] = v(2 * u) | v(2 * u + 1) << 16;
+                            }
+                        }
+                    }
+                    assert_eq!(
+                        &got[..want.len()],
+                        &want[..],
+                        "n={n} k0={k0} kc={kc} ld={ld}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn linear_wider_than_one_column_block() {
         // n beyond every kernel's NC (3072 at most), so the jc loop runs twice.
