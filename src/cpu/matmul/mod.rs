@@ -69,6 +69,10 @@ pub mod reference {
 /// `y[m, n] = act(x[m, k] . w[n, k]^T + bias[n])`. Weights are read in place and widened
 /// to f32 exactly while packing; with `Precision::Fast`, bf16 weights on a CPU with
 /// `avx512_bf16` use bf16 dot products instead (x rounded to bf16 once, f32 accumulation).
+///
+/// # Panics
+/// If a slice is shorter than the shape needs, or q8_0 weights have `k % 32 != 0` (the SIMD
+/// packers read through raw pointers, so this is checked here).
 pub fn linear(
     cx: &Cx,
     p: &LinearParams,
@@ -77,6 +81,34 @@ pub fn linear(
     bias: Option<&[f32]>,
     y: &mut [f32],
 ) {
+    assert!(
+        x.len() >= p.m * p.k,
+        "linear: x holds {} values, needs {}",
+        x.len(),
+        p.m * p.k
+    );
+    assert!(
+        w.len() >= p.n * p.k,
+        "linear: w holds {} values, needs {}",
+        w.len(),
+        p.n * p.k
+    );
+    assert!(
+        y.len() >= p.m * p.n,
+        "linear: y holds {} values, needs {}",
+        y.len(),
+        p.m * p.n
+    );
+    assert!(
+        bias.is_none_or(|b| b.len() >= p.n),
+        "linear: bias shorter than n = {}",
+        p.n
+    );
+    assert!(
+        !matches!(w, Weights::Q8_0(_)) || p.k.is_multiple_of(crate::tensor::Q8_0_BLOCK),
+        "linear: q8_0 weights need k a multiple of 32, got {}",
+        p.k
+    );
     let prob = Problem {
         m: p.m,
         n: p.n,
@@ -93,7 +125,24 @@ pub fn linear(
 }
 
 /// `c[b] = alpha * a[b] . op(b[b])` for every batch entry (see `BatchedMatmulParams`).
+///
+/// # Panics
+/// If a slice is shorter than the shape and strides need.
 pub fn batched_matmul(cx: &Cx, p: &BatchedMatmulParams, a: &[f32], b: &[f32], c: &mut [f32]) {
+    if p.batch > 0 && p.m * p.n > 0 {
+        let need_a = (p.batch - 1) * p.a_batch_stride + p.m * p.k;
+        let need_b = (p.batch - 1) * p.b_batch_stride + p.k * p.n;
+        assert!(
+            a.len() >= need_a,
+            "batched_matmul: a holds {}, needs {need_a}",
+            a.len()
+        );
+        assert!(
+            b.len() >= need_b,
+            "batched_matmul: b holds {}, needs {need_b}",
+            b.len()
+        );
+    }
     let problem = |bi: usize| {
         let bb = &b[bi * p.b_batch_stride..];
         Problem {
@@ -698,6 +747,32 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "linear: w holds")]
+    fn short_weights_panic_instead_of_reading_out_of_bounds() {
+        let pool = ThreadPool::new(1);
+        let cx = Cx {
+            isa: Isa::best(),
+            pool: &pool,
+            precision: Precision::Strict,
+        };
+        let p = LinearParams {
+            m: 4,
+            n: 16,
+            k: 64,
+            activation: Activation::None,
+        };
+        let mut y = vec![0f32; 4 * 16];
+        linear(
+            &cx,
+            &p,
+            &[0.0; 4 * 64],
+            Weights::F32(&[0.0; 15 * 64]),
+            None,
+            &mut y,
+        );
     }
 
     #[test]
