@@ -1,5 +1,21 @@
 //! Linear layers (`x . W^T + b`, weights f32/f16/bf16/q8_0, fused activation) and batched
 //! f32 matmul.
+//!
+//! Both run one GEMM driver (`driver.rs`: BLIS-style blocking, packing, tiling over threads)
+//! instantiated per ISA with a register micro-kernel and its packers:
+//!
+//! | ISA | tile (rows x cols) | KC | file |
+//! |---|---|---|---|
+//! | scalar | 4 x 8, unfused multiply-add | 256 | `scalar.rs` |
+//! | AVX2 + FMA | 6 x 16, 12 ymm accumulators | 384 | `avx2.rs` |
+//! | AVX-512 | 12 x 32, 24 zmm accumulators | 128 | `avx512.rs` |
+//! | AVX-512 BF16 (fast precision) | 12 x 32 `vdpbf16ps` on k pairs | 256 | `bf16.rs` |
+//! | NEON | 8 x 12, `fmla` by lane | 256 | `neon.rs` |
+//!
+//! Weights stay where they are (memory-mapped) and are widened to f32 exactly while a
+//! micro-panel is packed, so f16/bf16/q8_0 cost no more than f32 once packed. Results are
+//! bit-identical for every thread count (tiles are split over threads, k never is); they
+//! differ between ISAs only by rounding, within the bound the tests state.
 
 mod driver;
 mod scalar;
