@@ -4,13 +4,17 @@
 //! criterion prints GFLOP/s ("Gelem/s"). Compare with `tools/sgemm_numpy.py` run right after.
 //!
 //! Filter with criterion's regex, e.g. `cargo bench --bench gemm -- 'linear_f32/avx2'`.
+//!
+//! The `cpu_time/...` groups (Linux) time the f32 GEMM and the FMA loop in CPU seconds of
+//! this process's threads instead of wall-clock: on a shared machine FLOPs per CPU-second
+//! show the kernel's efficiency apart from time lost to other processes (compare with
+//! `gflops_per_cpu_s` of `tools/sgemm_numpy.py`).
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{
-    BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main, measurement::WallTime,
-};
+use criterion::measurement::{Measurement, ValueFormatter};
+use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use half::{bf16, f16};
 use kinema::Precision;
 use kinema::cpu::matmul::{batched_matmul, linear};
@@ -28,7 +32,7 @@ const KIMODO: [(usize, usize, usize); 4] = [
 const SQUARE: (usize, usize, usize) = (1024, 1024, 1024);
 const THREADS: [usize; 2] = [2, 1];
 
-fn settings(g: &mut BenchmarkGroup<WallTime>) {
+fn settings<M: Measurement>(g: &mut BenchmarkGroup<M>) {
     g.sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
@@ -187,5 +191,119 @@ fn benches(c: &mut Criterion) {
     }
 }
 
+/// CPU time of this process's threads: the sum of the first field of
+/// `/proc/self/task/*/schedstat` (nanoseconds on the CPU). Threads that exit inside a
+/// measurement are missed, so it only times work on the calling thread and the kernel pool's
+/// persistent workers.
+struct CpuTime;
+
+fn cpu_ns() -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
+impl Measurement for CpuTime {
+    type Intermediate = u64;
+    type Value = u64;
+    fn start(&self) -> u64 {
+        cpu_ns().expect("checked before the cpu_time groups run")
+    }
+    fn end(&self, start: u64) -> u64 {
+        self.start() - start
+    }
+    fn add(&self, a: &u64, b: &u64) -> u64 {
+        a + b
+    }
+    fn zero(&self) -> u64 {
+        0
+    }
+    fn to_f64(&self, v: &u64) -> f64 {
+        *v as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        &CpuFormatter
+    }
+}
+
+struct CpuFormatter;
+
+impl ValueFormatter for CpuFormatter {
+    fn scale_values(&self, _typical: f64, values: &mut [f64]) -> &'static str {
+        values.iter_mut().for_each(|v| *v /= 1e6);
+        "ms CPU"
+    }
+    fn scale_throughputs(&self, _typical: f64, t: &Throughput, values: &mut [f64]) -> &'static str {
+        let per_iter = match *t {
+            Throughput::Elements(e) => e as f64,
+            _ => unreachable!("the cpu_time groups report FLOPs as elements"),
+        };
+        values.iter_mut().for_each(|v| *v = per_iter / *v);
+        "GFLOP/CPU-s"
+    }
+    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
+        "ns"
+    }
+}
+
+fn cpu_time_benches(c: &mut Criterion<CpuTime>) {
+    if cpu_ns().is_none() {
+        eprintln!("cpu_time groups skipped: /proc/self/task/*/schedstat is not readable");
+        return;
+    }
+    for isa in Isa::available() {
+        let mut g = c.benchmark_group(format!(
+            "cpu_time/fma_peak/{} (GFLOP per CPU-s)",
+            isa.name()
+        ));
+        settings(&mut g);
+        let iters = 1 << 20;
+        // One thread only: it runs on the caller, which the measurement sees.
+        g.throughput(Throughput::Elements(peak::fma_loop(isa, 1, 1) * iters));
+        g.bench_function("t1", |b| {
+            b.iter(|| peak::fma_loop(isa, 1, black_box(iters)))
+        });
+        g.finish();
+
+        let mut g = c.benchmark_group(format!(
+            "cpu_time/linear_f32/{} (GFLOP per CPU-s)",
+            isa.name()
+        ));
+        settings(&mut g);
+        for threads in THREADS {
+            let pool = ThreadPool::new(threads);
+            let cx = Cx {
+                isa,
+                pool: &pool,
+                precision: Precision::Strict,
+            };
+            for (m, n, k) in std::iter::once(SQUARE).chain(KIMODO) {
+                let x = data(m * k, 1);
+                let w = data(n * k, 2);
+                let mut y = vec![0f32; m * n];
+                let p = LinearParams {
+                    m,
+                    n,
+                    k,
+                    activation: Activation::None,
+                };
+                g.throughput(Throughput::Elements((2 * m * n * k) as u64));
+                g.bench_function(format!("{m}x{n}x{k}/t{threads}"), |b| {
+                    b.iter(|| linear(&cx, &p, black_box(&x), Weights::F32(&w), None, &mut y))
+                });
+            }
+        }
+        g.finish();
+    }
+}
+
 criterion_group!(gemm, benches);
-criterion_main!(gemm);
+criterion_group! {
+    name = gemm_cpu_time;
+    config = Criterion::default().with_measurement(CpuTime);
+    targets = cpu_time_benches
+}
+criterion_main!(gemm, gemm_cpu_time);

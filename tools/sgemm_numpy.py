@@ -6,7 +6,7 @@ Times `x @ w.T` with x [M, K] and w [N, K] in f32 (nn.Linear's layout, the exact
 bench's shapes, on 1 and 2 threads, and prints one JSON object per line:
 
     {"op": "sgemm_numpy", "shape": "MxNxK", "threads": T, "median_s": ..., "gflops": ...,
-     "kernel": "<OpenBLAS core>", ...}
+     "median_cpu_s": ..., "gflops_per_cpu_s": ..., "kernel": "<OpenBLAS core>", ...}
 
 Medians of --runs timed calls after --warmup calls. Run it right after the Rust bench so both
 see the same machine state.
@@ -62,13 +62,16 @@ def measure(m, n, k, runs, warmup):
     out = np.empty((m, n), dtype=np.float32)
     for _ in range(warmup):
         np.matmul(x, w.T, out=out)
-    times = []
+    times, cpu = [], []
     for _ in range(runs):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         np.matmul(x, w.T, out=out)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     times.sort()
-    return times[len(times) // 2]
+    cpu.sort()
+    return times[len(times) // 2], cpu[len(cpu) // 2]
 
 
 def main():
@@ -87,9 +90,9 @@ def main():
         for m, n, k in shapes:
             if threadpool_limits is not None:
                 with threadpool_limits(limits=t, user_api="blas"):
-                    med = measure(m, n, k, args.runs, args.warmup)
+                    med, med_cpu = measure(m, n, k, args.runs, args.warmup)
             else:
-                med = measure(m, n, k, args.runs, args.warmup)
+                med, med_cpu = measure(m, n, k, args.runs, args.warmup)
             print(
                 json.dumps(
                     {
@@ -98,6 +101,11 @@ def main():
                         "threads": t,
                         "median_s": med,
                         "gflops": 2.0 * m * n * k / med / 1e9,
+                        # CPU seconds of all threads (process time): on a shared machine
+                        # FLOPs per CPU-second show the kernel's efficiency apart from
+                        # time lost to other processes (OpenBLAS threads that spin count).
+                        "median_cpu_s": med_cpu,
+                        "gflops_per_cpu_s": 2.0 * m * n * k / med_cpu / 1e9,
                         "kernel": blas_kernel(),
                         "layout": "x[M,K] @ w[N,K].T",
                         "runs": args.runs,

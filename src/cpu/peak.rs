@@ -52,15 +52,7 @@ pub fn fma_loop(isa: Isa, threads: usize, iters: u64) -> u64 {
         "{} is not supported by this CPU",
         isa.name()
     );
-    let threads = threads.max(1);
-    std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
-            .map(|_| s.spawn(move || burst(isa, iters)))
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().expect("FMA loop thread"))
-            .sum()
-    })
+    on_threads(threads, || burst(isa, iters))
 }
 
 /// bf16 dot-product GFLOP/s (`vdpbf16ps`: 32 multiply-adds, 64 FLOP, per zmm instruction),
@@ -87,11 +79,21 @@ pub fn bf16_dot_peak_gflops(threads: usize, duration: Duration) -> Option<f64> {
 }
 
 fn per_thread_sum(threads: usize, f: impl Fn(Duration) -> f64 + Sync, duration: Duration) -> f64 {
-    let threads = threads.max(1);
+    on_threads(threads, || f(duration))
+}
+
+/// Run `f` on `threads` threads at once, the calling thread being one of them (as in the
+/// kernel thread pool), and sum the results.
+fn on_threads<T: std::iter::Sum + Send>(threads: usize, f: impl Fn() -> T + Sync) -> T {
     std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads).map(|_| s.spawn(|| f(duration))).collect();
-        hs.into_iter()
-            .map(|h| h.join().expect("peak loop thread"))
+        let others: Vec<_> = (1..threads.max(1)).map(|_| s.spawn(&f)).collect();
+        let mine = f();
+        std::iter::once(mine)
+            .chain(
+                others
+                    .into_iter()
+                    .map(|h| h.join().expect("peak loop thread")),
+            )
             .sum()
     })
 }

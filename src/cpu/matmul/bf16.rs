@@ -108,33 +108,8 @@ unsafe impl MicroKernel for Avx512Bf16 {
         else {
             unreachable!("the bf16 kernel is only chosen for bf16 weights");
         };
-        debug_assert!((j0 + cols - 1) * ld + k0 + kc <= w.len());
-        let kcu = kc.div_ceil(2);
-        // Units whose two values both lie inside k0 .. k0 + kc go through the transposer.
-        let vec_units = kc / 2 / 8 * 8;
-        let src = PairRows {
-            ptr: w.as_ptr().cast(),
-            ld,
-            r0: j0,
-            k0,
-        };
-        // SAFETY: AVX2 was detected; rows j0..j0+cols hold k0..k0+kc; out holds
-        // kcu * NR + 8 elements.
-        unsafe { avx2::pack_t::<_, NR>(&src, cols, vec_units, out.cast()) };
-        // SAFETY: as above.
-        let out = unsafe { std::slice::from_raw_parts_mut(out, kcu * NR) };
-        for u in vec_units..kcu {
-            for (r, o) in out[u * NR..(u + 1) * NR].iter_mut().enumerate() {
-                let at = |l: usize| {
-                    if r < cols && l < kc {
-                        w[(j0 + r) * ld + k0 + l].to_bits() as u32
-                    } else {
-                        0
-                    }
-                };
-                *o = at(2 * u) | at(2 * u + 1) << 16;
-            }
-        }
+        // SAFETY: AVX2 was detected (self exists); the contract is forwarded.
+        unsafe { pack_b_pairs::<NR>(w, ld, j0, cols, k0, kc, out) }
     }
 
     unsafe fn kernel(
@@ -148,6 +123,51 @@ unsafe impl MicroKernel for Avx512Bf16 {
     ) {
         // SAFETY: avx512_bf16 was detected (self exists); the contract is forwarded.
         unsafe { kernel_12x32(kcu, a, b, c, ldc, ep) }
+    }
+}
+
+/// Pack columns `j0 .. j0 + cols` of bf16 weights `w[n, k]` (row stride `ld`), k range
+/// `k0 .. k0 + kc`, as pairs: `out[u * S + j]` holds `w[j0 + j][k0 + 2u ..= k0 + 2u + 1]`
+/// (low half first), zero-padded past `cols` and past `kc`. Needs AVX2 only.
+///
+/// # Safety
+/// AVX2+FMA+F16C are available; the rows hold `k0 .. k0 + kc`; `out` is valid for
+/// `kc.div_ceil(2) * S + 8` elements.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn pack_b_pairs<const S: usize>(
+    w: &[half::bf16],
+    ld: usize,
+    j0: usize,
+    cols: usize,
+    k0: usize,
+    kc: usize,
+    out: *mut u32,
+) {
+    debug_assert!((j0 + cols - 1) * ld + k0 + kc <= w.len());
+    let kcu = kc.div_ceil(2);
+    // Units whose two values both lie inside k0 .. k0 + kc go through the transposer.
+    let vec_units = kc / 2 / 8 * 8;
+    let src = PairRows {
+        ptr: w.as_ptr().cast(),
+        ld,
+        r0: j0,
+        k0,
+    };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { avx2::pack_t::<_, S>(&src, cols, vec_units, out.cast()) };
+    // SAFETY: as above.
+    let out = unsafe { std::slice::from_raw_parts_mut(out, kcu * S) };
+    for u in vec_units..kcu {
+        for (r, o) in out[u * S..(u + 1) * S].iter_mut().enumerate() {
+            let at = |l: usize| {
+                if r < cols && l < kc {
+                    w[(j0 + r) * ld + k0 + l].to_bits() as u32
+                } else {
+                    0
+                }
+            };
+            *o = at(2 * u) | at(2 * u + 1) << 16;
+        }
     }
 }
 

@@ -202,110 +202,158 @@ unsafe fn block<K: MicroKernel>(
         return;
     }
     let kcu_max = K::KC.min(p.k.next_multiple_of(K::KU)) / K::KU;
-    let nc_max = K::NC.min(cols.len().next_multiple_of(K::NR));
     // MC: the task's rows in as few L2-sized blocks as possible, split evenly.
     let m_blocks = rows.len().div_ceil(K::MC);
     let mc_max = rows.len().div_ceil(m_blocks).next_multiple_of(K::MR);
-    let a_len = mc_max * kcu_max + 8;
-    // With a single row block every B micro-panel is used by one pass over the rows and
-    // never again, so one panel-sized buffer (kept in L1) serves them all instead of
-    // writing megabytes of packed panels back through the caches.
-    let one_panel = m_blocks == 1;
-    let b_len = (if one_panel { K::NR } else { nc_max } * kcu_max + 8).next_multiple_of(16);
-    with_scratch::<K::P, _>(b_len + a_len, |buf| {
-        let (bbuf, abuf) = buf.split_at_mut(b_len);
-        let (bbuf, abuf) = (bbuf.as_mut_ptr(), abuf.as_mut_ptr());
-        let mut tile = [0f32; MAX_TILE];
-        let mut bias_tile = [0f32; MAX_NR];
-        for jc in cols.clone().step_by(nc_max) {
-            let nc = nc_max.min(cols.end - jc);
-            let n_panels = nc.div_ceil(K::NR);
-            for pc in (0..p.k).step_by(K::KC) {
-                let kc = K::KC.min(p.k - pc);
-                let kcu = kc.div_ceil(K::KU);
-                let ep_first = pc == 0;
-                let ep_last = pc + kc == p.k;
-                for (mb, ic) in rows.clone().step_by(mc_max).enumerate() {
-                    let mc = mc_max.min(rows.end - ic);
-                    let m_panels = mc.div_ceil(K::MR);
-                    for ip in 0..m_panels {
-                        let i = ic + ip * K::MR;
-                        // SAFETY: panel ip spans kcu * MR elements (+ 8 slack) of abuf.
-                        unsafe {
-                            kern.pack_a(
-                                p.a,
-                                p.k,
-                                i,
-                                K::MR.min(rows.end - i),
-                                pc,
-                                kc,
-                                abuf.add(ip * K::MR * kcu),
-                            )
-                        };
+    let a_block = mc_max * kcu_max;
+    let mut tile = [0f32; MAX_TILE];
+    let mut bias_tile = [0f32; MAX_NR];
+    // The tiles of one B micro-panel (columns j.., k block pc) over rows `ic .. ic + mc`.
+    let mut panel =
+        |a_panels: *const K::P, bp: *const K::P, ic: usize, mc: usize, j: usize, pc: usize| {
+            let kc = K::KC.min(p.k - pc);
+            let kcu = kc.div_ceil(K::KU);
+            let ncols = K::NR.min(cols.end - j);
+            let last = pc + kc == p.k;
+            let bias = match p.bias {
+                Some(b) if last => {
+                    if ncols == K::NR {
+                        b[j..j + K::NR].as_ptr()
+                    } else {
+                        bias_tile[..ncols].copy_from_slice(&b[j..j + ncols]);
+                        bias_tile[ncols..].fill(0.0);
+                        bias_tile.as_ptr()
                     }
-                    for jp in 0..n_panels {
-                        let j = jc + jp * K::NR;
-                        let ncols = K::NR.min(jc + nc - j);
-                        // SAFETY: panel jp spans kcu * NR elements of bbuf; for NR a multiple
-                        // of 16 that is a multiple of 64 bytes, so panels stay 64-byte aligned.
-                        let bp = unsafe { bbuf.add(if one_panel { 0 } else { jp * K::NR * kcu }) };
-                        if mb == 0 {
-                            // The first row block packs each B micro-panel just before its
-                            // first use (still in L1); later row blocks reuse it.
-                            // SAFETY: as above.
-                            unsafe { kern.pack_b(&p.b, j, ncols, pc, kc, bp) };
-                        }
-                        let bias = match p.bias {
-                            Some(b) if ep_last => {
-                                if ncols == K::NR {
-                                    b[j..j + K::NR].as_ptr()
-                                } else {
-                                    bias_tile[..ncols].copy_from_slice(&b[j..j + ncols]);
-                                    bias_tile[ncols..].fill(0.0);
-                                    bias_tile.as_ptr()
-                                }
-                            }
-                            _ => std::ptr::null(),
-                        };
-                        let ep = Epilogue {
-                            accumulate: !ep_first,
-                            finish: ep_last,
-                            alpha: p.alpha,
-                            bias,
-                        };
-                        for ip in 0..m_panels {
-                            let i = ic + ip * K::MR;
-                            let nrows = K::MR.min(rows.end - i);
-                            // SAFETY: panel ip of abuf was packed above.
-                            let ap = unsafe { abuf.add(ip * K::MR * kcu) };
-                            // SAFETY: (i, j) is inside this task's rectangle.
-                            let cp = unsafe { c.add(i * ldc + j) };
-                            if nrows == K::MR && ncols == K::NR {
-                                // SAFETY: a full tile inside the rectangle.
-                                unsafe { kern.kernel(kcu, ap, bp, cp, ldc, &ep) };
-                            } else {
-                                // SAFETY: the edge tile goes through `tile` (NR-strided),
-                                // copying only the valid nrows x ncols part of C.
-                                unsafe {
-                                    edge_tile(
-                                        kern, kcu, ap, bp, cp, ldc, nrows, ncols, &ep, &mut tile,
-                                    )
-                                };
-                            }
-                        }
+                }
+                _ => std::ptr::null(),
+            };
+            let ep = Epilogue {
+                accumulate: pc > 0,
+                finish: last,
+                alpha: p.alpha,
+                bias,
+            };
+            for ip in 0..mc.div_ceil(K::MR) {
+                let i = ic + ip * K::MR;
+                let nrows = K::MR.min(ic + mc - i);
+                // SAFETY: A panel ip of this k block was packed by the caller.
+                let ap = unsafe { a_panels.add(ip * K::MR * kcu) };
+                // SAFETY: (i, j) is inside this task's rectangle.
+                let cp = unsafe { c.add(i * ldc + j) };
+                if nrows == K::MR && ncols == K::NR {
+                    // SAFETY: a full tile inside the rectangle.
+                    unsafe { kern.kernel(kcu, ap, bp, cp, ldc, &ep) };
+                } else {
+                    // SAFETY: the edge tile goes through `tile` (NR-strided), copying only the
+                    // valid nrows x ncols part of C.
+                    unsafe { edge_tile(kern, kcu, ap, bp, cp, ldc, nrows, ncols, &ep, &mut tile) };
+                }
+            }
+        };
+    let pack_a_block = |ic: usize, mc: usize, pc: usize, out: *mut K::P| {
+        let kc = K::KC.min(p.k - pc);
+        for ip in 0..mc.div_ceil(K::MR) {
+            let i = ic + ip * K::MR;
+            // SAFETY: panel ip spans kcu * MR elements (+ 8 slack) of the block at `out`.
+            unsafe {
+                kern.pack_a(
+                    p.a,
+                    p.k,
+                    i,
+                    K::MR.min(ic + mc - i),
+                    pc,
+                    kc,
+                    out.add(ip * K::MR * kc.div_ceil(K::KU)),
+                )
+            };
+        }
+    };
+    let activate = |ic: usize, mc: usize, j: usize, n: usize| {
+        if p.act != Activation::None {
+            for i in ic..ic + mc {
+                // SAFETY: row i, columns j..j+n lie in this task's rectangle.
+                let out = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc + j), n) };
+                activation::apply_inplace(p.isa, p.act, out);
+            }
+        }
+    };
+    let k_blocks: Vec<usize> = (0..p.k).step_by(K::KC).collect();
+    if m_blocks == 1 {
+        // Few rows (the model's M ~ 200): pack A for all of k once, then go panel by panel,
+        // each B micro-panel through every k block. One panel-sized B buffer stays in L1,
+        // each weight row is read front to back in consecutive packs (a stream the
+        // hardware prefetchers follow, unlike KC-long pieces), and the panel's C strip stays
+        // in cache between k blocks. Activations run on groups of panels wide enough that
+        // the per-call overhead does not matter.
+        let b_len = (K::NR * kcu_max + 8).next_multiple_of(16);
+        let group = 128usize.div_ceil(K::NR) * K::NR;
+        with_scratch::<K::P, _>(b_len + a_block * k_blocks.len() + 8, |buf| {
+            let (bbuf, abuf) = buf.split_at_mut(b_len);
+            let (bp, abuf) = (bbuf.as_mut_ptr(), abuf.as_mut_ptr());
+            for (kb, &pc) in k_blocks.iter().enumerate() {
+                // SAFETY: block kb spans a_block elements of abuf (+ 8 slack at the end).
+                pack_a_block(rows.start, rows.len(), pc, unsafe {
+                    abuf.add(kb * a_block)
+                });
+            }
+            for jg in cols.clone().step_by(group) {
+                let gn = group.min(cols.end - jg);
+                for j in (jg..jg + gn).step_by(K::NR) {
+                    for (kb, &pc) in k_blocks.iter().enumerate() {
+                        let kc = K::KC.min(p.k - pc);
+                        // SAFETY: bbuf holds one 64-byte aligned panel of kcu_max units.
+                        unsafe { kern.pack_b(&p.b, j, K::NR.min(cols.end - j), pc, kc, bp) };
+                        // SAFETY: as above.
+                        panel(
+                            unsafe { abuf.add(kb * a_block) },
+                            bp,
+                            rows.start,
+                            rows.len(),
+                            j,
+                            pc,
+                        );
                     }
-                    if ep_last && p.act != Activation::None {
-                        for i in ic..ic + mc {
-                            // SAFETY: row i, columns jc..jc+nc lie in this task's rectangle.
-                            let out =
-                                unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc + jc), nc) };
-                            activation::apply_inplace(p.isa, p.act, out);
+                }
+                activate(rows.start, rows.len(), jg, gn);
+            }
+        });
+    } else {
+        // BLIS order: a KC x NC block of B packed once (panel by panel, on first use) and
+        // reused by every MC row block.
+        let nc_max = K::NC.min(cols.len().next_multiple_of(K::NR));
+        let b_len = (nc_max * kcu_max + 8).next_multiple_of(16);
+        with_scratch::<K::P, _>(b_len + a_block + 8, |buf| {
+            let (bbuf, abuf) = buf.split_at_mut(b_len);
+            let (bbuf, abuf) = (bbuf.as_mut_ptr(), abuf.as_mut_ptr());
+            for jc in cols.clone().step_by(nc_max) {
+                let nc = nc_max.min(cols.end - jc);
+                for &pc in &k_blocks {
+                    let kc = K::KC.min(p.k - pc);
+                    let kcu = kc.div_ceil(K::KU);
+                    for (mb, ic) in rows.clone().step_by(mc_max).enumerate() {
+                        let mc = mc_max.min(rows.end - ic);
+                        pack_a_block(ic, mc, pc, abuf);
+                        for (jp, j) in (jc..jc + nc).step_by(K::NR).enumerate() {
+                            // SAFETY: panel jp spans kcu * NR elements of bbuf; for NR a
+                            // multiple of 16 that is a multiple of 64 bytes, so panels stay
+                            // 64-byte aligned.
+                            let bp = unsafe { bbuf.add(jp * K::NR * kcu) };
+                            if mb == 0 {
+                                // The first row block packs each panel just before its first
+                                // use (still in L1); later row blocks reuse it.
+                                // SAFETY: as above.
+                                unsafe { kern.pack_b(&p.b, j, K::NR.min(jc + nc - j), pc, kc, bp) };
+                            }
+                            panel(abuf, bp, ic, mc, j, pc);
+                        }
+                        if pc + kc == p.k {
+                            activate(ic, mc, jc, nc);
                         }
                     }
                 }
             }
-        }
-    });
+        });
+    }
 }
 
 /// A partial tile: run the full kernel on a local copy and write back the valid part.

@@ -1,5 +1,21 @@
 //! Linear layers (`x . W^T + b`, weights f32/f16/bf16/q8_0, fused activation) and batched
 //! f32 matmul.
+//!
+//! Both run one GEMM driver (`driver.rs`: BLIS-style blocking, packing, tiling over threads)
+//! instantiated per ISA with a register micro-kernel and its packers:
+//!
+//! | ISA | tile (rows x cols) | KC | file |
+//! |---|---|---|---|
+//! | scalar | 4 x 8, unfused multiply-add | 256 | `scalar.rs` |
+//! | AVX2 + FMA | 6 x 16, 12 ymm accumulators | 384 | `avx2.rs` |
+//! | AVX-512 | 12 x 32, 24 zmm accumulators | 128 | `avx512.rs` |
+//! | AVX-512 BF16 (fast precision) | 12 x 32 `vdpbf16ps` on k pairs | 256 | `bf16.rs` |
+//! | NEON | 8 x 12, `fmla` by lane | 256 | `neon.rs` |
+//!
+//! Weights stay where they are (memory-mapped) and are widened to f32 exactly while a
+//! micro-panel is packed, so f16/bf16/q8_0 cost no more than f32 once packed. Results are
+//! bit-identical for every thread count (tiles are split over threads, k never is); they
+//! differ between ISAs only by rounding, within the bound the tests state.
 
 mod driver;
 mod scalar;
@@ -69,6 +85,10 @@ pub mod reference {
 /// `y[m, n] = act(x[m, k] . w[n, k]^T + bias[n])`. Weights are read in place and widened
 /// to f32 exactly while packing; with `Precision::Fast`, bf16 weights on a CPU with
 /// `avx512_bf16` use bf16 dot products instead (x rounded to bf16 once, f32 accumulation).
+///
+/// # Panics
+/// If a slice is shorter than the shape needs, or q8_0 weights have `k % 32 != 0` (the SIMD
+/// packers read through raw pointers, so this is checked here).
 pub fn linear(
     cx: &Cx,
     p: &LinearParams,
@@ -77,6 +97,34 @@ pub fn linear(
     bias: Option<&[f32]>,
     y: &mut [f32],
 ) {
+    assert!(
+        x.len() >= p.m * p.k,
+        "linear: x holds {} values, needs {}",
+        x.len(),
+        p.m * p.k
+    );
+    assert!(
+        w.len() >= p.n * p.k,
+        "linear: w holds {} values, needs {}",
+        w.len(),
+        p.n * p.k
+    );
+    assert!(
+        y.len() >= p.m * p.n,
+        "linear: y holds {} values, needs {}",
+        y.len(),
+        p.m * p.n
+    );
+    assert!(
+        bias.is_none_or(|b| b.len() >= p.n),
+        "linear: bias shorter than n = {}",
+        p.n
+    );
+    assert!(
+        !matches!(w, Weights::Q8_0(_)) || p.k.is_multiple_of(crate::tensor::Q8_0_BLOCK),
+        "linear: q8_0 weights need k a multiple of 32, got {}",
+        p.k
+    );
     let prob = Problem {
         m: p.m,
         n: p.n,
@@ -93,7 +141,24 @@ pub fn linear(
 }
 
 /// `c[b] = alpha * a[b] . op(b[b])` for every batch entry (see `BatchedMatmulParams`).
+///
+/// # Panics
+/// If a slice is shorter than the shape and strides need.
 pub fn batched_matmul(cx: &Cx, p: &BatchedMatmulParams, a: &[f32], b: &[f32], c: &mut [f32]) {
+    if p.batch > 0 && p.m * p.n > 0 {
+        let need_a = (p.batch - 1) * p.a_batch_stride + p.m * p.k;
+        let need_b = (p.batch - 1) * p.b_batch_stride + p.k * p.n;
+        assert!(
+            a.len() >= need_a,
+            "batched_matmul: a holds {}, needs {need_a}",
+            a.len()
+        );
+        assert!(
+            b.len() >= need_b,
+            "batched_matmul: b holds {}, needs {need_b}",
+            b.len()
+        );
+    }
     let problem = |bi: usize| {
         let bb = &b[bi * p.b_batch_stride..];
         Problem {
@@ -408,15 +473,18 @@ mod tests {
 
     #[test]
     fn linear_every_dtype_and_activation_at_block_edges() {
-        // Fixed shapes around the AVX2/AVX-512 block sizes (MR 6/12, NR 16/32, KC 256/192).
+        // Fixed shapes around the kernels' block sizes: MR 4/6/8/12, NR 8/12/16/32,
+        // KC 128 (AVX-512), 256 (scalar, NEON, bf16 pairs), 384 (AVX2), MC 204/208.
         let mut seed = 1;
         for (m, n, k) in [
             (1, 1, 32),
-            (6, 16, 256),
-            (7, 17, 288),
-            (12, 32, 192),
-            (13, 33, 416),
+            (6, 16, 384),
+            (7, 17, 416),
+            (12, 32, 128),
+            (13, 33, 160),
+            (8, 12, 256),
             (205, 3, 64),
+            (209, 5, 288),
         ] {
             for dt in [Dt::F32, Dt::F16, Dt::Bf16, Dt::Q8] {
                 for act in activations() {
@@ -433,6 +501,189 @@ mod tests {
                         };
                         check_linear(&c, Precision::Strict);
                     }
+                }
+            }
+        }
+    }
+
+    /// The AVX2 transposing packers equal the portable ones bit for bit at every tile shape
+    /// the x86 kernels use (MR 6 and 12, NR 16 and 32: the AVX-512 kernels pack with them, so
+    /// this covers their packing on machines without AVX-512), with panels packed back to
+    /// back into one buffer as the driver does, so a partial row group's spill into the next
+    /// panel is checked too.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_packers_match_portable_packers() {
+        if !Isa::Avx2.is_supported() {
+            return;
+        }
+        fn a_panels<const MR: usize>(a: &[f32], m: usize, lda: usize, k0: usize, kc: usize) {
+            let panels = m.div_ceil(MR);
+            let mut got = vec![f32::NAN; panels * MR * kc + 8];
+            let mut want = vec![0f32; panels * MR * kc];
+            for ip in 0..panels {
+                let (i, at) = (ip * MR, ip * MR * kc);
+                // SAFETY: AVX2 was detected; `got` has room for every panel plus 8.
+                unsafe {
+                    avx2::pack_a::<MR>(a, lda, i, MR.min(m - i), k0, kc, got.as_mut_ptr().add(at))
+                };
+                scalar::pack_a(
+                    a,
+                    lda,
+                    i,
+                    MR.min(m - i),
+                    k0,
+                    kc,
+                    MR,
+                    &mut want[at..at + MR * kc],
+                );
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&got[..want.len()]),
+                bits(&want),
+                "A MR={MR} m={m} k0={k0} kc={kc}"
+            );
+        }
+        fn b_panels<const NR: usize>(b: &BSrc, n: usize, k0: usize, kc: usize) {
+            let panels = n.div_ceil(NR);
+            let mut got = vec![f32::NAN; panels * NR * kc + 8];
+            let mut want = vec![0f32; panels * NR * kc];
+            for jp in 0..panels {
+                let (j, at) = (jp * NR, jp * NR * kc);
+                // SAFETY: as above.
+                unsafe {
+                    avx2::pack_b::<NR>(b, j, NR.min(n - j), k0, kc, got.as_mut_ptr().add(at))
+                };
+                scalar::pack_b_from(
+                    b,
+                    j,
+                    NR.min(n - j),
+                    k0,
+                    0,
+                    kc,
+                    NR,
+                    &mut want[at..at + NR * kc],
+                );
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&got[..want.len()]),
+                bits(&want),
+                "B {b:?} NR={NR} n={n} k0={k0} kc={kc}"
+            );
+        }
+        let mut rng = Rng(5);
+        for rows in [1, 5, 6, 7, 12, 13, 16, 17, 31, 32, 33, 70] {
+            for (k0, kc) in [
+                (0, 1),
+                (0, 7),
+                (0, 8),
+                (3, 9),
+                (0, 16),
+                (32, 33),
+                (0, 64),
+                (32, 96),
+                (5, 100),
+            ] {
+                let ld = k0 + kc + 3;
+                let a = rng.vec(rows * ld);
+                a_panels::<6>(&a, rows, ld, k0, kc);
+                a_panels::<12>(&a, rows, ld, k0, kc);
+                // q8_0 needs whole blocks: k0, kc and the row stride multiples of 32.
+                let q8 = k0 % 32 == 0 && kc % 32 == 0;
+                let ld = if q8 {
+                    (k0 + kc).next_multiple_of(32)
+                } else {
+                    ld
+                };
+                let wide = rng.vec(rows * ld);
+                for dt in [Dt::F32, Dt::F16, Dt::Bf16, Dt::Q8] {
+                    if matches!(dt, Dt::Q8) && !q8 {
+                        continue;
+                    }
+                    let stored = Stored::new(dt, &wide);
+                    let b = BSrc::RowsN {
+                        w: stored.weights(),
+                        ld,
+                    };
+                    b_panels::<16>(&b, rows, k0, kc);
+                    b_panels::<32>(&b, rows, k0, kc);
+                }
+                // b[k, n]: `rows` columns, row stride rows + 2.
+                let bk = rng.vec((k0 + kc) * (rows + 2));
+                let b = BSrc::RowsK {
+                    b: &bk,
+                    ld: rows + 2,
+                };
+                b_panels::<16>(&b, rows, k0, kc);
+                b_panels::<32>(&b, rows, k0, kc);
+            }
+        }
+    }
+
+    /// The bf16 pair packer of the AVX-512 BF16 kernel (AVX2 code, so it runs here): pairs
+    /// along k with the low half first, zero past the columns and past odd k, for odd row
+    /// strides (pairs at 2-byte alignment) too.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn bf16_pair_packing_matches_definition() {
+        if !Isa::Avx2.is_supported() {
+            return;
+        }
+        const S: usize = 32;
+        let mut rng = Rng(9);
+        for n in [1, 7, 31, 32, 33, 64, 70] {
+            for (k0, kc) in [
+                (0, 1),
+                (0, 2),
+                (0, 15),
+                (0, 16),
+                (2, 17),
+                (0, 33),
+                (4, 100),
+                (0, 256),
+            ] {
+                for pad in [0, 1] {
+                    let ld = k0 + kc + pad;
+                    let w: Vec<bf16> = rng.vec(n * ld).iter().map(|&v| bf16::from_f32(v)).collect();
+                    let kcu = kc.div_ceil(2);
+                    let panels = n.div_ceil(S);
+                    let mut got = vec![u32::MAX; panels * S * kcu + 8];
+                    let mut want = vec![0u32; panels * S * kcu];
+                    for jp in 0..panels {
+                        let (j, at) = (jp * S, jp * S * kcu);
+                        let cols = S.min(n - j);
+                        // SAFETY: AVX2 was detected; `got` has room for every panel plus 8.
+                        unsafe {
+                            super::bf16::pack_b_pairs::<S>(
+                                &w,
+                                ld,
+                                j,
+                                cols,
+                                k0,
+                                kc,
+                                got.as_mut_ptr().add(at),
+                            )
+                        };
+                        for u in 0..kcu {
+                            for r in 0..cols {
+                                let v = |l: usize| {
+                                    if l < kc {
+                                        w[(j + r) * ld + k0 + l].to_bits() as u32
+                                    } else {
+                                        0
+                                    }
+                                };
+                                want[at + u * S + r] = v(2 * u) | v(2 * u + 1) << 16;
+                            }
+                        }
+                    }
+                    assert_eq!(
+                        &got[..want.len()],
+                        &want[..],
+                        "n={n} k0={k0} kc={kc} ld={ld}"
+                    );
                 }
             }
         }
@@ -512,6 +763,32 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "linear: w holds")]
+    fn short_weights_panic_instead_of_reading_out_of_bounds() {
+        let pool = ThreadPool::new(1);
+        let cx = Cx {
+            isa: Isa::best(),
+            pool: &pool,
+            precision: Precision::Strict,
+        };
+        let p = LinearParams {
+            m: 4,
+            n: 16,
+            k: 64,
+            activation: Activation::None,
+        };
+        let mut y = vec![0f32; 4 * 16];
+        linear(
+            &cx,
+            &p,
+            &[0.0; 4 * 64],
+            Weights::F32(&[0.0; 15 * 64]),
+            None,
+            &mut y,
+        );
     }
 
     #[test]

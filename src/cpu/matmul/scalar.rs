@@ -145,7 +145,7 @@ unsafe impl MicroKernel for Scalar {
                 // SAFETY: c is valid for an MR x NR tile with row stride ldc.
                 let prev = unsafe { std::slice::from_raw_parts(c.add(i * ldc), NR) };
                 for (s, p) in row.iter_mut().zip(prev) {
-                    *s = p + *s;
+                    *s += p;
                 }
             }
         }
