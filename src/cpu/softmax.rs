@@ -203,8 +203,9 @@ mod tests {
     use proptest::prelude::*;
 
     /// Relative error of one output, beyond the sum's `gamma_k`: exp within 1 ulp (2u),
-    /// the reciprocal of the sum and the product with it (2u).
-    const SOFTMAX_ROUNDINGS: f64 = 4.0;
+    /// the reciprocal of the sum and the product with it (2u), and the reference's own
+    /// rounding to f32 (u).
+    const SOFTMAX_ROUNDINGS: f64 = 5.0;
     /// Outputs in the subnormal range keep only absolute accuracy: two subnormal steps.
     const SOFTMAX_ABS: f64 = 2.0 * 1.401_298_5e-45;
 
@@ -264,7 +265,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(config())]
 
         #[test]
         fn softmax_matches_reference(

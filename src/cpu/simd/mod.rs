@@ -503,6 +503,17 @@ pub(crate) mod testing {
         format!("{} x{}", cx.isa.name(), cx.pool.threads())
     }
 
+    /// The proptest configuration of the kernel tests: 48 cases, unless `PROPTEST_CASES`
+    /// asks for another number.
+    pub fn config() -> proptest::test_runner::Config {
+        let d = proptest::test_runner::Config::default();
+        if std::env::var_os("PROPTEST_CASES").is_some() {
+            d
+        } else {
+            proptest::test_runner::Config { cases: 48, ..d }
+        }
+    }
+
     /// f32 unit roundoff, 2^-24.
     pub const U: f64 = f32::EPSILON as f64 / 2.0;
 
