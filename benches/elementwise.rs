@@ -5,6 +5,10 @@
 //! of the same number of bytes (`memcpy/tN`, split over the same pool): the bandwidth floor
 //! to compare against.
 //!
+//! `fma_peak/avx2` measures the f32 FMA throughput of the same machine in the same run
+//! (12 independent chains of 8-lane fused multiply-adds, 2 FLOP each): the FLOP floor to
+//! compare the transcendental kernels against.
+//!
 //! Run one group with e.g. `cargo bench --bench elementwise -- 'layer_norm/avx2'`.
 
 use std::hint::black_box;
@@ -233,8 +237,42 @@ fn benches(c: &mut Criterion) {
     });
 }
 
+/// `iters` rounds of 12 independent 8-lane FMA chains.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn fma_chains(iters: usize) -> f32 {
+    use std::arch::x86_64::*;
+    let mut a = black_box([_mm256_set1_ps(1.0); 12]);
+    let (b, c) = black_box((_mm256_set1_ps(0.999_999), _mm256_set1_ps(1e-7)));
+    for _ in 0..iters {
+        for v in a.iter_mut() {
+            *v = _mm256_fmadd_ps(*v, b, c);
+        }
+    }
+    let s = a
+        .iter()
+        .fold(_mm256_setzero_ps(), |s, v| _mm256_add_ps(s, *v));
+    _mm256_cvtss_f32(s)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn fma_peak(c: &mut Criterion) {
+    if !Isa::Avx2.is_supported() {
+        return;
+    }
+    let iters = 1 << 16;
+    let mut g = c.benchmark_group("fma_peak/avx2");
+    settings(&mut g);
+    g.throughput(Throughput::Elements((iters * 12 * 16) as u64));
+    // SAFETY: avx2 and fma were detected just above.
+    g.bench_function("GFLOP/s", |b| b.iter(|| unsafe { fma_chains(iters) }));
+    g.finish();
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
+    #[cfg(target_arch = "x86_64")]
+    fma_peak(&mut c);
     benches(&mut c);
     c.final_summary();
 }
