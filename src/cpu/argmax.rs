@@ -164,7 +164,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(config())]
 
         #[test]
         fn argmax_is_the_reference_index(

@@ -271,7 +271,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(config())]
 
         /// Exact equality (bits; NaN = NaN): same rounded operations in the same order.
         #[test]

@@ -221,7 +221,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(config())]
 
         #[test]
         fn gather_is_bit_identical(

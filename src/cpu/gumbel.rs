@@ -168,7 +168,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(config())]
 
         /// The same token as the reference, with the counter-based stream and with
         /// injected uniforms, at any temperature (including 0, clamped to 1e-10).

@@ -141,7 +141,7 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(config())]
 
         /// Bit-identical to the reference (same f64 sums in the same order).
         #[test]

@@ -126,7 +126,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(config())]
 
         /// Bit-identical to the reference, including far positions.
         #[test]

@@ -108,10 +108,13 @@ impl SoftmaxRows<'_> {
         while i + 4 * l <= n {
             // SAFETY: lanes i..i + 4l are inside both rows.
             unsafe {
-                let e0 = simd::exp(s, s.sub(s.mul_add(s.load(x.add(i)), k, nm), lo));
-                let e1 = simd::exp(s, s.sub(s.mul_add(s.load(x.add(i + l)), k, nm), lo));
-                let e2 = simd::exp(s, s.sub(s.mul_add(s.load(x.add(i + 2 * l)), k, nm), lo));
-                let e3 = simd::exp(s, s.sub(s.mul_add(s.load(x.add(i + 3 * l)), k, nm), lo));
+                let e0 = simd::exp_nonpositive(s, s.sub(s.mul_add(s.load(x.add(i)), k, nm), lo));
+                let e1 =
+                    simd::exp_nonpositive(s, s.sub(s.mul_add(s.load(x.add(i + l)), k, nm), lo));
+                let e2 =
+                    simd::exp_nonpositive(s, s.sub(s.mul_add(s.load(x.add(i + 2 * l)), k, nm), lo));
+                let e3 =
+                    simd::exp_nonpositive(s, s.sub(s.mul_add(s.load(x.add(i + 3 * l)), k, nm), lo));
                 s.store(y.add(i), e0);
                 s.store(y.add(i + l), e1);
                 s.store(y.add(i + 2 * l), e2);
@@ -127,7 +130,8 @@ impl SoftmaxRows<'_> {
             let m = l.min(n - i);
             // SAFETY: lanes i..i + m are inside both rows.
             unsafe {
-                let e = simd::exp(s, s.sub(s.mul_add(load_n(s, x.add(i), m), k, nm), lo));
+                let e =
+                    simd::exp_nonpositive(s, s.sub(s.mul_add(load_n(s, x.add(i), m), k, nm), lo));
                 store_n(s, y.add(i), m, e);
                 let e = if m == l {
                     e
@@ -203,8 +207,9 @@ mod tests {
     use proptest::prelude::*;
 
     /// Relative error of one output, beyond the sum's `gamma_k`: exp within 1 ulp (2u),
-    /// the reciprocal of the sum and the product with it (2u).
-    const SOFTMAX_ROUNDINGS: f64 = 4.0;
+    /// the reciprocal of the sum and the product with it (2u), and the reference's own
+    /// rounding to f32 (u).
+    const SOFTMAX_ROUNDINGS: f64 = 5.0;
     /// Outputs in the subnormal range keep only absolute accuracy: two subnormal steps.
     const SOFTMAX_ABS: f64 = 2.0 * 1.401_298_5e-45;
 
@@ -264,7 +269,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(config())]
 
         #[test]
         fn softmax_matches_reference(

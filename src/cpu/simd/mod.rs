@@ -320,15 +320,32 @@ const EXP_POLY: [f32; 7] = [
 /// `exp(-inf) = 0`, `exp(inf) = inf`, NaN stays NaN.
 #[inline(always)]
 pub fn exp<S: Simd>(s: S, x: S::F) -> S::F {
-    exp_split(s, x, s.splat(0.0))
+    exp_core::<S, true>(s, x, s.splat(0.0))
 }
 
-/// `e^(hi + lo)` for a correction `|lo| <= ulp(hi)` that `hi` could not hold (used to
-/// evaluate `exp(-a^2 / 2)` from the exact two-term square of `a`).
+/// [`exp`] for arguments that are never positive (or NaN), as in softmax after the maximum
+/// is subtracted: the same result without the overflow handling.
 #[inline(always)]
-pub fn exp_split<S: Simd>(s: S, hi: S::F, lo: S::F) -> S::F {
+pub fn exp_nonpositive<S: Simd>(s: S, x: S::F) -> S::F {
+    exp_core::<S, false>(s, x, s.splat(0.0))
+}
+
+/// `e^(hi + lo)` for `hi <= 0` and a correction `|lo| <= ulp(hi)` that `hi` could not hold
+/// (used to evaluate `exp(-a^2 / 2)` from the exact two-term square of `a`).
+#[inline(always)]
+pub fn exp_split_nonpositive<S: Simd>(s: S, hi: S::F, lo: S::F) -> S::F {
+    exp_core::<S, false>(s, hi, lo)
+}
+
+#[inline(always)]
+fn exp_core<S: Simd, const CAN_OVERFLOW: bool>(s: S, hi: S::F, lo: S::F) -> S::F {
     // The constant comes first so a NaN lane passes through (see `Simd`).
-    let x = s.min(s.splat(EXP_MAX_ARG), s.max(s.splat(EXP_MIN_ARG), hi));
+    let x = s.max(s.splat(EXP_MIN_ARG), hi);
+    let x = if CAN_OVERFLOW {
+        s.min(s.splat(EXP_MAX_ARG), x)
+    } else {
+        x
+    };
     let n = s.round(s.mul(x, s.splat(std::f32::consts::LOG2_E)));
     let r = s.mul_add(n, s.splat(-LN2_C1), x);
     let r = s.mul_add(n, s.splat(-LN2_C2), r);
@@ -343,7 +360,11 @@ pub fn exp_split<S: Simd>(s: S, hi: S::F, lo: S::F) -> S::F {
     let f1 = s.i_as_f(s.i_shl23(s.i_add(n1, bias)));
     let f2 = s.i_as_f(s.i_shl23(s.i_add(n2, bias)));
     let y = s.mul(s.mul(p, f1), f2);
-    s.select(s.gt(hi, s.splat(EXP_MAX_ARG)), s.splat(f32::INFINITY), y)
+    if CAN_OVERFLOW {
+        s.select(s.gt(hi, s.splat(EXP_MAX_ARG)), s.splat(f32::INFINITY), y)
+    } else {
+        y
+    }
 }
 
 /// `sigmoid(x) = 1 / (1 + e^-x)`.
@@ -444,11 +465,11 @@ fn gelu_phi_tail<S: Simd>(s: S, x: S::F, a: S::F) -> S::F {
     let a = s.min(s.splat(GELU_CAP), a);
     let h = s.div(poly(s, a, &GELU_N), poly(s, a, &GELU_D));
     let den = s.mul_add(a, s.splat(SQRT_2PI), h);
-    // a^2 = sq + sq_lo exactly; halving is exact.
-    let sq = s.mul(a, a);
-    let sq_lo = s.mul_add(a, a, s.sub(s.splat(0.0), sq));
-    let m_half = s.splat(-0.5);
-    let e = exp_split(s, s.mul(sq, m_half), s.mul(sq_lo, m_half));
+    // -a^2/2 = e_hi + e_lo exactly (`-a/2` is exact, the residual of a product is exact).
+    let neg_half_a = s.mul(a, s.splat(-0.5));
+    let e_hi = s.mul(a, neg_half_a);
+    let e_lo = s.mul_add(a, neg_half_a, s.sub(s.splat(0.0), e_hi));
+    let e = exp_split_nonpositive(s, e_hi, e_lo);
     let q = s.div(e, den);
     s.select(s.lt(x, s.splat(0.0)), q, s.sub(s.splat(1.0), q))
 }
@@ -501,6 +522,17 @@ pub(crate) mod testing {
     /// A short description of a context for assertion messages.
     pub fn name(cx: &Cx) -> String {
         format!("{} x{}", cx.isa.name(), cx.pool.threads())
+    }
+
+    /// The proptest configuration of the kernel tests: 48 cases, unless `PROPTEST_CASES`
+    /// asks for another number.
+    pub fn config() -> proptest::test_runner::Config {
+        let d = proptest::test_runner::Config::default();
+        if std::env::var_os("PROPTEST_CASES").is_some() {
+            d
+        } else {
+            proptest::test_runner::Config { cases: 48, ..d }
+        }
     }
 
     /// f32 unit roundoff, 2^-24.
