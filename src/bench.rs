@@ -172,7 +172,7 @@ impl<B: Backend> Setup<'_, B> {
                 .flat_map(|&x| bf16::from_f32(x).to_le_bytes())
                 .collect(),
             DType::Q8_0 => {
-                if n % Q8_0_BLOCK != 0 {
+                if !n.is_multiple_of(Q8_0_BLOCK) {
                     return Err(Error::InvalidArgument(format!(
                         "q8_0 needs a multiple of 32 values, got {n}"
                     )));
@@ -654,10 +654,9 @@ pub fn peak_measurements(isa: crate::cpu::Isa, threads: usize) -> Vec<Measuremen
         "f32",
         crate::cpu::peak::fma_peak_gflops(isa, threads, d),
     )];
-    if isa == crate::cpu::Isa::Avx512 {
-        if let Some(g) = crate::cpu::peak::bf16_dot_peak_gflops(threads, d) {
+    if isa == crate::cpu::Isa::Avx512
+        && let Some(g) = crate::cpu::peak::bf16_dot_peak_gflops(threads, d) {
             v.push(mk("bf16_dot_peak", "bf16", g));
         }
-    }
     v
 }

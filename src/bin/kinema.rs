@@ -20,6 +20,8 @@ struct Cli {
     cmd: Cmd,
 }
 
+// Parsed once per process: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// CPU ISAs, threads, and Vulkan devices (or why there are none).

@@ -96,11 +96,11 @@ impl CpuBackend {
     /// The ISA from `KINEMA_CPU_ISA` or detection, threads from `KINEMA_THREADS` or the
     /// machine.
     pub fn new(precision: Precision) -> Result<CpuBackend> {
-        Ok(CpuBackend::with(
+        CpuBackend::with(
             Isa::select()?,
             ThreadPool::default_threads(),
             precision,
-        )?)
+        )
     }
 
     /// An explicit ISA and thread count (errors if the CPU cannot run the ISA).
@@ -363,7 +363,7 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         const OP: &str = "linear";
         nonzero(OP, "k", p.k)?;
-        if w.dtype == DType::Q8_0 && p.k % 32 != 0 {
+        if w.dtype == DType::Q8_0 && !p.k.is_multiple_of(32) {
             return Err(Error::Shape(format!(
                 "{OP}: q8_0 weights need k a multiple of 32, got {}",
                 p.k
@@ -526,7 +526,7 @@ impl Backend for CpuBackend {
         ] {
             nonzero(OP, what, val)?;
         }
-        if p.q_heads % p.kv_heads != 0 {
+        if !p.q_heads.is_multiple_of(p.kv_heads) {
             return Err(Error::Shape(format!(
                 "{OP}: {} query heads do not group evenly over {} kv heads",
                 p.q_heads, p.kv_heads
@@ -647,7 +647,7 @@ impl Backend for CpuBackend {
         y: &BufRef<CpuBuffer>,
     ) -> Result<()> {
         const OP: &str = "rope";
-        if p.head_dim % 2 != 0 {
+        if !p.head_dim.is_multiple_of(2) {
             return Err(Error::Shape(format!(
                 "{OP}: head_dim {} must be even",
                 p.head_dim
@@ -735,7 +735,7 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         const OP: &str = "binary";
         nonzero(OP, "b_len", p.b_len)?;
-        if p.n % p.b_len != 0 {
+        if !p.n.is_multiple_of(p.b_len) {
             return Err(Error::Shape(format!(
                 "{OP}: {} elements do not repeat a {}-element operand evenly",
                 p.n, p.b_len
@@ -801,7 +801,7 @@ impl Backend for CpuBackend {
         out: &BufRef<CpuBuffer>,
     ) -> Result<()> {
         const OP: &str = "embedding";
-        if table.dtype == DType::Q8_0 && p.dim % 32 != 0 {
+        if table.dtype == DType::Q8_0 && !p.dim.is_multiple_of(32) {
             return Err(Error::Shape(format!(
                 "{OP}: q8_0 tables need dim a multiple of 32, got {}",
                 p.dim
@@ -950,7 +950,7 @@ impl Backend for CpuBackend {
         out: &BufRef<CpuBuffer>,
     ) -> Result<()> {
         const OP: &str = "posenc";
-        if p.dim % 2 != 0 {
+        if !p.dim.is_multiple_of(2) {
             return Err(Error::Shape(format!("{OP}: dim {} must be even", p.dim)));
         }
         let o = output(OP, out, DType::F32, mul(OP, &[p.len, p.dim])?, &[])?;

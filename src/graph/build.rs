@@ -469,7 +469,7 @@ impl Graph {
                 ),
             ));
         }
-        if q_heads == 0 || kv_heads == 0 || qs[2] % q_heads != 0 || q_heads % kv_heads != 0 {
+        if q_heads == 0 || kv_heads == 0 || qs[2] % q_heads != 0 || !q_heads.is_multiple_of(kv_heads) {
             return Err(self.err(
                 OP,
                 format!(
@@ -917,7 +917,7 @@ impl Graph {
 
     /// Sinusoidal positional-encoding rows `start..start+len` of width `dim`.
     pub fn posenc(&mut self, start: usize, len: usize, dim: usize) -> Result<TensorId> {
-        if dim % 2 != 0 {
+        if !dim.is_multiple_of(2) {
             return Err(self.err("posenc", format!("dim {dim} must be even")));
         }
         self.push(

@@ -75,7 +75,7 @@ impl DType {
     /// blocks or the size overflows.
     pub fn bytes_for(self, elems: usize) -> Option<usize> {
         let be = self.block_elems();
-        if elems % be != 0 {
+        if !elems.is_multiple_of(be) {
             return None;
         }
         (elems / be).checked_mul(self.block_bytes())

@@ -111,7 +111,7 @@ impl HostTensor {
                 ))
             })?;
         let addr = map.as_ptr() as usize + offset;
-        if addr % dtype.align() != 0 {
+        if !addr.is_multiple_of(dtype.align()) {
             return Err(Error::Shape(format!(
                 "{dtype} tensor at file offset {offset} is not {}-byte aligned",
                 dtype.align()
