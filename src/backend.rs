@@ -13,6 +13,8 @@
 //! struct in [`crate::ops`] and are checked when the op is recorded, so a bad shape is an
 //! error at record time, never a fault at run time.
 
+pub mod check;
+
 use crate::error::{Error, Result};
 use crate::ops::*;
 use crate::tensor::{DType, HostTensor};
@@ -323,7 +325,9 @@ impl BackendChoice {
             "cpu" => Ok(BackendChoice::Cpu),
             "vulkan" => Ok(BackendChoice::Vulkan),
             "auto" => Ok(BackendChoice::Auto),
-            _ => Err(Error::InvalidArgument(format!("unknown backend {s:?}: expected cpu, vulkan or auto"))),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown backend {s:?}: expected cpu, vulkan or auto"
+            ))),
         }
     }
 }
