@@ -5,6 +5,7 @@
 // its products in the same order on every device (no subgroup operations: any subgroup size).
 // Weights are f32, f16, bf16 or q8_0 (spec constant 6), widened exactly to f32 on load.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -62,7 +63,7 @@ void main() {
     uint n0 = gl_WorkGroupID.x * BN;
 
     float acc[TM * TN];
-    for (uint i = 0u; i < TM * TN; i++) {
+    [[unroll]] for (uint i = 0u; i < TM * TN; i++) {
         acc[i] = 0.0;
     }
 
@@ -82,17 +83,17 @@ void main() {
             ws[kk * BN + c] = (gc < p.n && gk < p.k) ? load_w(gc * p.k + gk) : 0.0;
         }
         barrier();
-        for (uint kk = 0u; kk < BK; kk++) {
+        [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
             float a[TM];
             float b[TN];
-            for (uint i = 0u; i < TM; i++) {
+            [[unroll]] for (uint i = 0u; i < TM; i++) {
                 a[i] = xs[kk * BM + tr + i * ROWS];
             }
-            for (uint j = 0u; j < TN; j++) {
+            [[unroll]] for (uint j = 0u; j < TN; j++) {
                 b[j] = ws[kk * BN + tc + j * COLS];
             }
-            for (uint i = 0u; i < TM; i++) {
-                for (uint j = 0u; j < TN; j++) {
+            [[unroll]] for (uint i = 0u; i < TM; i++) {
+                [[unroll]] for (uint j = 0u; j < TN; j++) {
                     acc[i * TN + j] = fma(a[i], b[j], acc[i * TN + j]);
                 }
             }

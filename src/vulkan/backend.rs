@@ -35,8 +35,15 @@ pub const MISSING_KERNELS: &[&str] = &[
     "posenc",
 ];
 
+const NO_KERNEL: &str = "has no Vulkan kernel yet";
+
 fn no_kernel(op: &str) -> Error {
-    backend_error(format!("{op} has no Vulkan kernel yet"))
+    backend_error(format!("{op} {NO_KERNEL}"))
+}
+
+/// Whether `e` says an op has no Vulkan kernel yet (benches skip such ops).
+pub fn is_missing_kernel(e: &Error) -> bool {
+    matches!(e, Error::Backend { backend: "vulkan", msg } if msg.ends_with(NO_KERNEL))
 }
 
 /// How to set up a [`VulkanBackend`]. [`VulkanOptions::from_env`] reads the `KINEMA_*`

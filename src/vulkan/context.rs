@@ -141,7 +141,7 @@ impl Context {
         // SAFETY: `instance` was just created and nothing else uses it yet.
         match unsafe {
             Self::with_instance(
-                entry,
+                &entry,
                 instance.clone(),
                 requested,
                 max_binding,
@@ -159,8 +159,10 @@ impl Context {
 
     /// # Safety
     /// `instance` must be valid; on error every object created from it has been destroyed.
+    /// `entry` stays with the caller until the instance is destroyed (dropping the last
+    /// `Entry` unloads the library the instance's functions live in).
     unsafe fn with_instance(
-        entry: ash::Entry,
+        entry: &ash::Entry,
         instance: ash::Instance,
         requested: Option<usize>,
         max_binding: Option<u64>,
@@ -259,7 +261,7 @@ impl Context {
                     .map(|b| format!("{b:02x}"))
                     .collect();
                 Ok(Context {
-                    _entry: entry,
+                    _entry: entry.clone(),
                     push_descriptor: push
                         .then(|| ash::khr::push_descriptor::Device::new(&instance, &device)),
                     instance,

@@ -25,7 +25,7 @@ mod shaders;
 
 use ash::vk;
 
-pub use backend::{MISSING_KERNELS, VulkanBackend, VulkanOptions};
+pub use backend::{MISSING_KERNELS, VulkanBackend, VulkanOptions, is_missing_kernel};
 pub use memory::VulkanBuffer;
 pub use probe::{DeviceSummary, probe};
 pub use profile::ProfileRow;
