@@ -702,8 +702,9 @@ fn cpu_backends() -> Vec<CpuBackend> {
     v
 }
 
-/// Every Vulkan device on this machine (lavapipe in CI), shared by the tests of this binary.
-/// None prints why, and fails when `KINEMA_REQUIRE_VULKAN=1` (set by `.ci/run`, which
+/// Every Vulkan device on this machine (lavapipe in CI), shared by the tests of this binary:
+/// each with its defaults, and again with host transfers through the staging buffer and
+/// descriptor pools (the paths of a discrete GPU without push descriptors). None prints why, and fails when `KINEMA_REQUIRE_VULKAN=1` (set by `.ci/run`, which
 /// installs lavapipe) so CI cannot silently skip the Vulkan bodies.
 fn vulkan_backends() -> &'static [VulkanBackend] {
     static BACKENDS: OnceLock<Vec<VulkanBackend>> = OnceLock::new();
@@ -719,9 +720,12 @@ fn vulkan_backends() -> &'static [VulkanBackend] {
         };
         devices
             .iter()
-            .map(|d| {
+            .flat_map(|d| [false, true].map(|discrete| (d, discrete)))
+            .map(|(d, discrete)| {
                 let mut o = VulkanOptions::new(Precision::Strict);
                 o.device = Some(d.index);
+                o.force_staging = discrete;
+                o.descriptor_pools = discrete;
                 VulkanBackend::with_options(o)
                     .unwrap_or_else(|e| panic!("Vulkan device {} ({}): {e}", d.index, d.name))
             })
@@ -766,7 +770,12 @@ macro_rules! vulkan_tests {
         #[test]
         fn $name() {
             for b in vulkan_backends() {
-                eprintln!("{} on {:?}", stringify!($body), b.info());
+                eprintln!(
+                    "{} on {:?}, push descriptors {}",
+                    stringify!($body),
+                    b.info(),
+                    b.uses_push_descriptors()
+                );
                 bodies::$body(b);
             }
         }

@@ -288,6 +288,44 @@ fn large_elementwise_uses_a_2d_grid() {
     }
 }
 
+/// Writes and reads of sub-ranges at odd 2-byte offsets, through mapped memory and through
+/// the staging buffer (in chunks when larger than it), leave the rest of the buffer intact.
+#[test]
+fn host_transfers_round_trip() {
+    let mut r = Rng(26);
+    for mut o in devices() {
+        for staged in [false, true] {
+            o.force_staging = staged;
+            let b = VulkanBackend::with_options(o.clone()).unwrap();
+            // 64 MiB + 6 bytes: more than one staging chunk.
+            let n = (64 << 19) + 3;
+            let buf = BufRef::new(b.alloc(DType::F16, n).unwrap(), DType::F16, n);
+            if staged {
+                assert!(!buf.buf.is_mapped());
+            }
+            let mut want = vec![0u16; n];
+            let mut got = vec![0u16; n];
+            b.read(&buf, bytemuck::cast_slice_mut(&mut got)).unwrap();
+            assert!(got.iter().all(|&v| v == 0), "alloc zero-fills");
+            for (start, len) in [(1, 5), (7, n - 9), (n - 1, 1)] {
+                let v: Vec<u16> = (0..len).map(|_| r.next_u64() as u16).collect();
+                b.write(&buf.slice(start, len).unwrap(), bytemuck::cast_slice(&v))
+                    .unwrap();
+                want[start..start + len].copy_from_slice(&v);
+            }
+            b.read(&buf, bytemuck::cast_slice_mut(&mut got)).unwrap();
+            assert!(got == want, "staged {staged}");
+            let mut part = vec![0u16; 3];
+            b.read(
+                &buf.slice(5, 3).unwrap(),
+                bytemuck::cast_slice_mut(&mut part),
+            )
+            .unwrap();
+            assert_eq!(part, want[5..8]);
+        }
+    }
+}
+
 /// Record-time errors: wrong dtypes, short buffers, a recording used after it was submitted,
 /// and buffers or recordings of another backend.
 #[test]

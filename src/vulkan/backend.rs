@@ -60,6 +60,9 @@ pub struct VulkanOptions {
     /// Descriptor pools even where `VK_KHR_push_descriptor` exists
     /// (`KINEMA_VK_NO_PUSH_DESCRIPTOR=1`).
     pub descriptor_pools: bool,
+    /// Host transfers through the staging buffer even where device memory is mapped
+    /// (`KINEMA_VK_FORCE_STAGING=1`): the path of discrete GPUs, testable on lavapipe.
+    pub force_staging: bool,
     /// Timestamps around every dispatch and a per-op table on stderr after each submission
     /// (`KINEMA_PROFILE=1`).
     pub profile: bool,
@@ -88,6 +91,7 @@ impl VulkanOptions {
             device: None,
             max_binding: None,
             descriptor_pools: false,
+            force_staging: false,
             profile: false,
             pipeline_cache_dir: None,
         }
@@ -114,6 +118,7 @@ impl VulkanOptions {
             device: number("KINEMA_VK_DEVICE")?.map(|d| d as usize),
             max_binding,
             descriptor_pools: env_flag("KINEMA_VK_NO_PUSH_DESCRIPTOR"),
+            force_staging: env_flag("KINEMA_VK_FORCE_STAGING"),
             profile: env_flag("KINEMA_PROFILE"),
             pipeline_cache_dir: match std::env::var_os("KINEMA_VK_PIPELINE_CACHE") {
                 Some(v) if v == "off" => None,
@@ -160,7 +165,7 @@ impl VulkanBackend {
             ctx.push_descriptor.is_some(),
             o.pipeline_cache_dir.as_deref(),
         )?;
-        let memory = Memory::new(ctx.clone())?;
+        let memory = Memory::new(ctx.clone(), o.force_staging)?;
         let dummy = memory.alloc(16, true)?;
         Ok(VulkanBackend {
             shared: Arc::new(Shared {

@@ -107,13 +107,15 @@ struct Staging {
 /// Buffer creation and host transfers for one device.
 pub(crate) struct Memory {
     ctx: Arc<Context>,
+    /// Never map device buffers, so host transfers take the staging path of discrete GPUs.
+    force_staging: bool,
     pool: Mutex<vk::CommandPool>,
     upload: Mutex<Option<Staging>>,
     download: Mutex<Option<Staging>>,
 }
 
 impl Memory {
-    pub fn new(ctx: Arc<Context>) -> Result<Memory, VulkanError> {
+    pub fn new(ctx: Arc<Context>, force_staging: bool) -> Result<Memory, VulkanError> {
         let ci = vk::CommandPoolCreateInfo::default()
             .queue_family_index(ctx.queue_family)
             .flags(vk::CommandPoolCreateFlags::TRANSIENT);
@@ -122,6 +124,7 @@ impl Memory {
             .map_err(|e| vk_error("creating the transfer command pool", e))?;
         Ok(Memory {
             ctx,
+            force_staging,
             pool: Mutex::new(pool),
             upload: Mutex::new(None),
             download: Mutex::new(None),
@@ -190,9 +193,10 @@ impl Memory {
         let coherent = props.contains(
             vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT,
         );
+        let staged = self.force_staging && location == MemoryLocation::GpuOnly;
         let mapped = allocation
             .mapped_ptr()
-            .filter(|_| coherent)
+            .filter(|_| coherent && !staged)
             .map(|p| p.cast::<u8>());
         Ok(VulkanBuffer(Arc::new(BufferInner {
             ctx: ctx.clone(),
