@@ -12,6 +12,13 @@
 //!   timestamps) and the generic dispatch helper every op uses;
 //! - [`kernels`]: each op's host side (push constants, tile choice, splitting);
 //! - [`backend`]: [`VulkanBackend`], the [`crate::backend::Backend`] implementation.
+//!
+//! Environment ([`VulkanOptions::from_env`]): `KINEMA_VK_DEVICE=N` picks device N as
+//! `kinema info` lists them (default: a discrete GPU first); `KINEMA_PROFILE=1` prints per-op
+//! GPU time after each submission; `KINEMA_VK_PIPELINE_CACHE=dir|off` places the pipeline
+//! cache (default `~/.cache/kinema`); `KINEMA_VK_MAX_BINDING=bytes` lowers the binding limit,
+//! `KINEMA_VK_FORCE_STAGING=1` and `KINEMA_VK_NO_PUSH_DESCRIPTOR=1` take the discrete-GPU
+//! transfer path and descriptor pools (all three for testing fallbacks on lavapipe).
 
 mod backend;
 mod context;
