@@ -13,9 +13,13 @@
 //! struct in [`crate::ops`] and are checked when the op is recorded, so a bad shape is an
 //! error at record time, never a fault at run time.
 
+pub mod check;
+
+use crate::cpu::CpuBackend;
 use crate::error::{Error, Result};
 use crate::ops::*;
 use crate::tensor::{DType, HostTensor};
+use crate::vulkan::{MISSING_KERNELS, VulkanBackend, VulkanOptions};
 
 /// Arithmetic contract of a run. Every result records which mode produced it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -328,4 +332,76 @@ impl BackendChoice {
             ))),
         }
     }
+    /// The backend this choice stands for. `Vulkan` fails with the reason Vulkan is unusable;
+    /// `Auto` takes Vulkan only when it can run every op on a real GPU (a CPU implementation
+    /// such as lavapipe is slower than the CPU kernels unless `KINEMA_VK_DEVICE` asks for it),
+    /// and otherwise falls back to the CPU and says why in [`Selection::vulkan_unavailable`].
+    pub fn select(self, precision: Precision) -> Result<Selection> {
+        let cpu = || -> Result<AnyBackend> { Ok(AnyBackend::Cpu(CpuBackend::new(precision)?)) };
+        match self {
+            BackendChoice::Cpu => Ok(Selection {
+                backend: cpu()?,
+                vulkan_unavailable: None,
+            }),
+            BackendChoice::Vulkan => Ok(Selection {
+                backend: AnyBackend::Vulkan(VulkanBackend::new(precision)?),
+                vulkan_unavailable: None,
+            }),
+            BackendChoice::Auto => match auto_vulkan(precision) {
+                Ok(v) => Ok(Selection {
+                    backend: AnyBackend::Vulkan(v),
+                    vulkan_unavailable: None,
+                }),
+                Err(why) => Ok(Selection {
+                    backend: cpu()?,
+                    vulkan_unavailable: Some(why),
+                }),
+            },
+        }
+    }
+}
+
+/// The Vulkan backend for `--backend auto`, or why it is not used.
+fn auto_vulkan(precision: Precision) -> std::result::Result<VulkanBackend, String> {
+    let opts = VulkanOptions::from_env(precision).map_err(|e| e.to_string())?;
+    let requested = opts.device.is_some();
+    let v = VulkanBackend::with_options(opts).map_err(|e| e.to_string())?;
+    if v.is_cpu_device() && !requested {
+        return Err(format!(
+            "the Vulkan device {} is a CPU implementation (pick it with --backend vulkan or \
+             KINEMA_VK_DEVICE={})",
+            v.device_name(),
+            v.device_index()
+        ));
+    }
+    if !MISSING_KERNELS.is_empty() {
+        return Err(format!(
+            "Vulkan device {} has no kernels yet for {}",
+            v.device_name(),
+            MISSING_KERNELS.join(", ")
+        ));
+    }
+    Ok(v)
+}
+
+/// A backend picked at run time.
+pub enum AnyBackend {
+    Cpu(CpuBackend),
+    Vulkan(VulkanBackend),
+}
+
+impl AnyBackend {
+    pub fn info(&self) -> BackendInfo {
+        match self {
+            AnyBackend::Cpu(b) => b.info(),
+            AnyBackend::Vulkan(b) => b.info(),
+        }
+    }
+}
+
+/// What [`BackendChoice::select`] chose.
+pub struct Selection {
+    pub backend: AnyBackend,
+    /// Why `Auto` did not take Vulkan.
+    pub vulkan_unavailable: Option<String>,
 }

@@ -655,8 +655,9 @@ pub fn peak_measurements(isa: crate::cpu::Isa, threads: usize) -> Vec<Measuremen
         crate::cpu::peak::fma_peak_gflops(isa, threads, d),
     )];
     if isa == crate::cpu::Isa::Avx512
-        && let Some(g) = crate::cpu::peak::bf16_dot_peak_gflops(threads, d) {
-            v.push(mk("bf16_dot_peak", "bf16", g));
-        }
+        && let Some(g) = crate::cpu::peak::bf16_dot_peak_gflops(threads, d)
+    {
+        v.push(mk("bf16_dot_peak", "bf16", g));
+    }
     v
 }

@@ -12,6 +12,8 @@ use kinema::backend::{Backend, Precision};
 use kinema::cpu::{self, CpuBackend, Isa, Weights};
 use kinema::ops::*;
 use kinema::tensor::{DType, Q8_0_BLOCK_BYTES, q8_0_quantize_block};
+use kinema::vulkan::{VulkanBackend, VulkanOptions};
+use std::sync::OnceLock;
 
 /// Relative L2 bound for f32 ops whose fast paths reassociate sums or use vector
 /// approximations of exp/erf/tanh (a few ulp per element; sums over <= 4096 terms).
@@ -240,6 +242,13 @@ mod bodies {
                 REL_F32,
             );
         }
+    }
+
+    pub fn swiglu<B: Backend>(b: &B) {
+        let mut r = Rng(6);
+        let x = r.vec(4099, -12.0, 12.0);
+        let xb = upload_f32(b, &x);
+        let y = alloc(b, DType::F32, x.len());
         let up = r.vec(x.len(), -2.0, 2.0);
         let ub = upload_f32(b, &up);
         let mut want = vec![0f32; x.len()];
@@ -442,7 +451,7 @@ mod bodies {
         assert_eq!(download_u32(b, &tok), want, "gumbel (injected uniforms)");
     }
 
-    pub fn posenc_and_copy<B: Backend>(b: &B) {
+    pub fn posenc<B: Backend>(b: &B) {
         let p = PosEncParams {
             start: 50,
             len: 30,
@@ -453,7 +462,9 @@ mod bodies {
         let out = alloc(b, DType::F32, 30 * 64);
         run(b, |rec| b.posenc(rec, &p, &out));
         assert_eq!(download_f32(b, &out), want, "posenc");
+    }
 
+    pub fn copy<B: Backend>(b: &B) {
         // Transpose a [3, 4, 5] tensor's last two dims into the middle of a larger buffer.
         let src: Vec<f32> = (0..60).map(|v| v as f32).collect();
         let p = CopyParams {
@@ -474,6 +485,65 @@ mod bodies {
             }
         }
         assert!(got[..7].iter().all(|&v| v == 0.0));
+
+        // 2- and 4-byte dtypes, ranks 0 to 6, odd offsets inside both buffers and into
+        // destinations that already hold data (the elements in between must survive).
+        let mut r = Rng(12);
+        let cases: &[(&[usize], &[usize])] = &[
+            (&[], &[]),
+            (&[7], &[0]),
+            (&[3, 5], &[1, 0]),
+            (&[2, 3, 4, 5], &[3, 1, 0, 2]),
+            (&[2, 1, 3, 2, 2, 3], &[5, 4, 3, 2, 1, 0]),
+        ];
+        for &(shape, perm) in cases {
+            // Source: contiguous in permuted order; destination: contiguous with padding.
+            let rank = shape.len();
+            let mut src_strides = vec![0; rank];
+            let mut acc = 1;
+            for &d in perm.iter().rev() {
+                src_strides[d] = acc;
+                acc *= shape[d];
+            }
+            let mut dst_strides = vec![0; rank];
+            let mut acc = 1;
+            for d in (0..rank).rev() {
+                dst_strides[d] = acc;
+                acc *= shape[d] + usize::from(d + 1 == rank);
+            }
+            let p = CopyParams {
+                shape: shape.to_vec(),
+                src_strides,
+                src_offset: 3,
+                dst_strides,
+                dst_offset: 5,
+            };
+            let src_len = p.src_offset + acc + 4;
+            let dst_len = p.dst_offset + acc + 4;
+            for dt in [DType::F16, DType::BF16, DType::I32, DType::F32] {
+                let what = format!("copy {dt} shape {shape:?}");
+                let s32: Vec<u32> = (0..src_len).map(|_| r.next_u64() as u32).collect();
+                let d32: Vec<u32> = (0..dst_len).map(|_| r.next_u64() as u32).collect();
+                if dt.block_bytes() == 2 {
+                    let s16: Vec<u16> = s32.iter().map(|&v| v as u16).collect();
+                    let mut want: Vec<u16> = d32.iter().map(|&v| v as u16).collect();
+                    let sb = upload(b, dt, bytemuck::cast_slice(&s16), src_len);
+                    let db = upload(b, dt, bytemuck::cast_slice(&want), dst_len);
+                    cpu::copy::copy_strided(&p, &s16, &mut want);
+                    run(b, |rec| b.copy(rec, &p, &sb, &db));
+                    let mut got = vec![0u16; dst_len];
+                    b.read(&db, bytemuck::cast_slice_mut(&mut got)).unwrap();
+                    assert_eq!(got, want, "{what}");
+                } else {
+                    let mut want = d32.clone();
+                    let sb = upload(b, dt, bytemuck::cast_slice(&s32), src_len);
+                    let db = upload(b, dt, bytemuck::cast_slice(&d32), dst_len);
+                    cpu::copy::copy_strided(&p, &s32, &mut want);
+                    run(b, |rec| b.copy(rec, &p, &sb, &db));
+                    assert_eq!(download_u32(b, &db), want, "{what}");
+                }
+            }
+        }
     }
 
     /// Bad operands are refused when recorded, naming the op and the problem.
@@ -528,6 +598,51 @@ mod bodies {
             .unwrap_err()
             .to_string();
         assert!(e.contains("2 or 3"), "{e}");
+        let f16 = alloc(b, DType::F16, 16);
+        let e = b
+            .copy(
+                &mut rec,
+                &CopyParams {
+                    shape: vec![4],
+                    src_strides: vec![1],
+                    src_offset: 0,
+                    dst_strides: vec![1],
+                    dst_offset: 0,
+                },
+                &f16,
+                &big,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("copy") && e.contains("f16") && e.contains("f32"),
+            "{e}"
+        );
+        let w = alloc(b, DType::BF16, 63);
+        let p = LinearParams {
+            m: 2,
+            n: 2,
+            k: 32,
+            activation: Activation::None,
+        };
+        let e = b
+            .linear(&mut rec, &p, &big, &w, None, &y)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("linear") && e.contains("x has 16") && e.contains("needs 64"),
+            "{e}"
+        );
+        let x = alloc(b, DType::F32, 64);
+        let e = b
+            .linear(&mut rec, &p, &x, &w, None, &y)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("weight has 63") && e.contains("needs 64"), "{e}");
+    }
+
+    /// Bad data found while running (an id outside the table) is an error at submit or sync.
+    pub fn bad_ids_at_run_time<B: Backend>(b: &B) {
         let ids = upload_u32(b, &[3, 99]);
         let table = upload_f32(b, &[0.0; 40]);
         let out = alloc(b, DType::F32, 20);
@@ -587,6 +702,37 @@ fn cpu_backends() -> Vec<CpuBackend> {
     v
 }
 
+/// Every Vulkan device on this machine (lavapipe in CI), shared by the tests of this binary:
+/// each with its defaults, and again with host transfers through the staging buffer and
+/// descriptor pools (the paths of a discrete GPU without push descriptors). None prints why, and fails when `KINEMA_REQUIRE_VULKAN=1` (set by `.ci/run`, which
+/// installs lavapipe) so CI cannot silently skip the Vulkan bodies.
+fn vulkan_backends() -> &'static [VulkanBackend] {
+    static BACKENDS: OnceLock<Vec<VulkanBackend>> = OnceLock::new();
+    BACKENDS.get_or_init(|| {
+        let required = std::env::var("KINEMA_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+        let devices = match kinema::vulkan::probe() {
+            Ok(d) => d,
+            Err(why) => {
+                assert!(!required, "KINEMA_REQUIRE_VULKAN=1 but {why}");
+                eprintln!("skipping the Vulkan backend: {why}");
+                return Vec::new();
+            }
+        };
+        devices
+            .iter()
+            .flat_map(|d| [false, true].map(|discrete| (d, discrete)))
+            .map(|(d, discrete)| {
+                let mut o = VulkanOptions::new(Precision::Strict);
+                o.device = Some(d.index);
+                o.force_staging = discrete;
+                o.descriptor_pools = discrete;
+                VulkanBackend::with_options(o)
+                    .unwrap_or_else(|e| panic!("Vulkan device {} ({}): {e}", d.index, d.name))
+            })
+            .collect()
+    })
+}
+
 macro_rules! op_tests {
     ($($name:ident),* $(,)?) => {$(
         #[test]
@@ -610,7 +756,37 @@ op_tests!(
     conv,
     elementwise,
     gather_and_reduce,
-    posenc_and_copy,
+    swiglu,
+    posenc,
+    copy,
     operand_checks,
+    bad_ids_at_run_time,
     resubmission
+);
+
+/// The bodies whose ops have Vulkan kernels, on every Vulkan device.
+macro_rules! vulkan_tests {
+    ($($name:ident => $body:ident),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            for b in vulkan_backends() {
+                eprintln!(
+                    "{} on {:?}, push descriptors {}",
+                    stringify!($body),
+                    b.info(),
+                    b.uses_push_descriptors()
+                );
+                bodies::$body(b);
+            }
+        }
+    )*};
+}
+
+vulkan_tests!(
+    vulkan_linear => linear,
+    vulkan_activations => activations,
+    vulkan_elementwise => elementwise,
+    vulkan_copy => copy,
+    vulkan_operand_checks => operand_checks,
+    vulkan_resubmission => resubmission,
 );

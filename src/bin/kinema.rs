@@ -4,10 +4,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use kinema::backend::{BackendChoice, Precision};
+use kinema::backend::{AnyBackend, BackendChoice, Precision, Selection};
 use kinema::bench::{self, Measurement};
 use kinema::cpu::{CpuBackend, Isa, ThreadPool, isa};
 use kinema::tensor::DType;
+use kinema::vulkan::{MISSING_KERNELS, VulkanBackend};
 
 #[derive(Parser)]
 #[command(
@@ -133,7 +134,13 @@ fn info(json: bool) -> kinema::Result<()> {
                 "avx512_bf16_dot": isa::has_avx512_bf16(),
                 "threads": threads,
             },
-            "vulkan": { "devices": devices, "unavailable_because": vk.as_ref().err() },
+            "vulkan": {
+                "devices": devices,
+                "unavailable_because": vk.as_ref().err(),
+                "backend": backend_json(),
+                "ops_without_kernels": MISSING_KERNELS,
+            },
+            "auto_backend": auto_choice(),
         });
         println!("{v:#}");
         return Ok(());
@@ -191,13 +198,62 @@ fn info(json: bool) -> kinema::Result<()> {
                     if d.cooperative_matrix { "yes" } else { "no" }
                 );
             }
-            println!(
-                "  (the Vulkan compute backend is not part of this build yet: ops run on the CPU)"
-            );
+            match VulkanBackend::new(Precision::Strict) {
+                Ok(b) => println!(
+                    "  backend uses      : [{}] {} ({}; binding limit {} MiB){}",
+                    b.device_index(),
+                    b.device_name(),
+                    if b.uses_push_descriptors() {
+                        "push descriptors"
+                    } else {
+                        "descriptor pools"
+                    },
+                    b.max_binding() >> 20,
+                    if std::env::var_os("KINEMA_VK_DEVICE").is_some() {
+                        " (KINEMA_VK_DEVICE)"
+                    } else {
+                        ""
+                    }
+                ),
+                Err(e) => println!("  backend           : unusable: {e}"),
+            }
+            if !MISSING_KERNELS.is_empty() {
+                println!("  no kernels yet    : {}", MISSING_KERNELS.join(", "));
+            }
         }
-        Err(why) => println!("  unavailable: {why}; the CPU backend is used"),
+        Err(why) => println!("  unavailable: {why}"),
     }
+    println!("--backend auto     : {}", auto_choice());
     Ok(())
+}
+
+/// The Vulkan backend `--backend vulkan` would use, or why it cannot.
+fn backend_json() -> serde_json::Value {
+    match VulkanBackend::new(Precision::Strict) {
+        Ok(b) => serde_json::json!({
+            "device_index": b.device_index(), "device": b.device_name(),
+            "push_descriptors": b.uses_push_descriptors(), "max_binding": b.max_binding(),
+            "subgroup_size": b.subgroup_size(),
+        }),
+        Err(e) => serde_json::json!({ "error": e.to_string() }),
+    }
+}
+
+/// What `--backend auto` picks, and why.
+fn auto_choice() -> String {
+    match BackendChoice::Auto.select(Precision::Strict) {
+        Ok(Selection {
+            backend,
+            vulkan_unavailable,
+        }) => {
+            let i = backend.info();
+            match vulkan_unavailable {
+                Some(why) => format!("{} ({}), because {why}", i.kind, i.device),
+                None => format!("{} ({})", i.kind, i.device),
+            }
+        }
+        Err(e) => format!("error: {e}"),
+    }
 }
 
 fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
@@ -208,14 +264,9 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
         return Ok(());
     }
     let precision = Precision::parse(&o.precision)?;
-    match BackendChoice::parse(&o.backend)? {
-        BackendChoice::Vulkan => {
-            return Err(kinema::Error::Backend {
-                backend: "vulkan",
-                msg: "this build has no Vulkan kernels yet; use --backend cpu".into(),
-            });
-        }
-        BackendChoice::Cpu | BackendChoice::Auto => {}
+    let selection = BackendChoice::parse(&o.backend)?.select(precision)?;
+    if let Some(why) = &selection.vulkan_unavailable {
+        eprintln!("kinema: using the CPU: {why}");
     }
     let isas: Vec<Isa> = match o.isa.as_deref() {
         None => vec![Isa::select()?],
@@ -254,6 +305,19 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
     }
     if !o.json {
         println!("{}", Measurement::table_header());
+    }
+    if let AnyBackend::Vulkan(b) = &selection.backend {
+        for (op, shape, dt) in &cases {
+            match bench::measure(b, op, shape, *dt, o.samples, Duration::from_millis(40)) {
+                Ok(m) if o.json => println!("{}", m.to_json()),
+                Ok(m) => println!("{}", m.table_row()),
+                Err(e) if kinema::vulkan::is_missing_kernel(&e) => {
+                    eprintln!("kinema: skipped {op}: {e}")
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        return Ok(());
     }
     let with_peak = o.op.is_none() || o.op.as_deref() == Some("fma_peak");
     for isa in isas {

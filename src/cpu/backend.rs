@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use half::{bf16, f16};
 
 use super::{Cx, Isa, ThreadPool, Weights};
+use crate::backend::check::{self, byte_range};
 use crate::backend::{Backend, BackendInfo, BufRef, Precision};
 use crate::error::{Error, Result};
 use crate::ops::*;
@@ -59,10 +60,6 @@ impl CpuBuffer {
         }
     }
 
-    fn same(&self, other: &CpuBuffer) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-
     /// Whether this buffer reads a host tensor in place (no copy was made).
     pub fn is_borrowed_host(&self) -> bool {
         matches!(self.0.data, Data::Host(_))
@@ -96,11 +93,7 @@ impl CpuBackend {
     /// The ISA from `KINEMA_CPU_ISA` or detection, threads from `KINEMA_THREADS` or the
     /// machine.
     pub fn new(precision: Precision) -> Result<CpuBackend> {
-        CpuBackend::with(
-            Isa::select()?,
-            ThreadPool::default_threads(),
-            precision,
-        )
+        CpuBackend::with(Isa::select()?, ThreadPool::default_threads(), precision)
     }
 
     /// An explicit ISA and thread count (errors if the CPU cannot run the ISA).
@@ -141,77 +134,16 @@ impl CpuBackend {
 
 // ---- views -----------------------------------------------------------------------------
 
-/// Byte range of a BufRef, checked against the buffer.
-fn byte_range(op: &'static str, r: &BufRef<CpuBuffer>) -> Result<(usize, usize)> {
-    let start = r.dtype.bytes_for(r.offset).ok_or_else(|| {
-        Error::Shape(format!(
-            "{op}: offset {} is not a whole {} block",
-            r.offset, r.dtype
-        ))
-    })?;
-    let len = r.dtype.bytes_for(r.len).ok_or_else(|| {
-        Error::Shape(format!(
-            "{op}: {} elements is not a whole number of {} blocks",
-            r.len, r.dtype
-        ))
-    })?;
-    if start.checked_add(len).is_none_or(|e| e > r.buf.0.bytes) {
-        return Err(Error::Shape(format!(
-            "{op}: range {}..+{} {} lies outside its {}-byte buffer",
-            r.offset, r.len, r.dtype, r.buf.0.bytes
-        )));
+impl check::BufferInfo for CpuBuffer {
+    fn byte_len(&self) -> usize {
+        self.0.bytes
     }
-    Ok((start, len))
-}
-
-/// A checked input operand: dtype allowed and `need` elements available.
-fn input(
-    op: &'static str,
-    what: &str,
-    r: &BufRef<CpuBuffer>,
-    dtypes: &[DType],
-    need: usize,
-) -> Result<BufRef<CpuBuffer>> {
-    expect_dtype(op, what, r.dtype, dtypes)?;
-    expect_len(op, what, r.len, need)?;
-    byte_range(op, r)?;
-    Ok(BufRef {
-        len: need,
-        ..r.clone()
-    })
-}
-
-/// A checked output operand, writable and not overlapping any input.
-fn output(
-    op: &'static str,
-    r: &BufRef<CpuBuffer>,
-    dtype: DType,
-    need: usize,
-    inputs: &[&BufRef<CpuBuffer>],
-) -> Result<BufRef<CpuBuffer>> {
-    expect_dtype(op, "output", r.dtype, &[dtype])?;
-    expect_len(op, "output", r.len, need)?;
-    let out = BufRef {
-        len: need,
-        ..r.clone()
-    };
-    let (os, ol) = byte_range(op, &out)?;
-    if out.buf.is_borrowed_host() {
-        return Err(Error::InvalidArgument(format!(
-            "{op}: the output is a read-only host buffer"
-        )));
+    fn same(&self, other: &CpuBuffer) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
-    for i in inputs {
-        if i.buf.same(&out.buf) {
-            let (is, il) = byte_range(op, i)?;
-            if os < is + il && is < os + ol {
-                return Err(Error::InvalidArgument(format!(
-                    "{op}: the output range overlaps an input range of the same buffer"
-                )));
-            }
-        }
+    fn is_read_only(&self) -> bool {
+        self.is_borrowed_host()
     }
-    Ok(out)
 }
 
 fn slice<T: bytemuck::Pod>(r: &BufRef<CpuBuffer>) -> &[T] {
@@ -240,22 +172,6 @@ fn weights(r: &BufRef<CpuBuffer>) -> Weights<'_> {
         }
         DType::I32 | DType::U32 => unreachable!("weight dtypes are checked when recorded"),
     }
-}
-
-const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::BF16, DType::Q8_0];
-const F32: &[DType] = &[DType::F32];
-
-fn nonzero(op: &'static str, what: &str, v: usize) -> Result<()> {
-    if v == 0 {
-        return Err(Error::Shape(format!("{op}: {what} must be at least 1")));
-    }
-    Ok(())
-}
-
-fn mul(op: &'static str, dims: &[usize]) -> Result<usize> {
-    dims.iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| Error::Shape(format!("{op}: size {dims:?} overflows")))
 }
 
 impl CpuRecording {
@@ -361,20 +277,7 @@ impl Backend for CpuBackend {
         bias: Option<&BufRef<CpuBuffer>>,
         y: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "linear";
-        nonzero(OP, "k", p.k)?;
-        if w.dtype == DType::Q8_0 && !p.k.is_multiple_of(32) {
-            return Err(Error::Shape(format!(
-                "{OP}: q8_0 weights need k a multiple of 32, got {}",
-                p.k
-            )));
-        }
-        let x = input(OP, "x", x, F32, mul(OP, &[p.m, p.k])?)?;
-        let w = input(OP, "weight", w, FLOATS, mul(OP, &[p.n, p.k])?)?;
-        let bias = bias.map(|b| input(OP, "bias", b, F32, p.n)).transpose()?;
-        let mut ins = vec![&x, &w];
-        ins.extend(bias.as_ref());
-        let y = output(OP, y, DType::F32, mul(OP, &[p.m, p.n])?, &ins)?;
+        let (x, w, bias, y) = check::linear(p, x, w, bias, y)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: called during submit; `y` was checked disjoint from the inputs.
@@ -400,13 +303,7 @@ impl Backend for CpuBackend {
         b: &BufRef<CpuBuffer>,
         c: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "batched_matmul";
-        nonzero(OP, "batch", p.batch)?;
-        let a_need = (p.batch - 1) * p.a_batch_stride + mul(OP, &[p.m, p.k])?;
-        let b_need = (p.batch - 1) * p.b_batch_stride + mul(OP, &[p.k, p.n])?;
-        let a = input(OP, "a", a, F32, a_need)?;
-        let b = input(OP, "b", b, F32, b_need)?;
-        let c = output(OP, c, DType::F32, mul(OP, &[p.batch, p.m, p.n])?, &[&a, &b])?;
+        let (a, b, c) = check::batched_matmul(p, a, b, c)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -425,20 +322,7 @@ impl Backend for CpuBackend {
         beta: Option<&BufRef<CpuBuffer>>,
         y: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "layer_norm";
-        nonzero(OP, "cols", p.cols)?;
-        let n = mul(OP, &[p.rows, p.cols])?;
-        let x = input(OP, "x", x, F32, n)?;
-        let g = gamma
-            .map(|g| input(OP, "gamma", g, F32, p.cols))
-            .transpose()?;
-        let b = beta
-            .map(|b| input(OP, "beta", b, F32, p.cols))
-            .transpose()?;
-        let mut ins = vec![&x];
-        ins.extend(g.as_ref());
-        ins.extend(b.as_ref());
-        let y = output(OP, y, DType::F32, n, &ins)?;
+        let (x, g, b, y) = check::layer_norm(p, x, gamma, beta, y)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -464,16 +348,7 @@ impl Backend for CpuBackend {
         gamma: Option<&BufRef<CpuBuffer>>,
         y: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "rms_norm";
-        nonzero(OP, "cols", p.cols)?;
-        let n = mul(OP, &[p.rows, p.cols])?;
-        let x = input(OP, "x", x, F32, n)?;
-        let g = gamma
-            .map(|g| input(OP, "gamma", g, F32, p.cols))
-            .transpose()?;
-        let mut ins = vec![&x];
-        ins.extend(g.as_ref());
-        let y = output(OP, y, DType::F32, n, &ins)?;
+        let (x, g, y) = check::rms_norm(p, x, gamma, y)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -491,11 +366,7 @@ impl Backend for CpuBackend {
         x: &BufRef<CpuBuffer>,
         y: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "softmax";
-        nonzero(OP, "cols", p.cols)?;
-        let n = mul(OP, &[p.rows, p.cols])?;
-        let x = input(OP, "x", x, F32, n)?;
-        let y = output(OP, y, DType::F32, n, &[&x])?;
+        let (x, y) = check::softmax(p, x, y)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -515,72 +386,7 @@ impl Backend for CpuBackend {
         mask: Option<&BufRef<CpuBuffer>>,
         out: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "attention";
-        for (what, val) in [
-            ("batch", p.batch),
-            ("q_len", p.q_len),
-            ("kv_len", p.kv_len),
-            ("q_heads", p.q_heads),
-            ("kv_heads", p.kv_heads),
-            ("head_dim", p.head_dim),
-        ] {
-            nonzero(OP, what, val)?;
-        }
-        if !p.q_heads.is_multiple_of(p.kv_heads) {
-            return Err(Error::Shape(format!(
-                "{OP}: {} query heads do not group evenly over {} kv heads",
-                p.q_heads, p.kv_heads
-            )));
-        }
-        if p.q_row_stride < p.q_heads * p.head_dim || p.kv_row_stride < p.kv_heads * p.head_dim {
-            return Err(Error::Shape(format!(
-                "{OP}: row strides {}/{} are shorter than a token's heads",
-                p.q_row_stride, p.kv_row_stride
-            )));
-        }
-        let span = |rows: usize, stride: usize, width: usize| -> Result<usize> {
-            Ok(mul(OP, &[rows - 1, stride])? + width)
-        };
-        let q = input(
-            OP,
-            "q",
-            q,
-            F32,
-            span(p.batch * p.q_len, p.q_row_stride, p.q_heads * p.head_dim)?,
-        )?;
-        let kv_need = span(p.batch * p.kv_len, p.kv_row_stride, p.kv_heads * p.head_dim)?;
-        let k = input(OP, "k", k, F32, kv_need)?;
-        let v = input(OP, "v", v, F32, kv_need)?;
-        let mask = match (p.mask, mask) {
-            (MaskKind::KeyPadding, Some(m)) => Some(input(
-                OP,
-                "mask",
-                m,
-                &[DType::U32],
-                mul(OP, &[p.batch, p.kv_len])?,
-            )?),
-            (MaskKind::KeyPadding, None) => {
-                return Err(Error::InvalidArgument(format!(
-                    "{OP}: a key-padding mask needs a mask buffer"
-                )));
-            }
-            (_, Some(_)) => {
-                return Err(Error::InvalidArgument(format!(
-                    "{OP}: a mask buffer was given but the mask kind is {:?}",
-                    p.mask
-                )));
-            }
-            (_, None) => None,
-        };
-        let mut ins = vec![&q, &k, &v];
-        ins.extend(mask.as_ref());
-        let out = output(
-            OP,
-            out,
-            DType::F32,
-            mul(OP, &[p.batch, p.q_len, p.q_heads, p.head_dim])?,
-            &ins,
-        )?;
+        let (q, k, v, mask, out) = check::attention(p, q, k, v, mask, out)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -606,9 +412,7 @@ impl Backend for CpuBackend {
         x: &BufRef<CpuBuffer>,
         y: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "activation";
-        let x = input(OP, "x", x, F32, x.len)?;
-        let y = output(OP, y, DType::F32, x.len, &[&x])?;
+        let (x, y) = check::activation(x, y)?;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
             super::activation::activation(cx, act, slice(&x), unsafe { slice_mut(&y) });
@@ -624,11 +428,7 @@ impl Backend for CpuBackend {
         up: &BufRef<CpuBuffer>,
         y: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "swiglu";
-        let n = gate.len;
-        let g = input(OP, "gate", gate, F32, n)?;
-        let u = input(OP, "up", up, F32, n)?;
-        let y = output(OP, y, DType::F32, n, &[&g, &u])?;
+        let (g, u, y) = check::swiglu(gate, up, y)?;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
             super::activation::swiglu(cx, slice(&g), slice(&u), unsafe { slice_mut(&y) });
@@ -646,18 +446,7 @@ impl Backend for CpuBackend {
         inv_freq: &BufRef<CpuBuffer>,
         y: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "rope";
-        if !p.head_dim.is_multiple_of(2) {
-            return Err(Error::Shape(format!(
-                "{OP}: head_dim {} must be even",
-                p.head_dim
-            )));
-        }
-        let n = mul(OP, &[p.tokens, p.heads, p.head_dim])?;
-        let x = input(OP, "x", x, F32, n)?;
-        let pos = input(OP, "positions", positions, &[DType::I32], p.tokens)?;
-        let f = input(OP, "inv_freq", inv_freq, F32, p.head_dim / 2)?;
-        let y = output(OP, y, DType::F32, n, &[&x, &pos, &f])?;
+        let (x, pos, f, y) = check::rope(p, x, positions, inv_freq, y)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -678,23 +467,7 @@ impl Backend for CpuBackend {
         bias: Option<&BufRef<CpuBuffer>>,
         y: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "conv1d";
-        nonzero(OP, "dilation", p.dilation)?;
-        let out_len = p.out_len()?;
-        let x = input(OP, "x", x, F32, mul(OP, &[p.batch, p.c_in, p.len])?)?;
-        let w = input(OP, "weight", w, F32, mul(OP, &[p.c_out, p.c_in, p.kernel])?)?;
-        let b = bias
-            .map(|b| input(OP, "bias", b, F32, p.c_out))
-            .transpose()?;
-        let mut ins = vec![&x, &w];
-        ins.extend(b.as_ref());
-        let y = output(
-            OP,
-            y,
-            DType::F32,
-            mul(OP, &[p.batch, p.c_out, out_len])?,
-            &ins,
-        )?;
+        let (x, w, b, y) = check::conv1d(p, x, w, bias, y)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -712,10 +485,7 @@ impl Backend for CpuBackend {
         x: &BufRef<CpuBuffer>,
         y: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "upsample_nearest2x";
-        let n = mul(OP, &[p.rows, p.len])?;
-        let x = input(OP, "x", x, F32, n)?;
-        let y = output(OP, y, DType::F32, mul(OP, &[n, 2])?, &[&x])?;
+        let (x, y) = check::upsample_nearest2x(p, x, y)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -733,17 +503,7 @@ impl Backend for CpuBackend {
         b: &BufRef<CpuBuffer>,
         y: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "binary";
-        nonzero(OP, "b_len", p.b_len)?;
-        if !p.n.is_multiple_of(p.b_len) {
-            return Err(Error::Shape(format!(
-                "{OP}: {} elements do not repeat a {}-element operand evenly",
-                p.n, p.b_len
-            )));
-        }
-        let a = input(OP, "a", a, F32, p.n)?;
-        let b = input(OP, "b", b, F32, p.b_len)?;
-        let y = output(OP, y, DType::F32, p.n, &[&a, &b])?;
+        let (a, b, y) = check::binary(p, a, b, y)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -760,9 +520,7 @@ impl Backend for CpuBackend {
         x: &BufRef<CpuBuffer>,
         y: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "scale";
-        let x = input(OP, "x", x, F32, x.len)?;
-        let y = output(OP, y, DType::F32, x.len, &[&x])?;
+        let (x, y) = check::scale(x, y)?;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
             super::elementwise::scale(cx, s, slice(&x), unsafe { slice_mut(&y) });
@@ -780,10 +538,7 @@ impl Backend for CpuBackend {
         y: &BufRef<CpuBuffer>,
         out: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "axpby";
-        let x = input(OP, "x", x, F32, x.len)?;
-        let y = input(OP, "y", y, F32, x.len)?;
-        let o = output(OP, out, DType::F32, x.len, &[&x, &y])?;
+        let (x, y, o) = check::axpby(x, y, out)?;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
             super::elementwise::axpby(cx, a, slice(&x), b, slice(&y), unsafe { slice_mut(&o) });
@@ -800,22 +555,7 @@ impl Backend for CpuBackend {
         table: &BufRef<CpuBuffer>,
         out: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "embedding";
-        if table.dtype == DType::Q8_0 && !p.dim.is_multiple_of(32) {
-            return Err(Error::Shape(format!(
-                "{OP}: q8_0 tables need dim a multiple of 32, got {}",
-                p.dim
-            )));
-        }
-        let ids = input(OP, "ids", ids, &[DType::U32], p.tokens)?;
-        let t = input(OP, "table", table, FLOATS, mul(OP, &[p.vocab, p.dim])?)?;
-        let o = output(
-            OP,
-            out,
-            DType::F32,
-            mul(OP, &[p.tokens, p.dim])?,
-            &[&ids, &t],
-        )?;
+        let (ids, t, o) = check::embedding(p, ids, table, out)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -831,28 +571,7 @@ impl Backend for CpuBackend {
         src: &BufRef<CpuBuffer>,
         dst: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "copy";
-        if src.dtype != dst.dtype {
-            return Err(Error::DType(format!(
-                "{OP}: source is {} but destination is {}",
-                src.dtype, dst.dtype
-            )));
-        }
-        let r = p.shape.len();
-        if p.src_strides.len() != r || p.dst_strides.len() != r || r > crate::tensor::MAX_RANK {
-            return Err(Error::Shape(format!(
-                "{OP}: shape {:?} and strides {:?} / {:?} disagree in rank (max {})",
-                p.shape,
-                p.src_strides,
-                p.dst_strides,
-                crate::tensor::MAX_RANK
-            )));
-        }
-        let sl = crate::tensor::Layout::strided(&p.shape, &p.src_strides, p.src_offset)?;
-        let dl = crate::tensor::Layout::strided(&p.shape, &p.dst_strides, p.dst_offset)?;
-        let types = &[DType::F32, DType::F16, DType::BF16, DType::I32, DType::U32];
-        let s = input(OP, "src", src, types, sl.span()?)?;
-        let d = output(OP, dst, dst.dtype, dl.span()?, &[&s])?;
+        let (s, d) = check::copy(p, src, dst)?;
         let p = p.clone();
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -875,10 +594,7 @@ impl Backend for CpuBackend {
         mask: &BufRef<CpuBuffer>,
         out: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "mean_pool";
-        let x = input(OP, "x", x, F32, mul(OP, &[p.batch, p.seq, p.dim])?)?;
-        let m = input(OP, "mask", mask, &[DType::U32], mul(OP, &[p.batch, p.seq])?)?;
-        let o = output(OP, out, DType::F32, mul(OP, &[p.batch, p.dim])?, &[&x, &m])?;
+        let (x, m, o) = check::mean_pool(p, x, mask, out)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -895,10 +611,7 @@ impl Backend for CpuBackend {
         x: &BufRef<CpuBuffer>,
         out: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "argmax";
-        nonzero(OP, "cols", p.cols)?;
-        let x = input(OP, "x", x, F32, mul(OP, &[p.rows, p.cols])?)?;
-        let o = output(OP, out, DType::U32, p.rows, &[&x])?;
+        let (x, o) = check::argmax(p, x, out)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -916,22 +629,7 @@ impl Backend for CpuBackend {
         uniforms: Option<&BufRef<CpuBuffer>>,
         out: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "gumbel";
-        nonzero(OP, "cols", p.cols)?;
-        if !(p.temperature.is_finite()) {
-            return Err(Error::InvalidArgument(format!(
-                "{OP}: temperature {} is not finite",
-                p.temperature
-            )));
-        }
-        let n = mul(OP, &[p.rows, p.cols])?;
-        let l = input(OP, "logits", logits, F32, n)?;
-        let u = uniforms
-            .map(|u| input(OP, "uniforms", u, F32, n))
-            .transpose()?;
-        let mut ins = vec![&l];
-        ins.extend(u.as_ref());
-        let o = output(OP, out, DType::U32, p.rows, &ins)?;
+        let (l, u, o) = check::gumbel(p, logits, uniforms, out)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -949,11 +647,7 @@ impl Backend for CpuBackend {
         p: &PosEncParams,
         out: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "posenc";
-        if !p.dim.is_multiple_of(2) {
-            return Err(Error::Shape(format!("{OP}: dim {} must be even", p.dim)));
-        }
-        let o = output(OP, out, DType::F32, mul(OP, &[p.len, p.dim])?, &[])?;
+        let o = check::posenc(p, out)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -972,11 +666,7 @@ impl Backend for CpuBackend {
         coef: &BufRef<CpuBuffer>,
         out: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "ddim";
-        let xt = input(OP, "x_t", x_t, F32, p.n)?;
-        let x0 = input(OP, "x0", x0, F32, p.n)?;
-        let c = input(OP, "coef", coef, F32, 4)?;
-        let o = output(OP, out, DType::F32, p.n, &[&xt, &x0, &c])?;
+        let (xt, x0, c, o) = check::ddim(p, x_t, x0, coef, out)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.
@@ -995,15 +685,7 @@ impl Backend for CpuBackend {
         rows: &BufRef<CpuBuffer>,
         out: &BufRef<CpuBuffer>,
     ) -> Result<()> {
-        const OP: &str = "cfg";
-        if !(p.rows == 2 || p.rows == 3) {
-            return Err(Error::InvalidArgument(format!(
-                "{OP}: {} rows; classifier-free guidance takes 2 or 3",
-                p.rows
-            )));
-        }
-        let r = input(OP, "rows", rows, F32, mul(OP, &[p.rows, p.n])?)?;
-        let o = output(OP, out, DType::F32, p.n, &[&r])?;
+        let (r, o) = check::cfg(p, rows, out)?;
         let p = *p;
         rec.push(move |cx| {
             // SAFETY: as in `linear`.

@@ -469,7 +469,11 @@ impl Graph {
                 ),
             ));
         }
-        if q_heads == 0 || kv_heads == 0 || qs[2] % q_heads != 0 || !q_heads.is_multiple_of(kv_heads) {
+        if q_heads == 0
+            || kv_heads == 0
+            || qs[2] % q_heads != 0
+            || !q_heads.is_multiple_of(kv_heads)
+        {
             return Err(self.err(
                 OP,
                 format!(

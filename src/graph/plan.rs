@@ -98,10 +98,12 @@ pub fn plan(g: &Graph) -> Plan {
         released.sort();
         released.dedup();
         for t in released {
-            if last_use[t.0] == Some(i) && !is_output[t.0]
-                && let Some(s) = slot_of_root[t.0] {
-                    free.push(s);
-                }
+            if last_use[t.0] == Some(i)
+                && !is_output[t.0]
+                && let Some(s) = slot_of_root[t.0]
+            {
+                free.push(s);
+            }
         }
         // A value nobody reads (and that is not an output) is dead right after it is made;
         // it only exists because a concat piece or a pruned reader needed the node.

@@ -1,0 +1,486 @@
+//! Instance, device selection, the compute queue, the timeline semaphore that orders host
+//! access with submitted work, and the device limits kernels must respect.
+
+use std::ffi::CStr;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use ash::vk;
+use gpu_allocator::AllocationSizes;
+use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
+
+use super::{VulkanError, vk_error};
+
+/// Longest wait for submitted work before it is reported as a hang.
+const WAIT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Push constants kinema shaders may use: the spec's guaranteed minimum (lavapipe's actual
+/// limit), whatever the device allows.
+pub(crate) const MAX_PUSH_CONSTANTS: u32 = 128;
+
+/// The device limits kernels read (never assume them).
+#[derive(Clone, Debug)]
+pub(crate) struct Limits {
+    pub subgroup_size: u32,
+    pub max_shared_memory: u32,
+    /// `min(maxPushConstantsSize, 128)`.
+    pub max_push_constants: u32,
+    /// Largest storage-buffer binding in bytes: `maxStorageBufferRange`, or less when
+    /// overridden (`KINEMA_VK_MAX_BINDING`, for tests).
+    pub max_binding: u64,
+    pub min_storage_offset_align: u64,
+    pub max_workgroup_count: [u32; 3],
+    pub max_workgroup_size: [u32; 3],
+    pub max_workgroup_invocations: u32,
+    pub timestamp_period_ns: f32,
+    /// 0 when the queue cannot write timestamps.
+    pub timestamp_valid_bits: u32,
+}
+
+pub(crate) struct Context {
+    // Kept so the loader stays open while the instance lives.
+    _entry: ash::Entry,
+    pub instance: ash::Instance,
+    pub device: ash::Device,
+    queue: Mutex<vk::Queue>,
+    pub queue_family: u32,
+    /// `VK_KHR_push_descriptor` when present and not disabled.
+    pub push_descriptor: Option<ash::khr::push_descriptor::Device>,
+    timeline: vk::Semaphore,
+    /// Timeline value of the newest submission (0: none yet).
+    last_submitted: AtomicU64,
+    lost: AtomicBool,
+    allocator: ManuallyDrop<Mutex<Allocator>>,
+    pub limits: Limits,
+    pub name: String,
+    pub index: usize,
+    pub kind: vk::PhysicalDeviceType,
+    /// vendor, device, driver version and pipeline-cache UUID: what a pipeline cache is
+    /// valid for.
+    pub cache_key: String,
+}
+
+/// How a device is ranked when none is requested: discrete GPUs first, CPU devices last.
+fn rank(t: vk::PhysicalDeviceType) -> u32 {
+    match t {
+        vk::PhysicalDeviceType::DISCRETE_GPU => 0,
+        vk::PhysicalDeviceType::INTEGRATED_GPU => 1,
+        vk::PhysicalDeviceType::VIRTUAL_GPU => 2,
+        vk::PhysicalDeviceType::CPU => 3,
+        _ => 4,
+    }
+}
+
+fn device_name(p: &vk::PhysicalDeviceProperties) -> String {
+    p.device_name_as_c_str()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unnamed device".into())
+}
+
+/// The device to use: `requested` (an index as `kinema info` lists them) or the best ranked
+/// device with Vulkan 1.2.
+fn choose(
+    props: &[vk::PhysicalDeviceProperties],
+    requested: Option<usize>,
+) -> Result<usize, VulkanError> {
+    let listing = || {
+        props
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("[{i}] {}", device_name(p)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match requested {
+        Some(i) if i >= props.len() => Err(VulkanError::Unavailable(format!(
+            "Vulkan device {i} was requested (KINEMA_VK_DEVICE) but this machine has {} \
+             device(s): {}",
+            props.len(),
+            listing()
+        ))),
+        Some(i) => Ok(i),
+        None => (0..props.len())
+            .filter(|&i| props[i].api_version >= vk::API_VERSION_1_2)
+            .min_by_key(|&i| rank(props[i].device_type))
+            .ok_or_else(|| {
+                VulkanError::Unavailable(format!(
+                    "no device supports Vulkan 1.2 (found {})",
+                    listing()
+                ))
+            }),
+    }
+}
+
+impl Context {
+    /// Open the loader, pick a device and create it with one compute queue.
+    pub fn new(
+        requested: Option<usize>,
+        max_binding: Option<u64>,
+        use_push_descriptor: bool,
+    ) -> Result<Context, VulkanError> {
+        // SAFETY: loading the system Vulkan loader runs its initialisers; this is the
+        // documented way to use Vulkan without linking it (ash `Entry::load`).
+        let entry = unsafe { ash::Entry::load() }.map_err(|e| {
+            VulkanError::Unavailable(format!(
+                "no Vulkan loader (libvulkan.so.1) could be opened: {e}"
+            ))
+        })?;
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"kinema")
+            .api_version(vk::API_VERSION_1_2);
+        let ci = vk::InstanceCreateInfo::default().application_info(&app);
+        // SAFETY: the create info and what it points to outlive the call.
+        let instance = unsafe { entry.create_instance(&ci, None) }.map_err(|e| {
+            VulkanError::Unavailable(format!(
+                "vkCreateInstance failed: {e} (is a driver / ICD installed?)"
+            ))
+        })?;
+        // From here on the instance must be destroyed on every error path.
+        // SAFETY: `instance` was just created and nothing else uses it yet.
+        match unsafe {
+            Self::with_instance(
+                &entry,
+                instance.clone(),
+                requested,
+                max_binding,
+                use_push_descriptor,
+            )
+        } {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                // SAFETY: `with_instance` destroyed everything it created from the instance.
+                unsafe { instance.destroy_instance(None) };
+                Err(e)
+            }
+        }
+    }
+
+    /// # Safety
+    /// `instance` must be valid; on error every object created from it has been destroyed.
+    /// `entry` stays with the caller until the instance is destroyed (dropping the last
+    /// `Entry` unloads the library the instance's functions live in).
+    unsafe fn with_instance(
+        entry: &ash::Entry,
+        instance: ash::Instance,
+        requested: Option<usize>,
+        max_binding: Option<u64>,
+        use_push_descriptor: bool,
+    ) -> Result<Context, VulkanError> {
+        // SAFETY: `instance` is valid (caller).
+        let devices = unsafe { instance.enumerate_physical_devices() }
+            .map_err(|e| vk_error("enumerating physical devices", e))?;
+        if devices.is_empty() {
+            return Err(VulkanError::Unavailable(
+                "the Vulkan loader found no physical devices".into(),
+            ));
+        }
+        let props: Vec<vk::PhysicalDeviceProperties> = devices
+            .iter()
+            // SAFETY: each handle comes from this instance.
+            .map(|&d| unsafe { instance.get_physical_device_properties(d) })
+            .collect();
+        let index = choose(&props, requested)?;
+        let physical = devices[index];
+        let name = device_name(&props[index]);
+        let missing = |what: &str| VulkanError::MissingFeature {
+            device: name.clone(),
+            what: what.to_string(),
+        };
+        if props[index].api_version < vk::API_VERSION_1_2 {
+            return Err(missing("Vulkan 1.2"));
+        }
+
+        let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
+        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+        // SAFETY: `physical` belongs to the instance; the chain is well formed.
+        unsafe { instance.get_physical_device_properties2(physical, &mut props2) };
+        let p = props2.properties;
+        let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f12);
+        // SAFETY: as above.
+        unsafe { instance.get_physical_device_features2(physical, &mut f2) };
+        if f12.timeline_semaphore == vk::FALSE {
+            return Err(missing("timeline semaphores"));
+        }
+
+        // SAFETY: as above.
+        let families = unsafe { instance.get_physical_device_queue_family_properties(physical) };
+        let compute =
+            |f: &vk::QueueFamilyProperties| f.queue_flags.contains(vk::QueueFlags::COMPUTE);
+        let family = families
+            .iter()
+            .position(|f| compute(f) && f.timestamp_valid_bits > 0)
+            .or_else(|| families.iter().position(compute))
+            .ok_or_else(|| missing("a compute queue"))?;
+        // SAFETY: as above.
+        let exts = unsafe { instance.enumerate_device_extension_properties(physical) }
+            .map_err(|e| vk_error("listing device extensions", e))?;
+        let has = |n: &CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
+        let push = use_push_descriptor && has(ash::khr::push_descriptor::NAME);
+
+        let prio = [1.0f32];
+        let qci = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(family as u32)
+            .queue_priorities(&prio)];
+        let ext_names: Vec<*const std::ffi::c_char> = if push {
+            vec![ash::khr::push_descriptor::NAME.as_ptr()]
+        } else {
+            Vec::new()
+        };
+        let mut enable12 = vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(true);
+        let dci = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&qci)
+            .enabled_extension_names(&ext_names)
+            .push_next(&mut enable12);
+        // SAFETY: the create info and what it points to outlive the call.
+        let device = unsafe { instance.create_device(physical, &dci, None) }
+            .map_err(|e| vk_error("creating the logical device", e))?;
+        // SAFETY: `device` was just created; on error it is destroyed before returning.
+        match unsafe { Self::finish(&instance, &device, physical, family as u32) } {
+            Ok((queue, timeline, allocator)) => {
+                let limits = Limits {
+                    subgroup_size: subgroup.subgroup_size.max(1),
+                    max_shared_memory: p.limits.max_compute_shared_memory_size,
+                    max_push_constants: p.limits.max_push_constants_size.min(MAX_PUSH_CONSTANTS),
+                    max_binding: max_binding
+                        .map_or(u64::from(p.limits.max_storage_buffer_range), |m| {
+                            m.min(u64::from(p.limits.max_storage_buffer_range))
+                        }),
+                    min_storage_offset_align: p.limits.min_storage_buffer_offset_alignment.max(4),
+                    max_workgroup_count: p.limits.max_compute_work_group_count,
+                    max_workgroup_size: p.limits.max_compute_work_group_size,
+                    max_workgroup_invocations: p.limits.max_compute_work_group_invocations,
+                    timestamp_period_ns: p.limits.timestamp_period,
+                    timestamp_valid_bits: families[family].timestamp_valid_bits,
+                };
+                let uuid: String = p
+                    .pipeline_cache_uuid
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                Ok(Context {
+                    _entry: entry.clone(),
+                    push_descriptor: push
+                        .then(|| ash::khr::push_descriptor::Device::new(&instance, &device)),
+                    instance,
+                    device,
+                    queue: Mutex::new(queue),
+                    queue_family: family as u32,
+                    timeline,
+                    last_submitted: AtomicU64::new(0),
+                    lost: AtomicBool::new(false),
+                    allocator: ManuallyDrop::new(Mutex::new(allocator)),
+                    limits,
+                    name,
+                    index,
+                    kind: p.device_type,
+                    cache_key: format!(
+                        "{:04x}-{:04x}-{:08x}-{uuid}",
+                        p.vendor_id, p.device_id, p.driver_version
+                    ),
+                })
+            }
+            Err(e) => {
+                // SAFETY: nothing created from the device is left.
+                unsafe { device.destroy_device(None) };
+                Err(e)
+            }
+        }
+    }
+
+    /// # Safety
+    /// `device` must be valid; on error everything created here has been destroyed.
+    unsafe fn finish(
+        instance: &ash::Instance,
+        device: &ash::Device,
+        physical: vk::PhysicalDevice,
+        family: u32,
+    ) -> Result<(vk::Queue, vk::Semaphore, Allocator), VulkanError> {
+        // SAFETY: queue 0 of `family` was requested at device creation.
+        let queue = unsafe { device.get_device_queue(family, 0) };
+        let mut tci = vk::SemaphoreTypeCreateInfo::default()
+            .semaphore_type(vk::SemaphoreType::TIMELINE)
+            .initial_value(0);
+        let sci = vk::SemaphoreCreateInfo::default().push_next(&mut tci);
+        // SAFETY: valid device and create info.
+        let timeline = unsafe { device.create_semaphore(&sci, None) }
+            .map_err(|e| vk_error("creating the timeline semaphore", e))?;
+        let allocator = Allocator::new(&AllocatorCreateDesc {
+            instance: instance.clone(),
+            device: device.clone(),
+            physical_device: physical,
+            debug_settings: Default::default(),
+            buffer_device_address: false,
+            allocation_sizes: AllocationSizes::default(),
+        });
+        match allocator {
+            Ok(a) => Ok((queue, timeline, a)),
+            Err(e) => {
+                // SAFETY: the semaphore is unused.
+                unsafe { device.destroy_semaphore(timeline, None) };
+                Err(VulkanError::Unavailable(format!(
+                    "creating the memory allocator failed: {e}"
+                )))
+            }
+        }
+    }
+
+    pub fn allocator(&self) -> MutexGuard<'_, Allocator> {
+        self.allocator.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The typed error for a failed call; remembers a lost device.
+    pub fn fail(&self, what: &str, result: vk::Result) -> VulkanError {
+        if result == vk::Result::ERROR_DEVICE_LOST {
+            self.lost.store(true, Ordering::SeqCst);
+        }
+        vk_error(what, result)
+    }
+
+    /// Refuse work once the device is lost.
+    pub fn check_lost(&self, what: &str) -> Result<(), VulkanError> {
+        if self.lost.load(Ordering::SeqCst) {
+            return Err(VulkanError::DeviceLost(what.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Submit one command buffer; returns the timeline value that signals its completion.
+    pub fn submit(&self, cmd: vk::CommandBuffer) -> Result<u64, VulkanError> {
+        self.submit_with(cmd, |_| {})
+    }
+
+    /// As [`Context::submit`], calling `before(value)` first under the queue lock, so host
+    /// code can mark what the submission uses before any other thread can wait for it.
+    pub fn submit_with(
+        &self,
+        cmd: vk::CommandBuffer,
+        before: impl FnOnce(u64),
+    ) -> Result<u64, VulkanError> {
+        self.check_lost("submitting work")?;
+        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let value = self.last_submitted.load(Ordering::SeqCst) + 1;
+        before(value);
+        let values = [value];
+        let sems = [self.timeline];
+        let cmds = [cmd];
+        let mut tl = vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&values);
+        let info = vk::SubmitInfo::default()
+            .command_buffers(&cmds)
+            .signal_semaphores(&sems)
+            .push_next(&mut tl);
+        // SAFETY: the queue is externally synchronised by the lock; the command buffer is
+        // executable and its resources are kept alive by the caller until `value` completes.
+        unsafe { self.device.queue_submit(*queue, &[info], vk::Fence::null()) }
+            .map_err(|e| self.fail("submitting work", e))?;
+        self.last_submitted.store(value, Ordering::SeqCst);
+        Ok(value)
+    }
+
+    /// The newest timeline value submitted so far.
+    pub fn last_submitted(&self) -> u64 {
+        self.last_submitted.load(Ordering::SeqCst)
+    }
+
+    /// Block until the submission with timeline `value` (and all before it) has finished.
+    pub fn wait(&self, value: u64) -> Result<(), VulkanError> {
+        // A value whose submission failed is never signalled: there is nothing to wait for.
+        let value = value.min(self.last_submitted());
+        if value == 0 {
+            return Ok(());
+        }
+        self.check_lost("waiting for submitted work")?;
+        // SAFETY: the semaphore belongs to this device.
+        let done = unsafe { self.device.get_semaphore_counter_value(self.timeline) }
+            .map_err(|e| self.fail("reading the timeline semaphore", e))?;
+        if done >= value {
+            return Ok(());
+        }
+        let sems = [self.timeline];
+        let values = [value];
+        let info = vk::SemaphoreWaitInfo::default()
+            .semaphores(&sems)
+            .values(&values);
+        // SAFETY: as above.
+        match unsafe {
+            self.device
+                .wait_semaphores(&info, WAIT_TIMEOUT.as_nanos() as u64)
+        } {
+            Ok(()) => Ok(()),
+            Err(vk::Result::TIMEOUT) => Err(VulkanError::Timeout {
+                what: "waiting for submitted work".into(),
+                secs: WAIT_TIMEOUT.as_secs(),
+            }),
+            Err(e) => Err(self.fail("waiting for submitted work", e)),
+        }
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: every object created from the device holds an Arc of this context, so all
+        // of them are gone; waiting for idle lets in-flight work finish before destruction.
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            self.device.destroy_semaphore(self.timeline, None);
+            // The allocator frees its memory blocks, so it goes before the device.
+            ManuallyDrop::drop(&mut self.allocator);
+            self.device.destroy_device(None);
+            self.instance.destroy_instance(None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(kinds: &[vk::PhysicalDeviceType]) -> Vec<vk::PhysicalDeviceProperties> {
+        kinds
+            .iter()
+            .map(|&k| {
+                let mut p = vk::PhysicalDeviceProperties {
+                    device_type: k,
+                    api_version: vk::API_VERSION_1_2,
+                    ..Default::default()
+                };
+                p.device_name[0] = b'd' as std::ffi::c_char;
+                p
+            })
+            .collect()
+    }
+
+    #[test]
+    fn discrete_first_then_requested() {
+        use vk::PhysicalDeviceType as T;
+        let p = props(&[T::CPU, T::INTEGRATED_GPU, T::DISCRETE_GPU]);
+        assert_eq!(choose(&p, None).unwrap(), 2);
+        assert_eq!(choose(&p, Some(0)).unwrap(), 0);
+        let p = props(&[T::CPU, T::INTEGRATED_GPU]);
+        assert_eq!(choose(&p, None).unwrap(), 1);
+        let e = choose(&p, Some(5)).unwrap_err().to_string();
+        assert!(
+            e.contains("device 5") && e.contains("2 device(s)") && e.contains("[1] d"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn old_devices_are_skipped() {
+        let mut p = props(&[
+            vk::PhysicalDeviceType::DISCRETE_GPU,
+            vk::PhysicalDeviceType::CPU,
+        ]);
+        p[0].api_version = vk::API_VERSION_1_1;
+        assert_eq!(choose(&p, None).unwrap(), 1);
+        p[1].api_version = vk::API_VERSION_1_1;
+        assert!(
+            choose(&p, None)
+                .unwrap_err()
+                .to_string()
+                .contains("Vulkan 1.2")
+        );
+    }
+}

@@ -1,0 +1,388 @@
+//! The host side of each op: push constants, specialization constants, workgroup counts and,
+//! where one operand can exceed a binding, splitting into several dispatches. Operands arrive
+//! checked (`crate::backend::check`) and trimmed to what the op touches.
+//!
+//! To add an op: write `kernels/glsl/<op>.comp` (README there), add it to
+//! `shaders::Shader` with its push-constant struct, and record it here with
+//! [`VulkanRecording::dispatch`].
+
+use super::backend_error;
+use super::context::Limits;
+use super::memory::VulkanBuffer;
+use super::recording::Arg::{Absent, In, Out};
+use super::recording::{Dispatch, VulkanRecording};
+use super::shaders::{Shader, push};
+use crate::backend::BufRef;
+use crate::error::Result;
+use crate::ops::*;
+use crate::tensor::DType;
+
+type Ref = BufRef<VulkanBuffer>;
+
+/// `v` as a u32 push constant, or an error naming it.
+fn u32_of(op: &'static str, what: &str, v: usize) -> Result<u32> {
+    u32::try_from(v)
+        .map_err(|_| backend_error(format!("{op}: {what} = {v} does not fit in 32 bits")))
+}
+
+/// The activation code and LeakyReLU slope the shaders' `activate()` takes (`common.glsl`).
+fn act_code(a: Activation) -> (u32, f32) {
+    match a {
+        Activation::None => (0, 0.0),
+        Activation::Relu => (1, 0.0),
+        Activation::LeakyRelu(s) => (2, s),
+        Activation::Gelu => (3, 0.0),
+        Activation::GeluTanh => (4, 0.0),
+        Activation::Silu => (5, 0.0),
+    }
+}
+
+/// A 1-D elementwise dispatch over `n` elements.
+fn elementwise<P: bytemuck::Pod>(
+    rec: &mut VulkanRecording,
+    op: &'static str,
+    shader: Shader,
+    args: &[super::recording::Arg<'_>],
+    push: P,
+    n: usize,
+) -> Result<()> {
+    let wg = rec.elementwise_workgroup();
+    let groups = rec.grid(op, n as u64, wg)?;
+    rec.dispatch(Dispatch {
+        op,
+        shader,
+        spec: &[wg],
+        args,
+        push,
+        groups,
+    })
+}
+
+pub(crate) fn activation(
+    rec: &mut VulkanRecording,
+    act: Activation,
+    x: &Ref,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "activation";
+    let (act, slope) = act_code(act);
+    let push = push::Activation {
+        n: u32_of(OP, "n", x.len)?,
+        act,
+        slope,
+        ..Default::default()
+    };
+    elementwise(rec, OP, Shader::Activation, &[In(x), Out(y)], push, x.len)
+}
+
+pub(crate) fn binary(
+    rec: &mut VulkanRecording,
+    p: &BinaryParams,
+    a: &Ref,
+    b: &Ref,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "binary";
+    let push = push::Binary {
+        n: u32_of(OP, "n", p.n)?,
+        b_len: u32_of(OP, "b_len", p.b_len)?,
+        op: match p.op {
+            BinaryOp::Add => 0,
+            BinaryOp::Mul => 1,
+        },
+        ..Default::default()
+    };
+    elementwise(rec, OP, Shader::Binary, &[In(a), In(b), Out(y)], push, p.n)
+}
+
+pub(crate) fn scale(rec: &mut VulkanRecording, s: f32, x: &Ref, y: &Ref) -> Result<()> {
+    const OP: &str = "scale";
+    let push = push::Scale {
+        n: u32_of(OP, "n", x.len)?,
+        s,
+        ..Default::default()
+    };
+    elementwise(rec, OP, Shader::Scale, &[In(x), Out(y)], push, x.len)
+}
+
+pub(crate) fn axpby(
+    rec: &mut VulkanRecording,
+    a: f32,
+    x: &Ref,
+    b: f32,
+    y: &Ref,
+    out: &Ref,
+) -> Result<()> {
+    const OP: &str = "axpby";
+    let push = push::Axpby {
+        n: u32_of(OP, "n", x.len)?,
+        a,
+        b,
+        ..Default::default()
+    };
+    elementwise(
+        rec,
+        OP,
+        Shader::Axpby,
+        &[In(x), In(y), Out(out)],
+        push,
+        x.len,
+    )
+}
+
+pub(crate) fn ddim(
+    rec: &mut VulkanRecording,
+    p: &DdimParams,
+    xt: &Ref,
+    x0: &Ref,
+    coef: &Ref,
+    out: &Ref,
+) -> Result<()> {
+    const OP: &str = "ddim";
+    let push = push::Ddim {
+        n: u32_of(OP, "n", p.n)?,
+        ..Default::default()
+    };
+    elementwise(
+        rec,
+        OP,
+        Shader::Ddim,
+        &[In(xt), In(x0), In(coef), Out(out)],
+        push,
+        p.n,
+    )
+}
+
+pub(crate) fn cfg(rec: &mut VulkanRecording, p: &CfgParams, rows: &Ref, out: &Ref) -> Result<()> {
+    const OP: &str = "cfg";
+    let push = push::Cfg {
+        n: u32_of(OP, "n", p.n)?,
+        rows: u32_of(OP, "rows", p.rows)?,
+        w_text: p.w_text,
+        w_constraint: p.w_constraint,
+        ..Default::default()
+    };
+    elementwise(rec, OP, Shader::Cfg, &[In(rows), Out(out)], push, p.n)
+}
+
+/// `src` and `dst` as checked by `check::copy` (each starting at the op's buffer offset).
+pub(crate) fn copy(rec: &mut VulkanRecording, p: &CopyParams, src: &Ref, dst: &Ref) -> Result<()> {
+    const OP: &str = "copy";
+    let count: usize = p.shape.iter().product();
+    if count == 0 {
+        return Ok(());
+    }
+    // Bind from the layouts' first elements, so the shader adds only strides.
+    let s = src.slice(p.src_offset, src.len - p.src_offset)?;
+    let d = dst.slice(p.dst_offset, dst.len - p.dst_offset)?;
+    let mut push = push::Copy {
+        count: u32_of(OP, "element count", count)?,
+        rank: p.shape.len() as u32,
+        ..Default::default()
+    };
+    for (i, ((&n, &ss), &ds)) in p
+        .shape
+        .iter()
+        .zip(&p.src_strides)
+        .zip(&p.dst_strides)
+        .enumerate()
+    {
+        push.shape[i] = u32_of(OP, "shape", n)?;
+        push.src_stride[i] = u32_of(OP, "source stride", ss)?;
+        push.dst_stride[i] = u32_of(OP, "destination stride", ds)?;
+    }
+    let elem_bytes = match src.dtype {
+        DType::F16 | DType::BF16 => 2,
+        _ => 4,
+    };
+    let wg = rec.elementwise_workgroup();
+    let groups = rec.grid(OP, count as u64, wg)?;
+    rec.dispatch(Dispatch {
+        op: OP,
+        shader: Shader::Copy,
+        spec: &[wg, elem_bytes],
+        args: &[In(&s), Out(&d)],
+        push,
+        groups,
+    })
+}
+
+/// Tile shape of the linear shader: a BM x BN output tile per workgroup of
+/// (BM / TM) * (BN / TN) invocations, k in steps of BK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LinearTile {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub tm: u32,
+    pub tn: u32,
+}
+
+impl LinearTile {
+    pub fn invocations(&self) -> u32 {
+        (self.bm / self.tm) * (self.bn / self.tn)
+    }
+    pub fn shared_bytes(&self) -> u32 {
+        (self.bm + self.bn) * self.bk * 4
+    }
+    fn fits(&self, l: &Limits) -> bool {
+        let n = self.invocations();
+        n <= l.max_workgroup_invocations
+            && n <= l.max_workgroup_size[0]
+            && self.shared_bytes() <= l.max_shared_memory
+    }
+}
+
+const TILE_LARGE: LinearTile = LinearTile {
+    bm: 64,
+    bn: 64,
+    bk: 16,
+    tm: 4,
+    tn: 4,
+};
+const TILE_SMALL: LinearTile = LinearTile {
+    bm: 16,
+    bn: 64,
+    bk: 16,
+    tm: 2,
+    tn: 4,
+};
+// 64 invocations and 3 KiB of shared memory: within every device's guaranteed minimums.
+const TILE_TINY: LinearTile = LinearTile {
+    bm: 16,
+    bn: 32,
+    bk: 16,
+    tm: 2,
+    tn: 4,
+};
+
+/// The largest tile the device allows, and a short one when there are few rows.
+pub(crate) fn linear_tile(m: usize, l: &Limits) -> LinearTile {
+    let candidates: &[LinearTile] = if m <= 16 {
+        &[TILE_SMALL, TILE_TINY]
+    } else {
+        &[TILE_LARGE, TILE_SMALL, TILE_TINY]
+    };
+    candidates
+        .iter()
+        .copied()
+        .find(|t| t.fits(l))
+        .unwrap_or(TILE_TINY)
+}
+
+/// `x`, `w`, `bias`, `y` as checked by `check::linear`. When the weight matrix does not fit
+/// one storage-buffer binding (lavapipe allows 128 MiB) it is split into groups of output
+/// columns (weight rows), one dispatch each.
+pub(crate) fn linear(
+    rec: &mut VulkanRecording,
+    p: &LinearParams,
+    x: &Ref,
+    w: &Ref,
+    bias: Option<&Ref>,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "linear";
+    if p.m == 0 || p.n == 0 {
+        return Ok(());
+    }
+    let tile = linear_tile(p.m, rec.limits());
+    let w_dtype = match w.dtype {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        DType::BF16 => 2,
+        DType::Q8_0 => 3,
+        DType::I32 | DType::U32 => unreachable!("weight dtypes are checked when recorded"),
+    };
+    let row_bytes = w.dtype.bytes_for(p.k).expect("checked: whole q8_0 blocks") as u64;
+    // A binding starts up to one alignment unit before the operand and ends on a word.
+    let limits = rec.limits();
+    let usable = limits
+        .max_binding
+        .saturating_sub(limits.min_storage_offset_align + 4);
+    let rows = (usable / row_bytes) as usize;
+    if rows == 0 {
+        return Err(backend_error(format!(
+            "{OP}: one weight row of {row_bytes} bytes does not fit this device's \
+             {}-byte storage-buffer binding limit",
+            limits.max_binding
+        )));
+    }
+    let (act, slope) = act_code(p.activation);
+    let spec = [
+        tile.invocations(),
+        tile.bm,
+        tile.bn,
+        tile.bk,
+        tile.tm,
+        tile.tn,
+        w_dtype,
+    ];
+    for n0 in (0..p.n).step_by(rows) {
+        let nc = rows.min(p.n - n0);
+        let ws = w.slice(n0 * p.k, nc * p.k)?;
+        let bs = bias.map(|b| b.slice(n0, nc)).transpose()?;
+        // Columns n0..n0+nc of every row of y: a strided window from element n0.
+        let ys = y.slice(n0, (p.m - 1) * p.n + nc)?;
+        let push = push::Linear {
+            m: u32_of(OP, "m", p.m)?,
+            n: u32_of(OP, "n", nc)?,
+            k: u32_of(OP, "k", p.k)?,
+            ldy: u32_of(OP, "n", p.n)?,
+            has_bias: u32::from(bs.is_some()),
+            act,
+            slope,
+            ..Default::default()
+        };
+        let groups = [
+            u32_of(OP, "column tiles", nc.div_ceil(tile.bn as usize))?,
+            u32_of(OP, "row tiles", p.m.div_ceil(tile.bm as usize))?,
+            1,
+        ];
+        let b_arg = match &bs {
+            Some(b) => In(b),
+            None => Absent,
+        };
+        rec.dispatch(Dispatch {
+            op: OP,
+            shader: Shader::Linear,
+            spec: &spec,
+            args: &[In(x), In(&ws), b_arg, Out(&ys)],
+            push,
+            groups,
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(invocations: u32, shared: u32) -> Limits {
+        Limits {
+            subgroup_size: 8,
+            max_shared_memory: shared,
+            max_push_constants: 128,
+            max_binding: 1 << 27,
+            min_storage_offset_align: 16,
+            max_workgroup_count: [65535; 3],
+            max_workgroup_size: [invocations, 1, 1],
+            max_workgroup_invocations: invocations,
+            timestamp_period_ns: 1.0,
+            timestamp_valid_bits: 64,
+        }
+    }
+
+    #[test]
+    fn tiles_respect_limits() {
+        for t in [TILE_LARGE, TILE_SMALL, TILE_TINY] {
+            assert_eq!(t.bm % t.tm, 0);
+            assert_eq!(t.bn % t.tn, 0);
+        }
+        assert_eq!(linear_tile(100, &limits(1024, 32768)), TILE_LARGE);
+        assert_eq!(linear_tile(3, &limits(1024, 32768)), TILE_SMALL);
+        assert_eq!(linear_tile(100, &limits(128, 16384)), TILE_SMALL);
+        assert_eq!(linear_tile(100, &limits(64, 16384)), TILE_TINY);
+        assert!(TILE_TINY.fits(&limits(128, 16384)));
+    }
+}

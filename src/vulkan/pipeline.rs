@@ -1,0 +1,267 @@
+//! Compute pipelines, created on first use and keyed by (shader, specialization constants);
+//! their layouts (one per binding count and push-constant size); and the on-disk pipeline
+//! cache, keyed by device, driver and a hash of the embedded SPIR-V.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ash::vk;
+
+use super::context::Context;
+use super::shaders::Shader;
+use super::{VulkanError, vk_error};
+
+/// A descriptor-set layout of `bindings` storage buffers and the pipeline layout around it.
+pub(crate) struct Layout {
+    ctx: Arc<Context>,
+    pub set_layout: vk::DescriptorSetLayout,
+    pub raw: vk::PipelineLayout,
+}
+
+impl Drop for Layout {
+    fn drop(&mut self) {
+        // SAFETY: pipelines and recordings using the layout hold an Arc to it, so none is left.
+        unsafe {
+            self.ctx.device.destroy_pipeline_layout(self.raw, None);
+            self.ctx
+                .device
+                .destroy_descriptor_set_layout(self.set_layout, None);
+        }
+    }
+}
+
+pub(crate) struct Pipeline {
+    ctx: Arc<Context>,
+    pub raw: vk::Pipeline,
+    pub layout: Arc<Layout>,
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        // SAFETY: recordings that bind the pipeline hold an Arc to it, so none is left.
+        unsafe { self.ctx.device.destroy_pipeline(self.raw, None) };
+    }
+}
+
+/// A shader and its specialization constants.
+type PipelineKey = (Shader, Vec<u32>);
+
+pub(crate) struct Pipelines {
+    ctx: Arc<Context>,
+    push_descriptor: bool,
+    cache: vk::PipelineCache,
+    cache_file: Option<PathBuf>,
+    /// Whether pipelines were created since the cache was loaded (so it is worth saving).
+    grew: AtomicBool,
+    layouts: Mutex<HashMap<(u32, u32), Arc<Layout>>>,
+    pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+}
+
+/// FNV-1a over every embedded module, so a cache never outlives the shaders it was made for.
+fn spirv_hash() -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for s in Shader::ALL {
+        for w in s.info().words() {
+            for b in w.to_le_bytes() {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+    h
+}
+
+impl Pipelines {
+    /// `cache_dir`: where the pipeline cache lives (`None`: no disk cache).
+    pub fn new(
+        ctx: Arc<Context>,
+        push_descriptor: bool,
+        cache_dir: Option<&Path>,
+    ) -> Result<Pipelines, VulkanError> {
+        let cache_file = cache_dir.map(|d| {
+            d.join(format!(
+                "pipelines-{}-{:016x}.bin",
+                ctx.cache_key,
+                spirv_hash()
+            ))
+        });
+        // A missing or unreadable file just means a cold cache; the driver ignores data it
+        // does not recognise (Vulkan spec, vkCreatePipelineCache).
+        let initial = cache_file
+            .as_ref()
+            .and_then(|f| std::fs::read(f).ok())
+            .unwrap_or_default();
+        let ci = vk::PipelineCacheCreateInfo::default().initial_data(&initial);
+        // SAFETY: valid device and create info.
+        let cache = match unsafe { ctx.device.create_pipeline_cache(&ci, None) } {
+            Ok(c) => c,
+            Err(_) if !initial.is_empty() => {
+                let empty = vk::PipelineCacheCreateInfo::default();
+                // SAFETY: as above.
+                unsafe { ctx.device.create_pipeline_cache(&empty, None) }
+                    .map_err(|e| vk_error("creating the pipeline cache", e))?
+            }
+            Err(e) => return Err(vk_error("creating the pipeline cache", e)),
+        };
+        Ok(Pipelines {
+            ctx,
+            push_descriptor,
+            cache,
+            cache_file,
+            grew: AtomicBool::new(false),
+            layouts: Mutex::new(HashMap::new()),
+            pipelines: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// How many pipelines exist (for tests and `info`).
+    pub fn count(&self) -> usize {
+        self.pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    fn layout(&self, bindings: u32, push_size: u32) -> Result<Arc<Layout>, VulkanError> {
+        let mut layouts = self.layouts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = layouts.get(&(bindings, push_size)) {
+            return Ok(l.clone());
+        }
+        let d = &self.ctx.device;
+        let b: Vec<vk::DescriptorSetLayoutBinding> = (0..bindings)
+            .map(|i| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(i)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let flags = if self.push_descriptor {
+            vk::DescriptorSetLayoutCreateFlags::PUSH_DESCRIPTOR_KHR
+        } else {
+            vk::DescriptorSetLayoutCreateFlags::empty()
+        };
+        let ci = vk::DescriptorSetLayoutCreateInfo::default()
+            .bindings(&b)
+            .flags(flags);
+        // SAFETY: valid device and create info.
+        let set_layout = unsafe { d.create_descriptor_set_layout(&ci, None) }
+            .map_err(|e| vk_error("creating a descriptor-set layout", e))?;
+        let sets = [set_layout];
+        let ranges = [vk::PushConstantRange::default()
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            .offset(0)
+            .size(push_size)];
+        let pci = vk::PipelineLayoutCreateInfo::default()
+            .set_layouts(&sets)
+            .push_constant_ranges(&ranges);
+        // SAFETY: as above.
+        let raw = match unsafe { d.create_pipeline_layout(&pci, None) } {
+            Ok(r) => r,
+            Err(e) => {
+                // SAFETY: the set layout is unused.
+                unsafe { d.destroy_descriptor_set_layout(set_layout, None) };
+                return Err(vk_error("creating a pipeline layout", e));
+            }
+        };
+        let l = Arc::new(Layout {
+            ctx: self.ctx.clone(),
+            set_layout,
+            raw,
+        });
+        layouts.insert((bindings, push_size), l.clone());
+        Ok(l)
+    }
+
+    /// The pipeline of `shader` with specialization constants `spec` (constant `i` is
+    /// `spec[i]`; constant 0 is the workgroup size), created on first use.
+    pub fn get(&self, shader: Shader, spec: &[u32]) -> Result<Arc<Pipeline>, VulkanError> {
+        let key = (shader, spec.to_vec());
+        if let Some(p) = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Ok(p.clone());
+        }
+        let info = shader.info();
+        let layout = self.layout(info.bindings, info.push_size)?;
+        let d = &self.ctx.device;
+        let mci = vk::ShaderModuleCreateInfo::default().code(info.words());
+        // SAFETY: the words are a SPIR-V module validated by the test suite.
+        let module = unsafe { d.create_shader_module(&mci, None) }
+            .map_err(|e| vk_error(&format!("creating the {} shader module", info.name), e))?;
+        let entries: Vec<vk::SpecializationMapEntry> = (0..spec.len() as u32)
+            .map(|i| vk::SpecializationMapEntry {
+                constant_id: i,
+                offset: 4 * i,
+                size: 4,
+            })
+            .collect();
+        let data: &[u8] = bytemuck::cast_slice(spec);
+        let si = vk::SpecializationInfo::default()
+            .map_entries(&entries)
+            .data(data);
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(module)
+            .name(c"main")
+            .specialization_info(&si);
+        let ci = [vk::ComputePipelineCreateInfo::default()
+            .stage(stage)
+            .layout(layout.raw)];
+        // SAFETY: the module, layout and cache are valid; the module is destroyed after the
+        // pipeline exists (allowed by the spec).
+        let r = unsafe { d.create_compute_pipelines(self.cache, &ci, None) };
+        // SAFETY: no pipeline creation is using the module any more.
+        unsafe { d.destroy_shader_module(module, None) };
+        let raw = r.map_err(|(_, e)| {
+            vk_error(
+                &format!(
+                    "creating the {} pipeline (spec constants {spec:?})",
+                    info.name
+                ),
+                e,
+            )
+        })?[0];
+        let p = Arc::new(Pipeline {
+            ctx: self.ctx.clone(),
+            raw,
+            layout,
+        });
+        self.grew.store(true, Ordering::Relaxed);
+        let mut map = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+        // Another thread may have created the same pipeline meanwhile; keep one.
+        Ok(map.entry(key).or_insert(p).clone())
+    }
+
+    /// Write the pipeline cache to disk if pipelines were created since it was loaded.
+    pub fn save(&self) -> crate::Result<()> {
+        let Some(file) = &self.cache_file else {
+            return Ok(());
+        };
+        if !self.grew.swap(false, Ordering::Relaxed) {
+            return Ok(());
+        }
+        // SAFETY: the cache belongs to this device.
+        let data = unsafe { self.ctx.device.get_pipeline_cache_data(self.cache) }
+            .map_err(|e| vk_error("reading the pipeline cache", e))?;
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
+        }
+        crate::formats::write_atomic(file, |w| w.write_all(&data))
+    }
+}
+
+impl Drop for Pipelines {
+    fn drop(&mut self) {
+        if let Err(e) = self.save() {
+            eprintln!("kinema: could not save the Vulkan pipeline cache: {e}");
+        }
+        // SAFETY: pipelines created from the cache do not reference it after creation.
+        unsafe { self.ctx.device.destroy_pipeline_cache(self.cache, None) };
+    }
+}

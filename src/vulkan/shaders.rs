@@ -1,0 +1,365 @@
+//! The embedded SPIR-V modules (compiled from `kernels/glsl/` by `tools/shaderc`, committed
+//! under `kernels/spirv/`) and the push-constant struct of each. A test reads every module's
+//! bindings and push-constant block back from the SPIR-V and compares them with this table.
+
+use bytemuck::{Pod, Zeroable};
+
+/// Bytes of an embedded module, aligned so they can be viewed as SPIR-V words.
+#[repr(C, align(4))]
+struct Aligned<B: ?Sized>(B);
+
+macro_rules! spirv {
+    ($name:literal) => {{
+        static MODULE: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/kernels/spirv/",
+            $name,
+            ".spv"
+        )));
+        &MODULE.0
+    }};
+}
+
+/// Every compute shader, one per op family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Shader {
+    Activation,
+    Axpby,
+    Binary,
+    Cfg,
+    Copy,
+    Ddim,
+    Linear,
+    Scale,
+}
+
+/// What the host needs to know about a shader.
+pub(crate) struct ShaderInfo {
+    /// The file stem under `kernels/glsl/` and `kernels/spirv/`.
+    pub name: &'static str,
+    spirv: &'static [u8],
+    /// Storage buffers at set 0, bindings `0..bindings`.
+    pub bindings: u32,
+    /// Size of the push-constant struct (the first `bindings` u32 are operand offsets).
+    pub push_size: u32,
+}
+
+impl ShaderInfo {
+    /// The module as SPIR-V words.
+    pub fn words(&self) -> &'static [u32] {
+        bytemuck::cast_slice(self.spirv)
+    }
+}
+
+const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> ShaderInfo {
+    ShaderInfo {
+        name,
+        spirv,
+        bindings,
+        push_size: size_of::<P>() as u32,
+    }
+}
+
+impl Shader {
+    pub const ALL: [Shader; 8] = [
+        Shader::Activation,
+        Shader::Axpby,
+        Shader::Binary,
+        Shader::Cfg,
+        Shader::Copy,
+        Shader::Ddim,
+        Shader::Linear,
+        Shader::Scale,
+    ];
+
+    pub fn info(self) -> &'static ShaderInfo {
+        use push::*;
+        static ACTIVATION: ShaderInfo = info::<Activation>("activation", spirv!("activation"), 2);
+        static AXPBY: ShaderInfo = info::<Axpby>("axpby", spirv!("axpby"), 3);
+        static BINARY: ShaderInfo = info::<Binary>("binary", spirv!("binary"), 3);
+        static CFG: ShaderInfo = info::<Cfg>("cfg", spirv!("cfg"), 2);
+        static COPY: ShaderInfo = info::<Copy>("copy", spirv!("copy"), 2);
+        static DDIM: ShaderInfo = info::<Ddim>("ddim", spirv!("ddim"), 4);
+        static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
+        static SCALE: ShaderInfo = info::<Scale>("scale", spirv!("scale"), 2);
+        match self {
+            Shader::Activation => &ACTIVATION,
+            Shader::Axpby => &AXPBY,
+            Shader::Binary => &BINARY,
+            Shader::Cfg => &CFG,
+            Shader::Copy => &COPY,
+            Shader::Ddim => &DDIM,
+            Shader::Linear => &LINEAR,
+            Shader::Scale => &SCALE,
+        }
+    }
+}
+
+/// Push-constant structs, field for field the shaders' `push_constant` blocks (std430: u32
+/// and f32 scalars, u32 arrays). Each starts with one offset per operand, in binding order,
+/// which the dispatch helper fills in.
+pub(crate) mod push {
+    use super::*;
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Activation {
+        pub off: [u32; 2],
+        pub n: u32,
+        pub act: u32,
+        pub slope: f32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Binary {
+        pub off: [u32; 3],
+        pub n: u32,
+        pub b_len: u32,
+        /// 0 add, 1 mul.
+        pub op: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Scale {
+        pub off: [u32; 2],
+        pub n: u32,
+        pub s: f32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Axpby {
+        pub off: [u32; 3],
+        pub n: u32,
+        pub a: f32,
+        pub b: f32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Ddim {
+        pub off: [u32; 4],
+        pub n: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Cfg {
+        pub off: [u32; 2],
+        pub n: u32,
+        pub rows: u32,
+        pub w_text: f32,
+        pub w_constraint: f32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Copy {
+        pub off: [u32; 2],
+        pub count: u32,
+        pub rank: u32,
+        pub shape: [u32; 6],
+        pub src_stride: [u32; 6],
+        pub dst_stride: [u32; 6],
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Linear {
+        pub off: [u32; 4],
+        pub m: u32,
+        pub n: u32,
+        pub k: u32,
+        pub ldy: u32,
+        pub has_bias: u32,
+        pub act: u32,
+        pub slope: f32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::vulkan::context::MAX_PUSH_CONSTANTS;
+
+    /// What a module declares, read from its SPIR-V.
+    #[derive(Debug, Default)]
+    struct Reflected {
+        /// (set, binding) of every storage buffer.
+        buffers: Vec<(u32, u32)>,
+        push_size: u32,
+        /// Whether the workgroup size comes from specialization constant 0.
+        local_size_from_spec0: bool,
+    }
+
+    fn reflect(words: &[u32]) -> Reflected {
+        const OP_TYPE_INT: u32 = 21;
+        const OP_TYPE_FLOAT: u32 = 22;
+        const OP_TYPE_ARRAY: u32 = 28;
+        const OP_TYPE_STRUCT: u32 = 30;
+        const OP_TYPE_POINTER: u32 = 32;
+        const OP_CONSTANT: u32 = 43;
+        const OP_SPEC_CONSTANT: u32 = 50;
+        const OP_SPEC_CONSTANT_COMPOSITE: u32 = 51;
+        const OP_VARIABLE: u32 = 59;
+        const OP_DECORATE: u32 = 71;
+        const OP_MEMBER_DECORATE: u32 = 72;
+        const OP_EXECUTION_MODE_ID: u32 = 331;
+        const DEC_SPEC_ID: u32 = 1;
+        const DEC_ARRAY_STRIDE: u32 = 6;
+        const DEC_BUILTIN: u32 = 11;
+        const BUILTIN_WORKGROUP_SIZE: u32 = 25;
+        const DEC_BINDING: u32 = 33;
+        const DEC_SET: u32 = 34;
+        const DEC_OFFSET: u32 = 35;
+        const SC_PUSH_CONSTANT: u32 = 9;
+        const SC_STORAGE_BUFFER: u32 = 12;
+        const MODE_LOCAL_SIZE_ID: u32 = 38;
+
+        assert_eq!(words[0], 0x0723_0203, "SPIR-V magic");
+        let mut scalar = HashMap::new();
+        let mut arrays = HashMap::new();
+        let mut structs: HashMap<u32, Vec<u32>> = HashMap::new();
+        let mut pointers = HashMap::new();
+        let mut constants = HashMap::new();
+        let mut spec_ids = HashMap::new();
+        let mut strides = HashMap::new();
+        let mut offsets: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut bindings = HashMap::new();
+        let mut sets = HashMap::new();
+        let mut vars = Vec::new();
+        let mut local_size_ids = Vec::new();
+        let mut composites: HashMap<u32, Vec<u32>> = HashMap::new();
+        let mut workgroup_size = None;
+        let mut i = 5;
+        while i < words.len() {
+            let (count, op) = ((words[i] >> 16) as usize, words[i] & 0xffff);
+            let w = &words[i + 1..i + count];
+            match op {
+                OP_TYPE_INT | OP_TYPE_FLOAT => {
+                    scalar.insert(w[0], w[1] / 8);
+                }
+                OP_TYPE_ARRAY => {
+                    arrays.insert(w[0], (w[1], w[2]));
+                }
+                OP_TYPE_STRUCT => {
+                    structs.insert(w[0], w[1..].to_vec());
+                }
+                OP_TYPE_POINTER => {
+                    pointers.insert(w[0], (w[1], w[2]));
+                }
+                OP_CONSTANT | OP_SPEC_CONSTANT => {
+                    constants.insert(w[1], w[2]);
+                }
+                OP_SPEC_CONSTANT_COMPOSITE => {
+                    composites.insert(w[1], w[2..].to_vec());
+                }
+                OP_VARIABLE => vars.push((w[0], w[1], w[2])),
+                OP_DECORATE => match w[1] {
+                    DEC_SPEC_ID => {
+                        spec_ids.insert(w[0], w[2]);
+                    }
+                    DEC_ARRAY_STRIDE => {
+                        strides.insert(w[0], w[2]);
+                    }
+                    DEC_BINDING => {
+                        bindings.insert(w[0], w[2]);
+                    }
+                    DEC_SET => {
+                        sets.insert(w[0], w[2]);
+                    }
+                    DEC_BUILTIN if w[2] == BUILTIN_WORKGROUP_SIZE => workgroup_size = Some(w[0]),
+                    _ => {}
+                },
+                OP_MEMBER_DECORATE if w[2] == DEC_OFFSET => {
+                    offsets.insert((w[0], w[1]), w[3]);
+                }
+                OP_EXECUTION_MODE_ID if w[1] == MODE_LOCAL_SIZE_ID => {
+                    local_size_ids.extend_from_slice(&w[2..]);
+                }
+                _ => {}
+            }
+            i += count.max(1);
+        }
+        let size_of = |t: u32| -> u32 {
+            if let Some(&s) = scalar.get(&t) {
+                return s;
+            }
+            let (elem, len) = arrays[&t];
+            let stride = strides.get(&t).copied().unwrap_or_else(|| scalar[&elem]);
+            stride * constants[&len]
+        };
+        let mut r = Reflected::default();
+        for (ptr, id, class) in vars {
+            let pointee = pointers[&ptr].1;
+            match class {
+                SC_STORAGE_BUFFER => r.buffers.push((sets[&id], bindings[&id])),
+                SC_PUSH_CONSTANT => {
+                    r.push_size = structs[&pointee]
+                        .iter()
+                        .enumerate()
+                        .map(|(m, &t)| offsets[&(pointee, m as u32)] + size_of(t))
+                        .max()
+                        .unwrap_or(0);
+                }
+                _ => {}
+            }
+        }
+        r.buffers.sort_unstable();
+        // SPIR-V 1.6 names the size with LocalSizeId; older versions with a WorkgroupSize
+        // built-in made of specialization constants.
+        let x = local_size_ids
+            .first()
+            .or_else(|| composites.get(&workgroup_size?)?.first());
+        r.local_size_from_spec0 = x.is_some_and(|id| spec_ids.get(id) == Some(&0));
+        r
+    }
+
+    #[test]
+    fn table_matches_the_spirv() {
+        for s in Shader::ALL {
+            let info = s.info();
+            let r = reflect(info.words());
+            let want: Vec<(u32, u32)> = (0..info.bindings).map(|b| (0, b)).collect();
+            assert_eq!(r.buffers, want, "{}: storage buffers", info.name);
+            assert_eq!(
+                r.push_size, info.push_size,
+                "{}: push-constant size",
+                info.name
+            );
+            assert!(
+                info.push_size <= MAX_PUSH_CONSTANTS && info.push_size >= 4 * info.bindings,
+                "{}: push constants must hold the operand offsets and fit in 128 bytes",
+                info.name
+            );
+            assert!(
+                r.local_size_from_spec0,
+                "{}: the workgroup size must come from specialization constant 0",
+                info.name
+            );
+        }
+    }
+
+    #[test]
+    fn every_module_is_listed() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/spirv");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| {
+                let p = e.unwrap().path();
+                (p.extension()? == "spv").then(|| p.file_stem()?.to_str().map(String::from))?
+            })
+            .collect();
+        on_disk.sort();
+        let mut listed: Vec<String> = Shader::ALL
+            .iter()
+            .map(|s| s.info().name.to_string())
+            .collect();
+        listed.sort();
+        assert_eq!(on_disk, listed);
+    }
+}

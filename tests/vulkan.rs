@@ -1,0 +1,615 @@
+//! Vulkan-specific behaviour: re-submitting one recording, hazard-tracked barriers, operands
+//! bound in ranges under a small binding limit, record-time errors, device selection,
+//! descriptor pools, profiling, the pipeline cache, and a graph compiled unchanged onto
+//! Vulkan. Every test runs on each Vulkan device (lavapipe in CI) and prints why when there is
+//! none; `KINEMA_REQUIRE_VULKAN=1` turns that into a failure.
+
+mod common;
+
+use common::*;
+use half::f16;
+use kinema::backend::{Backend, BufRef, Precision};
+use kinema::cpu::{self, CpuBackend, Weights};
+use kinema::graph::Graph;
+use kinema::ops::*;
+use kinema::tensor::{DType, HostTensor, Q8_0_BLOCK_BYTES, q8_0_quantize_block};
+use kinema::vulkan::{VulkanBackend, VulkanOptions};
+
+/// Options for each Vulkan device, or none (with the reason printed).
+fn devices() -> Vec<VulkanOptions> {
+    let required = std::env::var("KINEMA_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+    match kinema::vulkan::probe() {
+        Ok(ds) => ds
+            .iter()
+            .map(|d| {
+                let mut o = VulkanOptions::new(Precision::Strict);
+                o.device = Some(d.index);
+                o
+            })
+            .collect(),
+        Err(why) => {
+            assert!(!required, "KINEMA_REQUIRE_VULKAN=1 but {why}");
+            eprintln!("skipping: {why}");
+            Vec::new()
+        }
+    }
+}
+
+fn backends() -> Vec<VulkanBackend> {
+    devices()
+        .into_iter()
+        .map(|o| VulkanBackend::with_options(o).expect("Vulkan backend"))
+        .collect()
+}
+
+type VRef = BufRef<kinema::vulkan::VulkanBuffer>;
+
+/// erfc(t) for t >= 2.5 by its continued fraction (Lentz), to ~1e-15 relative: the f64
+/// oracle for GELU's negative tail, where `1 + erf` in the CPU reference cancels.
+fn erfc_tail(t: f64) -> f64 {
+    let (tiny, mut f) = (1e-300, t);
+    let (mut c, mut d) = (t, 0.0);
+    for i in 1..300 {
+        let a = i as f64 / 2.0;
+        d = t + a * d;
+        d = if d.abs() < tiny { tiny } else { 1.0 / d };
+        c = t + a / c;
+        c = if c.abs() < tiny { tiny } else { c };
+        f *= c * d;
+        if (c * d - 1.0).abs() < 1e-16 {
+            break;
+        }
+    }
+    (-t * t).exp() / (f * std::f64::consts::PI.sqrt())
+}
+
+/// Exact GELU (erf written out in `common.glsl`) and SiLU to a few ulp of an f64 oracle over
+/// [-11, 12] (where the outputs stay normal f32 numbers).
+#[test]
+fn activations_are_accurate_to_a_few_ulp() {
+    fn ulps(got: f32, want: f32) -> f32 {
+        let w = want.abs();
+        let ulp = f32::from_bits(w.to_bits() + 1) - w;
+        (got - want).abs() / ulp
+    }
+    fn oracle(act: Activation, x: f32) -> f32 {
+        let t = -(x as f64) / std::f64::consts::SQRT_2;
+        match act {
+            Activation::Gelu if t >= 2.5 => (0.5 * x as f64 * erfc_tail(t)) as f32,
+            _ => cpu::activation::reference::apply(act, x),
+        }
+    }
+    let x: Vec<f32> = (0..=23000).map(|i| -11.0 + i as f32 * 1e-3).collect();
+    for b in backends() {
+        let xb = upload_f32(&b, &x);
+        let y = alloc(&b, DType::F32, x.len());
+        // (activation, max ulp): erfc and exp are within 4 and 1 ulp, plus the roundings of
+        // the formula around them and a division that Vulkan lets be 2.5 ulp off (lavapipe
+        // measures 5 and 2).
+        for (act, bound) in [(Activation::Gelu, 8.0), (Activation::Silu, 6.0)] {
+            let mut rec = b.begin().unwrap();
+            b.activation(&mut rec, act, &xb, &y).unwrap();
+            b.submit(&rec).unwrap();
+            let got = download_f32(&b, &y);
+            let (worst, at) = x
+                .iter()
+                .zip(&got)
+                .map(|(&v, &g)| (ulps(g, oracle(act, v)), v))
+                .fold((0f32, 0f32), |a, b| if b.0 > a.0 { b } else { a });
+            assert!(
+                worst <= bound,
+                "{act:?}: {worst} ulp at x = {at} on {}",
+                b.device_name()
+            );
+        }
+    }
+}
+
+/// 100 diffusion steps as 100 submissions of one recording: each step the host rewrites the
+/// coefficient buffer, and the recording carries its state from one step to the next
+/// (`x0 = 0.9 x`, `x = ddim(x, x0, coef)`, written back into `x`). Bit-identical to the same
+/// loop on the CPU backend.
+#[test]
+fn one_recording_resubmitted_for_100_steps() {
+    fn steps<B: Backend>(b: &B, x_init: &[f32]) -> Vec<f32> {
+        let n = x_init.len();
+        let x = upload_f32(b, x_init);
+        let x0 = alloc(b, DType::F32, n);
+        let next = alloc(b, DType::F32, n);
+        let coef = alloc(b, DType::F32, 4);
+        let mut rec = b.begin().unwrap();
+        b.scale(&mut rec, 0.9, &x, &x0).unwrap();
+        b.ddim(&mut rec, &DdimParams { n }, &x, &x0, &coef, &next)
+            .unwrap();
+        let p = CopyParams {
+            shape: vec![n],
+            src_strides: vec![1],
+            src_offset: 0,
+            dst_strides: vec![1],
+            dst_offset: 0,
+        };
+        b.copy(&mut rec, &p, &next, &x).unwrap();
+        for step in 0..100 {
+            let t = 1.0 - step as f32 / 100.0;
+            let c = [
+                1.0 / t.sqrt(),
+                (1.0 / t - 1.0).sqrt().max(0.1),
+                0.99,
+                0.1 + 0.001 * step as f32,
+            ];
+            b.write(&coef, bytemuck::cast_slice(&c)).unwrap();
+            b.submit(&rec).unwrap();
+        }
+        download_f32(b, &x)
+    }
+    let mut r = Rng(21);
+    let x = r.vec(3001, -1.0, 1.0);
+    let want = steps(&CpuBackend::new(Precision::Strict).unwrap(), &x);
+    for b in backends() {
+        assert_eq!(steps(&b, &x), want, "{}", b.device_name());
+    }
+}
+
+/// Dependent ops get a barrier each; ops that read the same input and write disjoint outputs
+/// (or disjoint ranges of one buffer) get none; overlapping writes get one.
+#[test]
+fn barriers_only_on_hazards() {
+    let mut r = Rng(22);
+    for b in backends() {
+        let n = 1000;
+        let xv = r.vec(n, -2.0, 2.0);
+        let x = upload_f32(&b, &xv);
+        // A chain x -> a -> c -> d: read-after-write twice, plus write-after-read when d
+        // reuses a's buffer.
+        let a = alloc(&b, DType::F32, n);
+        let c = alloc(&b, DType::F32, n);
+        let mut rec = b.begin().unwrap();
+        b.scale(&mut rec, 2.0, &x, &a).unwrap();
+        b.activation(&mut rec, Activation::Silu, &a, &c).unwrap();
+        b.scale(&mut rec, -0.5, &c, &a).unwrap();
+        assert_eq!((rec.dispatches(), rec.barriers()), (3, 2));
+        b.submit(&rec).unwrap();
+        let mut want = vec![0f32; n];
+        let twice: Vec<f32> = xv.iter().map(|v| 2.0 * v).collect();
+        cpu::activation::reference::activation(Activation::Silu, &twice, &mut want);
+        let want: Vec<f32> = want.iter().map(|v| -0.5 * v).collect();
+        assert_close("chain", &download_f32(&b, &a), &want, 1e-6, 2e-6);
+
+        // Independent: three outputs of one input, and two halves of one buffer.
+        let outs: Vec<VRef> = (0..3).map(|_| alloc(&b, DType::F32, n)).collect();
+        let halves = alloc(&b, DType::F32, 2 * n);
+        let mut rec = b.begin().unwrap();
+        for (i, o) in outs.iter().enumerate() {
+            b.scale(&mut rec, i as f32, &x, o).unwrap();
+        }
+        b.scale(&mut rec, 3.0, &x, &halves.slice(0, n).unwrap())
+            .unwrap();
+        b.scale(&mut rec, 4.0, &x, &halves.slice(n, n).unwrap())
+            .unwrap();
+        assert_eq!((rec.dispatches(), rec.barriers()), (5, 0));
+        // Overlapping the first half again: write-after-write.
+        b.scale(&mut rec, 5.0, &x, &halves.slice(n / 2, n).unwrap())
+            .unwrap();
+        assert_eq!(rec.barriers(), 1);
+        b.submit(&rec).unwrap();
+        b.sync().unwrap();
+        for (i, o) in outs.iter().enumerate() {
+            let want: Vec<f32> = xv.iter().map(|v| i as f32 * v).collect();
+            assert_eq!(download_f32(&b, o), want);
+        }
+        let got = download_f32(&b, &halves);
+        let want: Vec<f32> = (0..2 * n)
+            .map(|j| match j {
+                j if j < n / 2 => 3.0 * xv[j],
+                j if j < 3 * n / 2 => 5.0 * xv[j - n / 2],
+                j => 4.0 * xv[j - n],
+            })
+            .collect();
+        assert_eq!(got, want);
+    }
+}
+
+/// With a 4 KiB binding limit a 25 KiB weight matrix is bound in ranges (one dispatch per
+/// group of weight rows) and gives the same result; an elementwise operand over the limit is
+/// refused with the limit and the size in the message.
+#[test]
+fn weights_larger_than_a_binding_are_split() {
+    let mut r = Rng(23);
+    for mut o in devices() {
+        o.max_binding = Some(4096);
+        let b = VulkanBackend::with_options(o).unwrap();
+        assert_eq!(b.max_binding(), 4096);
+        let (m, n, k) = (3, 100, 64);
+        let x = r.vec(m * k, -1.0, 1.0);
+        let w = r.vec(n * k, -1.0, 1.0);
+        let bias = r.vec(n, -1.0, 1.0);
+        let mut wq = vec![0u8; n * k / 32 * Q8_0_BLOCK_BYTES];
+        for (blk, out) in w.chunks(32).zip(wq.chunks_mut(Q8_0_BLOCK_BYTES)) {
+            q8_0_quantize_block(blk, out);
+        }
+        for (dt, bytes, wref) in [
+            (
+                DType::F32,
+                bytemuck::cast_slice(&w).to_vec(),
+                Weights::F32(&w),
+            ),
+            (DType::Q8_0, wq.clone(), Weights::Q8_0(&wq)),
+        ] {
+            let p = LinearParams {
+                m,
+                n,
+                k,
+                activation: Activation::Relu,
+            };
+            let mut want = vec![0f32; m * n];
+            cpu::matmul::reference::linear(&p, &x, wref, Some(&bias), &mut want);
+            let (xb, wb, bb) = (
+                upload_f32(&b, &x),
+                upload(&b, dt, &bytes, n * k),
+                upload_f32(&b, &bias),
+            );
+            let y = alloc(&b, DType::F32, m * n);
+            let mut rec = b.begin().unwrap();
+            b.linear(&mut rec, &p, &xb, &wb, Some(&bb), &y).unwrap();
+            assert!(rec.dispatches() > 1, "{dt}: {} dispatch", rec.dispatches());
+            b.submit(&rec).unwrap();
+            assert_close(
+                &format!("split linear {dt}"),
+                &download_f32(&b, &y),
+                &want,
+                1e-4,
+                2e-6,
+            );
+        }
+        let big = alloc(&b, DType::F32, 2048);
+        let out = alloc(&b, DType::F32, 2048);
+        let mut rec = b.begin().unwrap();
+        let e = b.scale(&mut rec, 2.0, &big, &out).unwrap_err().to_string();
+        assert!(
+            e.contains("scale") && e.contains("8192") && e.contains("4096"),
+            "{e}"
+        );
+    }
+}
+
+/// More elements than 65535 workgroups of 256 hold along x: the grid spreads over y.
+#[test]
+fn large_elementwise_uses_a_2d_grid() {
+    for b in backends() {
+        let n = 65535 * 256 + 1000;
+        let xv: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+        let x = upload_f32(&b, &xv);
+        let y = alloc(&b, DType::F32, n);
+        let mut rec = b.begin().unwrap();
+        b.scale(&mut rec, 0.5, &x, &y).unwrap();
+        b.submit(&rec).unwrap();
+        let got = download_f32(&b, &y);
+        assert!(got.iter().zip(&xv).all(|(g, v)| *g == 0.5 * v));
+    }
+}
+
+/// Writes and reads of sub-ranges at odd 2-byte offsets, through mapped memory and through
+/// the staging buffer (in chunks when larger than it), leave the rest of the buffer intact.
+#[test]
+fn host_transfers_round_trip() {
+    let mut r = Rng(26);
+    for mut o in devices() {
+        for staged in [false, true] {
+            o.force_staging = staged;
+            let b = VulkanBackend::with_options(o.clone()).unwrap();
+            // 64 MiB + 6 bytes: more than one staging chunk.
+            let n = (64 << 19) + 3;
+            let buf = BufRef::new(b.alloc(DType::F16, n).unwrap(), DType::F16, n);
+            if staged {
+                assert!(!buf.buf.is_mapped());
+            }
+            let mut want = vec![0u16; n];
+            let mut got = vec![0u16; n];
+            b.read(&buf, bytemuck::cast_slice_mut(&mut got)).unwrap();
+            assert!(got.iter().all(|&v| v == 0), "alloc zero-fills");
+            for (start, len) in [(1, 5), (7, n - 9), (n - 1, 1)] {
+                let v: Vec<u16> = (0..len).map(|_| r.next_u64() as u16).collect();
+                b.write(&buf.slice(start, len).unwrap(), bytemuck::cast_slice(&v))
+                    .unwrap();
+                want[start..start + len].copy_from_slice(&v);
+            }
+            b.read(&buf, bytemuck::cast_slice_mut(&mut got)).unwrap();
+            assert!(got == want, "staged {staged}");
+            let mut part = vec![0u16; 3];
+            b.read(
+                &buf.slice(5, 3).unwrap(),
+                bytemuck::cast_slice_mut(&mut part),
+            )
+            .unwrap();
+            assert_eq!(part, want[5..8]);
+        }
+    }
+}
+
+/// Record-time errors: wrong dtypes, short buffers, a recording used after it was submitted,
+/// and buffers or recordings of another backend.
+#[test]
+fn bad_input_is_refused_when_recorded() {
+    for (i, b) in backends().iter().enumerate() {
+        let x = alloc(b, DType::F32, 8);
+        let y = alloc(b, DType::F32, 8);
+        let u = alloc(b, DType::U32, 8);
+        let mut rec = b.begin().unwrap();
+        let e = b.scale(&mut rec, 1.0, &u, &y).unwrap_err().to_string();
+        assert!(e.contains("scale") && e.contains("u32"), "{e}");
+        let e = b
+            .binary(
+                &mut rec,
+                &BinaryParams {
+                    op: BinaryOp::Add,
+                    n: 16,
+                    b_len: 8,
+                },
+                &x,
+                &x,
+                &y,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("binary") && e.contains("needs 16"), "{e}");
+        let e = b
+            .ddim(
+                &mut rec,
+                &DdimParams { n: 8 },
+                &x,
+                &x,
+                &x.slice(0, 3).unwrap(),
+                &y,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("coef") && e.contains("needs 4"), "{e}");
+        let w = b
+            .bind_host(&HostTensor::from_f32(&[8], &[1.0; 8]).unwrap())
+            .unwrap();
+        let w = BufRef::new(w, DType::F32, 8);
+        let e = b.scale(&mut rec, 1.0, &x, &w).unwrap_err().to_string();
+        assert!(e.contains("read-only"), "{e}");
+        assert!(b.write(&w, &[0; 32]).is_err());
+        assert_eq!(rec.dispatches(), 0);
+        b.scale(&mut rec, 1.0, &x, &y).unwrap();
+        b.submit(&rec).unwrap();
+        let e = b.scale(&mut rec, 1.0, &x, &y).unwrap_err().to_string();
+        assert!(e.contains("already submitted"), "{e}");
+        // Another backend on the same device.
+        let mut o = VulkanOptions::new(Precision::Strict);
+        o.device = Some(b.device_index());
+        let other = VulkanBackend::with_options(o).unwrap();
+        let mut rec2 = other.begin().unwrap();
+        let e = other.scale(&mut rec2, 1.0, &x, &y).unwrap_err().to_string();
+        assert!(e.contains("another Vulkan backend"), "{e}");
+        assert!(b.submit(&rec2).is_err());
+        assert!(other.read(&x, &mut [0; 32]).is_err());
+        let e = b.batched_matmul(
+            &mut b.begin().unwrap(),
+            &BatchedMatmulParams {
+                batch: 1,
+                m: 1,
+                n: 1,
+                k: 1,
+                trans_b: false,
+                alpha: 1.0,
+                a_batch_stride: 1,
+                b_batch_stride: 1,
+            },
+            &x,
+            &x,
+            &y,
+        );
+        assert!(
+            e.unwrap_err().to_string().contains("no Vulkan kernel yet"),
+            "device {i}"
+        );
+    }
+}
+
+#[test]
+fn device_out_of_range_is_a_clear_error() {
+    if devices().is_empty() {
+        return;
+    }
+    let mut o = VulkanOptions::new(Precision::Strict);
+    o.device = Some(99);
+    let e = VulkanBackend::with_options(o).err().unwrap().to_string();
+    assert!(
+        e.contains("vulkan")
+            && e.contains("device 99")
+            && e.contains("KINEMA_VK_DEVICE")
+            && e.contains("[0]"),
+        "{e}"
+    );
+    // The same through the environment variable, end to end in the command-line tool.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinema"))
+        .args([
+            "bench",
+            "--backend",
+            "vulkan",
+            "--op",
+            "add",
+            "--shape",
+            "64",
+            "--samples",
+            "1",
+        ])
+        .env("KINEMA_VK_DEVICE", "99")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("device 99"), "{err}");
+}
+
+/// The same ops through descriptor pools instead of VK_KHR_push_descriptor.
+#[test]
+fn descriptor_pool_fallback() {
+    let mut r = Rng(24);
+    for mut o in devices() {
+        o.descriptor_pools = true;
+        let b = VulkanBackend::with_options(o).unwrap();
+        assert!(!b.uses_push_descriptors());
+        let (m, n, k) = (5, 300, 32);
+        let x = r.vec(m * k, -1.0, 1.0);
+        let w: Vec<f16> = r
+            .vec(n * k, -1.0, 1.0)
+            .iter()
+            .map(|&v| f16::from_f32(v))
+            .collect();
+        let p = LinearParams {
+            m,
+            n,
+            k,
+            activation: Activation::GeluTanh,
+        };
+        let mut want = vec![0f32; m * n];
+        cpu::matmul::reference::linear(&p, &x, Weights::F16(&w), None, &mut want);
+        let (xb, wb) = (
+            upload_f32(&b, &x),
+            upload(&b, DType::F16, bytemuck::cast_slice(&w), n * k),
+        );
+        let y = alloc(&b, DType::F32, m * n);
+        let z = alloc(&b, DType::F32, m * n);
+        let mut rec = b.begin().unwrap();
+        // More dispatches than one descriptor pool holds sets.
+        for _ in 0..150 {
+            b.linear(&mut rec, &p, &xb, &wb, None, &y).unwrap();
+            b.scale(&mut rec, 1.0, &y, &z).unwrap();
+        }
+        b.submit(&rec).unwrap();
+        assert_close("linear via pools", &download_f32(&b, &z), &want, 1e-4, 2e-6);
+    }
+}
+
+#[test]
+fn profile_reports_each_op() {
+    for mut o in devices() {
+        o.profile = true;
+        let b = VulkanBackend::with_options(o).unwrap();
+        let x = upload_f32(&b, &[1.0; 256]);
+        let y = alloc(&b, DType::F32, 256);
+        let z = alloc(&b, DType::F32, 256);
+        let mut rec = b.begin().unwrap();
+        b.scale(&mut rec, 2.0, &x, &y).unwrap();
+        b.scale(&mut rec, 2.0, &y, &z).unwrap();
+        b.activation(&mut rec, Activation::Relu, &z, &y).unwrap();
+        b.submit(&rec).unwrap();
+        let rows = b.last_profile();
+        let count = |op: &str| rows.iter().find(|r| r.op == op).map(|r| r.count);
+        assert_eq!(
+            (count("scale"), count("activation")),
+            (Some(2), Some(1)),
+            "{rows:?}"
+        );
+        assert!(rows.iter().all(|r| r.total_ms >= 0.0 && r.total_ms < 1e4));
+    }
+}
+
+#[test]
+fn pipeline_cache_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    for mut o in devices() {
+        o.pipeline_cache_dir = Some(dir.path().join("cache"));
+        for run in 0..2 {
+            let b = VulkanBackend::with_options(o.clone()).unwrap();
+            let x = upload_f32(&b, &[3.0; 64]);
+            let y = alloc(&b, DType::F32, 64);
+            let mut rec = b.begin().unwrap();
+            b.activation(&mut rec, Activation::Gelu, &x, &y).unwrap();
+            b.submit(&rec).unwrap();
+            assert!(
+                (download_f32(&b, &y)[0] - 2.9959502).abs() < 1e-6,
+                "run {run}"
+            );
+            assert_eq!(b.pipelines_created(), 1);
+            b.save_pipeline_cache().unwrap();
+            let files: Vec<_> = std::fs::read_dir(dir.path().join("cache"))
+                .unwrap()
+                .collect();
+            assert_eq!(files.len(), 1, "run {run}");
+        }
+    }
+}
+
+/// A graph of ops with Vulkan kernels compiles unchanged onto Vulkan and matches the CPU
+/// backend over three runs with new inputs.
+#[test]
+fn graph_runs_on_vulkan_as_on_cpu() {
+    let (m, k, h) = (6, 32, 40);
+    let mut r = Rng(25);
+    let w1: Vec<f16> = r
+        .vec(h * k, -0.5, 0.5)
+        .iter()
+        .map(|&v| f16::from_f32(v))
+        .collect();
+    let b1 = r.vec(h, -0.5, 0.5);
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[m, k]).unwrap();
+    let coef = g.input("coef", DType::F32, &[4]).unwrap();
+    let w1t = g
+        .weight("w1", HostTensor::from_f16(&[h, k], &w1).unwrap())
+        .unwrap();
+    let b1t = g
+        .weight("b1", HostTensor::from_f32(&[h], &b1).unwrap())
+        .unwrap();
+    let a = g.linear(x, w1t, Some(b1t), Activation::Gelu).unwrap();
+    let t = g.transpose(a, 0, 1).unwrap();
+    let t = g.reshape(t, &[2, h * m / 2]).unwrap();
+    let c = g.cfg(t, 1.5, 0.0).unwrap();
+    let c = g.reshape(c, &[m / 2, h]).unwrap();
+    let c = g.add(c, b1t).unwrap();
+    let c = g.reshape(c, &[h * m / 2]).unwrap();
+    let half = g.slice(x, 0, 0, m / 2).unwrap();
+    let half = g.reshape(half, &[m / 2 * k]).unwrap();
+    let s = g.scale(c, 0.25).unwrap();
+    let sl = g.slice(s, 0, 0, m / 2 * k).unwrap();
+    let mixed = g.axpby(0.5, sl, 2.0, half).unwrap();
+    let x0 = g.activation(mixed, Activation::Silu).unwrap();
+    let y = g.ddim(mixed, x0, coef).unwrap();
+    let z = g.mul(y, x0).unwrap();
+    g.output(z);
+    g.output(c);
+    let cpu = CpuBackend::new(Precision::Strict).unwrap();
+    let cexe = g.clone().compile(&cpu).unwrap();
+    for b in backends() {
+        let vexe = g.clone().compile(&b).unwrap();
+        for run in 0..3 {
+            let xv = r.vec(m * k, -2.0, 2.0);
+            let cv = [1.2f32, 0.5 + run as f32 * 0.1, 0.9, 0.3];
+            for e in [&cexe as &dyn Run, &vexe] {
+                e.inputs(x, coef, &xv, &cv);
+            }
+            let (want_z, want_c) = (cexe.read_f32(z).unwrap(), cexe.read_f32(c).unwrap());
+            let (got_z, got_c) = (vexe.read_f32(z).unwrap(), vexe.read_f32(c).unwrap());
+            assert_close(&format!("graph run {run} c"), &got_c, &want_c, 1e-5, 2e-6);
+            assert_close(&format!("graph run {run} z"), &got_z, &want_z, 1e-4, 1e-5);
+        }
+    }
+}
+
+/// Writing inputs and running, for executables of either backend.
+trait Run {
+    fn inputs(
+        &self,
+        x: kinema::graph::TensorId,
+        coef: kinema::graph::TensorId,
+        xv: &[f32],
+        cv: &[f32],
+    );
+}
+
+impl<B: Backend> Run for kinema::graph::Executable<'_, B> {
+    fn inputs(
+        &self,
+        x: kinema::graph::TensorId,
+        coef: kinema::graph::TensorId,
+        xv: &[f32],
+        cv: &[f32],
+    ) {
+        self.write_f32(x, xv).unwrap();
+        self.write_f32(coef, cv).unwrap();
+        self.run().unwrap();
+    }
+}

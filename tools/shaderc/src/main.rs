@@ -1,0 +1,119 @@
+//! Compile every `kernels/glsl/*.comp` into `kernels/spirv/<name>.spv` and write
+//! `kernels/spirv/MANIFEST`: the SHA-256 of each GLSL source (includes too) and of each module,
+//! so the test suite can tell when a shader changed without being recompiled.
+//!
+//! Run from anywhere: `cargo run --release --manifest-path tools/shaderc/Cargo.toml`
+//! (with `CARGO_TARGET_DIR` pointing at a warm build of shaderc-sys if there is one).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use sha2::{Digest, Sha256};
+
+fn hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Sorted files of `dir` whose names end with one of `exts`.
+fn files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>, String> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| exts.contains(&e))
+        })
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+fn name(p: &Path) -> &str {
+    p.file_name().and_then(|n| n.to_str()).unwrap_or("?")
+}
+
+fn run() -> Result<(), String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let glsl = root.join("kernels/glsl");
+    let spirv = root.join("kernels/spirv");
+    std::fs::create_dir_all(&spirv).map_err(|e| format!("{}: {e}", spirv.display()))?;
+
+    let compiler = shaderc::Compiler::new().map_err(|e| format!("shaderc: {e}"))?;
+    let mut opts = shaderc::CompileOptions::new().map_err(|e| format!("shaderc: {e}"))?;
+    opts.set_target_env(
+        shaderc::TargetEnv::Vulkan,
+        shaderc::EnvVersion::Vulkan1_2 as u32,
+    );
+    opts.set_optimization_level(shaderc::OptimizationLevel::Performance);
+    opts.set_warnings_as_errors();
+    let include_dir = glsl.clone();
+    opts.set_include_callback(move |requested, _kind, _from, _depth| {
+        let path = include_dir.join(requested);
+        let content =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(shaderc::ResolvedInclude {
+            resolved_name: path.display().to_string(),
+            content,
+        })
+    });
+
+    // The newest SPIR-V version the compiler knows, as its version word (0x00MMmm00).
+    let (word, _) = shaderc::get_spirv_version();
+    let mut manifest = format!(
+        "# Written by tools/shaderc (cargo run --release --manifest-path tools/shaderc/Cargo.toml);\n\
+         # tests/shaders.rs checks it. Compiler: shaderc crate 0.10 (glslang built from source,\n\
+         # SPIR-V up to {}.{}), target Vulkan 1.2, optimisation: performance.\n\
+         # sha256 then path relative to kernels/ (the format of sha256sum).\n",
+        (word >> 16) & 0xff,
+        (word >> 8) & 0xff
+    );
+    for src in files(&glsl, &["comp", "glsl"])? {
+        let text = std::fs::read(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+        let _ = writeln!(manifest, "{}  glsl/{}", hex(&text), name(&src));
+    }
+    let mut old: Vec<PathBuf> = files(&spirv, &["spv"])?;
+    for src in files(&glsl, &["comp"])? {
+        let text = std::fs::read_to_string(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+        let art = compiler
+            .compile_into_spirv(
+                &text,
+                shaderc::ShaderKind::Compute,
+                name(&src),
+                "main",
+                Some(&opts),
+            )
+            .map_err(|e| format!("{}: {e}", src.display()))?;
+        let stem = src.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
+        let out = spirv.join(format!("{stem}.spv"));
+        std::fs::write(&out, art.as_binary_u8()).map_err(|e| format!("{}: {e}", out.display()))?;
+        let _ = writeln!(manifest, "{}  spirv/{stem}.spv", hex(art.as_binary_u8()));
+        old.retain(|p| p != &out);
+        println!(
+            "{} -> spirv/{stem}.spv ({} bytes)",
+            name(&src),
+            art.as_binary_u8().len()
+        );
+    }
+    for stale in old {
+        std::fs::remove_file(&stale).map_err(|e| format!("{}: {e}", stale.display()))?;
+        println!("removed stale {}", name(&stale));
+    }
+    let m = spirv.join("MANIFEST");
+    std::fs::write(&m, manifest).map_err(|e| format!("{}: {e}", m.display()))?;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kinema-shaderc: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
