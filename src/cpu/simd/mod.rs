@@ -257,6 +257,37 @@ pub unsafe fn store_n<S: Simd>(s: S, p: *mut f32, m: usize, v: S::F) {
 /// `p` must be valid for reading `n` f32.
 #[inline(always)]
 pub unsafe fn sum_map<S: Simd, F: LaneFn>(s: S, f: F, p: *const f32, n: usize) -> f32 {
+    // SAFETY: forwarded contract.
+    unsafe { reduce_map::<S, F, false>(s, f, p, n) }
+}
+
+/// `sum f(p[i])^2` as [`sum_map`], each square accumulated by one fused multiply-add.
+///
+/// # Safety
+/// `p` must be valid for reading `n` f32.
+#[inline(always)]
+pub unsafe fn sum_squares_map<S: Simd, F: LaneFn>(s: S, f: F, p: *const f32, n: usize) -> f32 {
+    // SAFETY: forwarded contract.
+    unsafe { reduce_map::<S, F, true>(s, f, p, n) }
+}
+
+/// `acc + v` or `acc + v * v`.
+#[inline(always)]
+fn accumulate<S: Simd, const SQUARE: bool>(s: S, acc: S::F, v: S::F) -> S::F {
+    if SQUARE {
+        s.mul_add(v, v, acc)
+    } else {
+        s.add(acc, v)
+    }
+}
+
+#[inline(always)]
+unsafe fn reduce_map<S: Simd, F: LaneFn, const SQUARE: bool>(
+    s: S,
+    f: F,
+    p: *const f32,
+    n: usize,
+) -> f32 {
     let l = S::LANES;
     let z = s.splat(0.0);
     let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
@@ -264,22 +295,22 @@ pub unsafe fn sum_map<S: Simd, F: LaneFn>(s: S, f: F, p: *const f32, n: usize) -
     while i + 4 * l <= n {
         // SAFETY: lanes i..i + 4l are inside the row (loop condition, caller contract).
         unsafe {
-            a0 = s.add(a0, f.apply(s, s.load(p.add(i))));
-            a1 = s.add(a1, f.apply(s, s.load(p.add(i + l))));
-            a2 = s.add(a2, f.apply(s, s.load(p.add(i + 2 * l))));
-            a3 = s.add(a3, f.apply(s, s.load(p.add(i + 3 * l))));
+            a0 = accumulate::<S, SQUARE>(s, a0, f.apply(s, s.load(p.add(i))));
+            a1 = accumulate::<S, SQUARE>(s, a1, f.apply(s, s.load(p.add(i + l))));
+            a2 = accumulate::<S, SQUARE>(s, a2, f.apply(s, s.load(p.add(i + 2 * l))));
+            a3 = accumulate::<S, SQUARE>(s, a3, f.apply(s, s.load(p.add(i + 3 * l))));
         }
         i += 4 * l;
     }
     while i + l <= n {
         // SAFETY: lanes i..i + l are inside the row.
-        a0 = s.add(a0, f.apply(s, unsafe { s.load(p.add(i)) }));
+        a0 = accumulate::<S, SQUARE>(s, a0, f.apply(s, unsafe { s.load(p.add(i)) }));
         i += l;
     }
     if i < n {
         // SAFETY: the n - i < l lanes from i are inside the row.
         let v = f.apply(s, unsafe { s.load_part(p.add(i), n - i, 0.0) });
-        a1 = s.add(a1, s.select(s.first_mask(n - i), v, z));
+        a1 = accumulate::<S, SQUARE>(s, a1, s.select(s.first_mask(n - i), v, z));
     }
     s.reduce_add(s.add(s.add(a0, a1), s.add(a2, a3)))
 }
