@@ -1,9 +1,9 @@
 //! Elementwise, normalisation and reduction kernels at Kimodo sizes: 606 rows (3 CFG rows
 //! x 202 tokens) of width 1024, the 2048-wide feed-forward activations, and attention-like
 //! softmax rows of 254 keys (3 x 8 heads x 202 queries). One group per op and ISA, with 1
-//! and 2 threads, throughput in bytes read + written. Every group also times a plain copy
-//! of the same number of bytes (`memcpy/tN`, split over the same pool): the bandwidth floor
-//! to compare against.
+//! and 2 threads, throughput in bytes read + written. Every group also times a plain vector
+//! copy of the same number of bytes (`copy/tN`, split over the same pool): the bandwidth
+//! floor to compare against.
 //!
 //! `fma_peak/avx2` measures the f32 FMA throughput of the same machine in the same run
 //! (12 independent chains of 8-lane fused multiply-adds, 2 FLOP each): the FLOP floor to
@@ -17,6 +17,7 @@ use std::time::Duration;
 use criterion::{BenchmarkGroup, Criterion, Throughput, measurement::WallTime};
 use half::{bf16, f16};
 use kinema::backend::Precision;
+use kinema::cpu::simd::{self, Kernel, Simd};
 use kinema::cpu::{Cx, Isa, ThreadPool, Weights};
 use kinema::cpu::{
     activation, argmax, diffusion, elementwise, embedding, gumbel, mean_pool, norm, posenc, softmax,
@@ -36,6 +37,34 @@ fn data(n: usize, seed: usize) -> Vec<f32> {
         .collect()
 }
 
+/// A plain vector copy (loads and stores of the widest ISA the CPU has, nothing else): the
+/// floor any kernel that reads and writes the same bytes can reach, the same for every ISA's
+/// group. Not glibc's `memcpy`, whose strategy (`rep movsb`, non-temporal stores) changes
+/// with the size and was erratic on the development machine.
+struct Copy<'a> {
+    src: &'a [f32],
+    dst: &'a mut [f32],
+}
+
+impl Kernel for Copy<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<S: Simd>(self, s: S) {
+        let n = self.dst.len();
+        let (src, dst) = (self.src.as_ptr(), self.dst.as_mut_ptr());
+        let mut i = 0;
+        while i + S::LANES <= n {
+            // SAFETY: lanes i..i + LANES are inside both slices (same length).
+            unsafe { s.store(dst.add(i), s.load(src.add(i))) };
+            i += S::LANES;
+        }
+        self.dst[i..].copy_from_slice(&self.src[i..n]);
+    }
+    fn scalar(self) {
+        self.dst.copy_from_slice(self.src);
+    }
+}
+
 /// `f(cx)` for 1 and 2 threads in one group per ISA, next to a copy of `bytes / 2` bytes.
 fn bench_op(c: &mut Criterion, pools: &[ThreadPool], op: &str, bytes: usize, f: &dyn Fn(&Cx)) {
     for isa in Isa::available() {
@@ -51,10 +80,11 @@ fn bench_op(c: &mut Criterion, pools: &[ThreadPool], op: &str, bytes: usize, f: 
                 precision: Precision::Strict,
             };
             g.bench_function(format!("t{}", pool.threads()), |b| b.iter(|| f(&cx)));
-            g.bench_function(format!("memcpy/t{}", pool.threads()), |b| {
+            g.bench_function(format!("copy/t{}", pool.threads()), |b| {
                 b.iter(|| {
                     pool.par_chunks_mut(&mut dst, 1 << 14, |i, o| {
-                        o.copy_from_slice(&src[i << 14..(i << 14) + o.len()])
+                        let src = &src[i << 14..(i << 14) + o.len()];
+                        simd::dispatch(Isa::best(), Copy { src, dst: o });
                     });
                     black_box(&mut dst);
                 })

@@ -1,7 +1,8 @@
 //! Elementwise activations (ReLU, LeakyReLU, exact and tanh GELU, SiLU) and SwiGLU.
 //!
 //! The vector paths evaluate the math of [`super::simd`] (exp, GELU through a tail-accurate
-//! normal CDF, sigmoid); ReLU and LeakyReLU are exact. `apply_inplace` is also the fused
+//! normal CDF, tanh GELU and SiLU through one exponential each); ReLU and LeakyReLU are
+//! exact. `apply_inplace` is also the fused
 //! epilogue of the GEMM, so it runs on the caller's thread without touching the pool.
 
 use super::simd::{self, Kernel, LaneFn, Simd};

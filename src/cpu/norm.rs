@@ -68,26 +68,25 @@ impl LaneFn for Shifted {
     }
 }
 
-/// `((x - hi) - lo)^2`.
+/// `(x - hi) - lo`.
 #[derive(Clone, Copy)]
-struct CentredSquare {
+struct Centred {
     hi: f32,
     lo: f32,
 }
-impl LaneFn for CentredSquare {
+impl LaneFn for Centred {
     #[inline(always)]
     fn apply<S: Simd>(self, s: S, x: S::F) -> S::F {
-        let d = s.sub(s.sub(x, s.splat(self.hi)), s.splat(self.lo));
-        s.mul(d, d)
+        s.sub(s.sub(x, s.splat(self.hi)), s.splat(self.lo))
     }
 }
 
 #[derive(Clone, Copy)]
-struct Square;
-impl LaneFn for Square {
+struct Identity;
+impl LaneFn for Identity {
     #[inline(always)]
-    fn apply<S: Simd>(self, s: S, x: S::F) -> S::F {
-        s.mul(x, x)
+    fn apply<S: Simd>(self, _: S, x: S::F) -> S::F {
+        x
     }
 }
 
@@ -161,7 +160,7 @@ impl Kernel for LayerNormRows<'_> {
             let shifted_mean = unsafe { simd::sum_map(s, Shifted(x0), x, n) } / n as f32;
             let (hi, lo) = two_sum(x0, shifted_mean);
             // SAFETY: as above.
-            let var = unsafe { simd::sum_map(s, CentredSquare { hi, lo }, x, n) } / n as f32;
+            let var = unsafe { simd::sum_squares_map(s, Centred { hi, lo }, x, n) } / n as f32;
             let inv = 1.0 / (var + self.eps).sqrt();
             let k = (hi, lo, inv);
             // SAFETY: `row` and `out` hold n f32 and do not overlap (shared vs exclusive
@@ -234,7 +233,7 @@ impl Kernel for RmsNormRows<'_> {
         for (row, out) in self.x.chunks_exact(n).zip(self.y.chunks_exact_mut(n)) {
             let (x, y) = (row.as_ptr(), out.as_mut_ptr());
             // SAFETY: `row` holds n f32.
-            let ms = unsafe { simd::sum_map(s, Square, x, n) } / n as f32;
+            let ms = unsafe { simd::sum_squares_map(s, Identity, x, n) } / n as f32;
             let vi = s.splat(1.0 / (ms + self.eps).sqrt());
             let mut i = 0;
             while i < n {

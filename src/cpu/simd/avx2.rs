@@ -131,10 +131,6 @@ impl Simd for Avx2 {
         tf!(_mm256_cmp_ps::<_CMP_GT_OQ>(a, b))
     }
     #[inline(always)]
-    fn eq(self, a: __m256, b: __m256) -> __m256 {
-        tf!(_mm256_cmp_ps::<_CMP_EQ_OQ>(a, b))
-    }
-    #[inline(always)]
     fn is_nan(self, a: __m256) -> __m256 {
         tf!(_mm256_cmp_ps::<_CMP_UNORD_Q>(a, a))
     }

@@ -123,10 +123,6 @@ impl Simd for Avx512 {
         tf!(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(a, b))
     }
     #[inline(always)]
-    fn eq(self, a: __m512, b: __m512) -> __mmask16 {
-        tf!(_mm512_cmp_ps_mask::<_CMP_EQ_OQ>(a, b))
-    }
-    #[inline(always)]
     fn is_nan(self, a: __m512) -> __mmask16 {
         tf!(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, a))
     }

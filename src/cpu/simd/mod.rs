@@ -9,9 +9,10 @@
 //! the whole body is compiled with that ISA's features. AVX-512 and NEON therefore run the
 //! very code the AVX2 tests exercise, with only the primitives below differing.
 //!
-//! The vector math (exp, GELU, SiLU, sigmoid) is written here on top of the primitives, so
-//! every ISA evaluates the same formulas with the same operation order and the results agree
-//! lane for lane across ISAs.
+//! The vector math (exp, exact and tanh GELU, SiLU) is written here on top of the
+//! primitives, so every ISA evaluates the same formulas with the same operation order and
+//! the elementwise results agree bit for bit across ISAs (reductions differ only in the
+//! order their lanes are summed).
 
 use super::Isa;
 
@@ -66,7 +67,6 @@ pub trait Simd: Copy {
     fn lt(self, a: Self::F, b: Self::F) -> Self::M;
     fn le(self, a: Self::F, b: Self::F) -> Self::M;
     fn gt(self, a: Self::F, b: Self::F) -> Self::M;
-    fn eq(self, a: Self::F, b: Self::F) -> Self::M;
     fn is_nan(self, a: Self::F) -> Self::M;
     fn m_or(self, a: Self::M, b: Self::M) -> Self::M;
     /// The mask of the first `n < LANES` lanes.
@@ -257,6 +257,37 @@ pub unsafe fn store_n<S: Simd>(s: S, p: *mut f32, m: usize, v: S::F) {
 /// `p` must be valid for reading `n` f32.
 #[inline(always)]
 pub unsafe fn sum_map<S: Simd, F: LaneFn>(s: S, f: F, p: *const f32, n: usize) -> f32 {
+    // SAFETY: forwarded contract.
+    unsafe { reduce_map::<S, F, false>(s, f, p, n) }
+}
+
+/// `sum f(p[i])^2` as [`sum_map`], each square accumulated by one fused multiply-add.
+///
+/// # Safety
+/// `p` must be valid for reading `n` f32.
+#[inline(always)]
+pub unsafe fn sum_squares_map<S: Simd, F: LaneFn>(s: S, f: F, p: *const f32, n: usize) -> f32 {
+    // SAFETY: forwarded contract.
+    unsafe { reduce_map::<S, F, true>(s, f, p, n) }
+}
+
+/// `acc + v` or `acc + v * v`.
+#[inline(always)]
+fn accumulate<S: Simd, const SQUARE: bool>(s: S, acc: S::F, v: S::F) -> S::F {
+    if SQUARE {
+        s.mul_add(v, v, acc)
+    } else {
+        s.add(acc, v)
+    }
+}
+
+#[inline(always)]
+unsafe fn reduce_map<S: Simd, F: LaneFn, const SQUARE: bool>(
+    s: S,
+    f: F,
+    p: *const f32,
+    n: usize,
+) -> f32 {
     let l = S::LANES;
     let z = s.splat(0.0);
     let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
@@ -264,22 +295,22 @@ pub unsafe fn sum_map<S: Simd, F: LaneFn>(s: S, f: F, p: *const f32, n: usize) -
     while i + 4 * l <= n {
         // SAFETY: lanes i..i + 4l are inside the row (loop condition, caller contract).
         unsafe {
-            a0 = s.add(a0, f.apply(s, s.load(p.add(i))));
-            a1 = s.add(a1, f.apply(s, s.load(p.add(i + l))));
-            a2 = s.add(a2, f.apply(s, s.load(p.add(i + 2 * l))));
-            a3 = s.add(a3, f.apply(s, s.load(p.add(i + 3 * l))));
+            a0 = accumulate::<S, SQUARE>(s, a0, f.apply(s, s.load(p.add(i))));
+            a1 = accumulate::<S, SQUARE>(s, a1, f.apply(s, s.load(p.add(i + l))));
+            a2 = accumulate::<S, SQUARE>(s, a2, f.apply(s, s.load(p.add(i + 2 * l))));
+            a3 = accumulate::<S, SQUARE>(s, a3, f.apply(s, s.load(p.add(i + 3 * l))));
         }
         i += 4 * l;
     }
     while i + l <= n {
         // SAFETY: lanes i..i + l are inside the row.
-        a0 = s.add(a0, f.apply(s, unsafe { s.load(p.add(i)) }));
+        a0 = accumulate::<S, SQUARE>(s, a0, f.apply(s, unsafe { s.load(p.add(i)) }));
         i += l;
     }
     if i < n {
         // SAFETY: the n - i < l lanes from i are inside the row.
         let v = f.apply(s, unsafe { s.load_part(p.add(i), n - i, 0.0) });
-        a1 = s.add(a1, s.select(s.first_mask(n - i), v, z));
+        a1 = accumulate::<S, SQUARE>(s, a1, s.select(s.first_mask(n - i), v, z));
     }
     s.reduce_add(s.add(s.add(a0, a1), s.add(a2, a3)))
 }
@@ -365,13 +396,6 @@ fn exp_core<S: Simd, const CAN_OVERFLOW: bool>(s: S, hi: S::F, lo: S::F) -> S::F
     } else {
         y
     }
-}
-
-/// `sigmoid(x) = 1 / (1 + e^-x)`.
-#[inline(always)]
-pub fn sigmoid<S: Simd>(s: S, x: S::F) -> S::F {
-    let one = s.splat(1.0);
-    s.div(one, s.add(one, exp(s, s.sub(s.splat(0.0), x))))
 }
 
 /// `silu(x) = x / (1 + e^-x)` (PyTorch's operation order). For x < -88.7, `e^-x` overflows

@@ -121,10 +121,6 @@ impl Simd for Neon {
         tf!(vcgtq_f32(a, b))
     }
     #[inline(always)]
-    fn eq(self, a: float32x4_t, b: float32x4_t) -> uint32x4_t {
-        tf!(vceqq_f32(a, b))
-    }
-    #[inline(always)]
     fn is_nan(self, a: float32x4_t) -> uint32x4_t {
         tf!(vmvnq_u32(vceqq_f32(a, a)))
     }
