@@ -778,6 +778,51 @@ vulkan_tests!(
     vulkan_activations => activations,
     vulkan_elementwise => elementwise,
     vulkan_copy => copy,
+    vulkan_conv => conv,
     vulkan_operand_checks => operand_checks,
     vulkan_resubmission => resubmission,
 );
+
+/// The convolutions of the models (512 channels, kernel 3 and 1, short sequences), with
+/// operands at odd offsets inside larger buffers and no bias. Sums run over c_in * kernel
+/// products in f32, so the absolute bound grows with that length, as in `bodies::linear`.
+#[test]
+fn vulkan_conv_model_shapes() {
+    for b in vulkan_backends() {
+        let mut r = Rng(13);
+        for &(batch, ch, len, kernel, pad, dil) in &[(1, 512, 64, 3, 1, 1), (2, 512, 4, 1, 0, 1)] {
+            let p = Conv1dParams {
+                batch,
+                c_in: ch,
+                c_out: ch,
+                len,
+                kernel,
+                padding: pad,
+                dilation: dil,
+            };
+            let ol = p.out_len().unwrap();
+            let x = r.vec(batch * ch * len + 3, -1.0, 1.0);
+            let w = r.vec(ch * ch * kernel + 5, -1.0, 1.0);
+            let mut want = vec![0f32; batch * ch * ol];
+            cpu::conv1d::reference::conv1d(&p, &x[3..], &w[5..], None, &mut want);
+            let xb = upload_f32(b, &x);
+            let wb = upload_f32(b, &w);
+            let y = alloc(b, DType::F32, want.len() + 7);
+            let (xs, ws, ys) = (
+                xb.slice(3, x.len() - 3).unwrap(),
+                wb.slice(5, w.len() - 5).unwrap(),
+                y.slice(7, want.len()).unwrap(),
+            );
+            run(b, |rec| b.conv1d(rec, &p, &xs, &ws, None, &ys));
+            let got = download_f32(b, &y);
+            assert!(got[..7].iter().all(|&v| v == 0.0), "conv1d wrote before y");
+            assert_close(
+                &format!("conv1d {p:?}"),
+                &got[7..],
+                &want,
+                REL_F32 * (ch * kernel) as f32,
+                REL_F32,
+            );
+        }
+    }
+}

@@ -26,8 +26,6 @@ pub const MISSING_KERNELS: &[&str] = &[
     "attention",
     "swiglu",
     "rope",
-    "conv1d",
-    "upsample_nearest2x",
     "embedding",
     "mean_pool",
     "argmax",
@@ -428,26 +426,28 @@ impl Backend for VulkanBackend {
 
     fn conv1d(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &Conv1dParams,
         x: &BufRef<VulkanBuffer>,
         w: &BufRef<VulkanBuffer>,
         bias: Option<&BufRef<VulkanBuffer>>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::conv1d(p, x, w, bias, y)?;
-        Err(no_kernel("conv1d"))
+        self.rec_check(rec)?;
+        let (x, w, bias, y) = check::conv1d(p, x, w, bias, y)?;
+        kernels::conv1d(rec, p, &x, &w, bias.as_ref(), &y)
     }
 
     fn upsample_nearest2x(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &UpsampleParams,
         x: &BufRef<VulkanBuffer>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::upsample_nearest2x(p, x, y)?;
-        Err(no_kernel("upsample_nearest2x"))
+        self.rec_check(rec)?;
+        let (x, y) = check::upsample_nearest2x(p, x, y)?;
+        kernels::upsample_nearest2x(rec, p, &x, &y)
     }
 
     fn binary(

@@ -354,6 +354,102 @@ pub(crate) fn linear(
     Ok(())
 }
 
+/// Tiles of the conv1d shader (an implicit GEMM with c_out rows and batch * out_len columns):
+/// small, because the model's convolutions are 512 x 128 outputs at most and a device needs
+/// many workgroups in flight; the second fits every device's guaranteed minimums.
+const CONV_TILES: [LinearTile; 2] = [
+    LinearTile {
+        bm: 32,
+        bn: 32,
+        bk: 16,
+        tm: 2,
+        tn: 2,
+    },
+    TILE_TINY,
+];
+
+/// `x`, `w`, `bias`, `y` as checked by `check::conv1d`.
+pub(crate) fn conv1d(
+    rec: &mut VulkanRecording,
+    p: &Conv1dParams,
+    x: &Ref,
+    w: &Ref,
+    bias: Option<&Ref>,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "conv1d";
+    let out_len = p.out_len()?;
+    let cols = p.batch * out_len;
+    if cols == 0 || p.c_out == 0 {
+        return Ok(());
+    }
+    let tile = CONV_TILES
+        .iter()
+        .copied()
+        .find(|t| t.fits(rec.limits()))
+        .unwrap_or(TILE_TINY);
+    // The reduction index ci * kernel + kk must fit the shader's u32 arithmetic.
+    u32_of(OP, "c_in * kernel", p.c_in * p.kernel)?;
+    let push = push::Conv1d {
+        batch: u32_of(OP, "batch", p.batch)?,
+        c_in: u32_of(OP, "c_in", p.c_in)?,
+        c_out: u32_of(OP, "c_out", p.c_out)?,
+        len: u32_of(OP, "len", p.len)?,
+        kernel: u32_of(OP, "kernel", p.kernel)?,
+        padding: u32_of(OP, "padding", p.padding)?,
+        dilation: u32_of(OP, "dilation", p.dilation)?,
+        out_len: u32_of(OP, "out_len", out_len)?,
+        has_bias: u32::from(bias.is_some()),
+        ..Default::default()
+    };
+    let groups = [
+        u32_of(OP, "column tiles", cols.div_ceil(tile.bn as usize))?,
+        u32_of(OP, "row tiles", p.c_out.div_ceil(tile.bm as usize))?,
+        1,
+    ];
+    let b_arg = match bias {
+        Some(b) => In(b),
+        None => Absent,
+    };
+    rec.dispatch(Dispatch {
+        op: OP,
+        shader: Shader::Conv1d,
+        spec: &[
+            tile.invocations(),
+            tile.bm,
+            tile.bn,
+            tile.bk,
+            tile.tm,
+            tile.tn,
+        ],
+        args: &[In(x), In(w), b_arg, Out(y)],
+        push,
+        groups,
+    })
+}
+
+pub(crate) fn upsample_nearest2x(
+    rec: &mut VulkanRecording,
+    p: &UpsampleParams,
+    x: &Ref,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "upsample_nearest2x";
+    let n = 2 * p.rows * p.len;
+    let push = push::Upsample {
+        n: u32_of(OP, "output elements", n)?,
+        ..Default::default()
+    };
+    elementwise(
+        rec,
+        OP,
+        Shader::UpsampleNearest2x,
+        &[In(x), Out(y)],
+        push,
+        n,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,7 +471,7 @@ mod tests {
 
     #[test]
     fn tiles_respect_limits() {
-        for t in [TILE_LARGE, TILE_SMALL, TILE_TINY] {
+        for t in [TILE_LARGE, TILE_SMALL, TILE_TINY, CONV_TILES[0]] {
             assert_eq!(t.bm % t.tm, 0);
             assert_eq!(t.bn % t.tn, 0);
         }

@@ -27,10 +27,12 @@ pub(crate) enum Shader {
     Axpby,
     Binary,
     Cfg,
+    Conv1d,
     Copy,
     Ddim,
     Linear,
     Scale,
+    UpsampleNearest2x,
 }
 
 /// What the host needs to know about a shader.
@@ -61,15 +63,17 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 8] = [
+    pub const ALL: [Shader; 10] = [
         Shader::Activation,
         Shader::Axpby,
         Shader::Binary,
         Shader::Cfg,
+        Shader::Conv1d,
         Shader::Copy,
         Shader::Ddim,
         Shader::Linear,
         Shader::Scale,
+        Shader::UpsampleNearest2x,
     ];
 
     pub fn info(self) -> &'static ShaderInfo {
@@ -78,19 +82,24 @@ impl Shader {
         static AXPBY: ShaderInfo = info::<Axpby>("axpby", spirv!("axpby"), 3);
         static BINARY: ShaderInfo = info::<Binary>("binary", spirv!("binary"), 3);
         static CFG: ShaderInfo = info::<Cfg>("cfg", spirv!("cfg"), 2);
+        static CONV1D: ShaderInfo = info::<Conv1d>("conv1d", spirv!("conv1d"), 4);
         static COPY: ShaderInfo = info::<Copy>("copy", spirv!("copy"), 2);
         static DDIM: ShaderInfo = info::<Ddim>("ddim", spirv!("ddim"), 4);
         static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
         static SCALE: ShaderInfo = info::<Scale>("scale", spirv!("scale"), 2);
+        static UPSAMPLE: ShaderInfo =
+            info::<Upsample>("upsample_nearest2x", spirv!("upsample_nearest2x"), 2);
         match self {
             Shader::Activation => &ACTIVATION,
             Shader::Axpby => &AXPBY,
             Shader::Binary => &BINARY,
             Shader::Cfg => &CFG,
+            Shader::Conv1d => &CONV1D,
             Shader::Copy => &COPY,
             Shader::Ddim => &DDIM,
             Shader::Linear => &LINEAR,
             Shader::Scale => &SCALE,
+            Shader::UpsampleNearest2x => &UPSAMPLE,
         }
     }
 }
@@ -176,6 +185,29 @@ pub(crate) mod push {
         pub has_bias: u32,
         pub act: u32,
         pub slope: f32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Conv1d {
+        pub off: [u32; 4],
+        pub batch: u32,
+        pub c_in: u32,
+        pub c_out: u32,
+        pub len: u32,
+        pub kernel: u32,
+        pub padding: u32,
+        pub dilation: u32,
+        pub out_len: u32,
+        pub has_bias: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Upsample {
+        pub off: [u32; 2],
+        /// Output elements.
+        pub n: u32,
     }
 }
 
