@@ -826,3 +826,68 @@ fn vulkan_conv_model_shapes() {
         }
     }
 }
+
+/// Argmax special values on Vulkan: ties (first index), -0 against +0, NaN anywhere (the first
+/// NaN wins), all -inf, one column, and rows longer than a workgroup.
+#[test]
+fn vulkan_argmax_special_values() {
+    for b in vulkan_backends() {
+        let mut r = Rng(14);
+        for cols in [1, 80, 1000] {
+            let rows = 12;
+            let mut x = r.vec(rows * cols, -1.0, 1.0);
+            let last = cols - 1;
+            let mut set = |row: usize, col: usize, v: f32| x[row * cols + col.min(last)] = v;
+            set(0, 7, 5.0);
+            set(0, 900, 5.0);
+            set(1, 3, f32::NAN);
+            set(1, 2, 9.0);
+            set(1, 600, f32::NAN);
+            set(2, 0, f32::NAN);
+            set(3, 999, f32::NAN);
+            set(4, 4, -0.0);
+            set(4, 5, 0.0);
+            for c in 0..cols {
+                set(5, c, f32::NEG_INFINITY);
+                set(6, c, 2.0);
+            }
+            set(7, 500, f32::INFINITY);
+            for c in 0..cols {
+                set(8, c, if c % 2 == 0 { -0.0 } else { 0.0 });
+            }
+            let p = ArgmaxParams { rows, cols };
+            let mut want = vec![0u32; rows];
+            cpu::argmax::reference::argmax(&p, &x, &mut want);
+            let (xb, out) = (upload_f32(b, &x), alloc(b, DType::U32, rows + 1));
+            let o = out.slice(1, rows).unwrap();
+            run(b, |rec| b.argmax(rec, &p, &xb, &o));
+            let got = download_u32(b, &out);
+            assert_eq!(got[0], 0, "argmax wrote before its output");
+            assert_eq!(got[1..], want[..], "argmax cols {cols}");
+        }
+    }
+}
+
+/// Mean pooling over a long sequence (compensated sums), with an all-masked row (zeros).
+#[test]
+fn vulkan_mean_pool_long() {
+    for b in vulkan_backends() {
+        let mut r = Rng(15);
+        let (batch, seq, dim) = (3, 300, 70);
+        let x = r.vec(batch * seq * dim, -1.0, 3.0);
+        let mask: Vec<u32> = (0..batch * seq)
+            .map(|i| u32::from(i >= seq && (i % 5 != 0)) * (i as u32 % 3 + 1))
+            .collect();
+        let p = MeanPoolParams { batch, seq, dim };
+        let mut want = vec![0f32; batch * dim];
+        cpu::mean_pool::reference::mean_pool(&p, &x, &mask, &mut want);
+        assert!(want[..dim].iter().all(|&v| v == 0.0));
+        let (xb, mb, out) = (
+            upload_f32(b, &x),
+            upload_u32(b, &mask),
+            alloc(b, DType::F32, batch * dim),
+        );
+        run(b, |rec| b.mean_pool(rec, &p, &xb, &mb, &out));
+        assert_close("mean_pool", &download_f32(b, &out), &want, 1e-6, REL_F32);
+    }
+}

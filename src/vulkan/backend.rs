@@ -27,8 +27,6 @@ pub const MISSING_KERNELS: &[&str] = &[
     "swiglu",
     "rope",
     "embedding",
-    "mean_pool",
-    "argmax",
     "gumbel",
     "posenc",
 ];
@@ -515,25 +513,27 @@ impl Backend for VulkanBackend {
 
     fn mean_pool(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &MeanPoolParams,
         x: &BufRef<VulkanBuffer>,
         mask: &BufRef<VulkanBuffer>,
         out: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::mean_pool(p, x, mask, out)?;
-        Err(no_kernel("mean_pool"))
+        self.rec_check(rec)?;
+        let (x, m, o) = check::mean_pool(p, x, mask, out)?;
+        kernels::mean_pool(rec, p, &x, &m, &o)
     }
 
     fn argmax(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &ArgmaxParams,
         x: &BufRef<VulkanBuffer>,
         out: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::argmax(p, x, out)?;
-        Err(no_kernel("argmax"))
+        self.rec_check(rec)?;
+        let (x, o) = check::argmax(p, x, out)?;
+        kernels::argmax(rec, p, &x, &o)
     }
 
     fn gumbel(

@@ -450,6 +450,68 @@ pub(crate) fn upsample_nearest2x(
     )
 }
 
+pub(crate) fn mean_pool(
+    rec: &mut VulkanRecording,
+    p: &MeanPoolParams,
+    x: &Ref,
+    mask: &Ref,
+    out: &Ref,
+) -> Result<()> {
+    const OP: &str = "mean_pool";
+    let n = p.batch * p.dim;
+    let push = push::MeanPool {
+        batch: u32_of(OP, "batch", p.batch)?,
+        seq: u32_of(OP, "seq", p.seq)?,
+        dim: u32_of(OP, "dim", p.dim)?,
+        ..Default::default()
+    };
+    u32_of(OP, "batch * dim", n)?;
+    elementwise(
+        rec,
+        OP,
+        Shader::MeanPool,
+        &[In(x), In(mask), Out(out)],
+        push,
+        n,
+    )
+}
+
+/// Workgroup size of the one-row-per-workgroup reductions (argmax.glsl): a power of two,
+/// 64 for short rows so few invocations idle, 256 for long ones.
+fn row_workgroup(rec: &VulkanRecording, cols: usize) -> u32 {
+    let l = rec.limits();
+    let want: u32 = if cols <= 512 { 64 } else { 256 };
+    let cap = want
+        .min(l.max_workgroup_size[0])
+        .min(l.max_workgroup_invocations);
+    1 << cap.ilog2()
+}
+
+pub(crate) fn argmax(
+    rec: &mut VulkanRecording,
+    p: &ArgmaxParams,
+    x: &Ref,
+    out: &Ref,
+) -> Result<()> {
+    const OP: &str = "argmax";
+    let push = push::Argmax {
+        rows: u32_of(OP, "rows", p.rows)?,
+        cols: u32_of(OP, "cols", p.cols)?,
+        ..Default::default()
+    };
+    u32_of(OP, "rows * cols", p.rows * p.cols)?;
+    let wg = row_workgroup(rec, p.cols);
+    let groups = rec.grid(OP, p.rows as u64, 1)?;
+    rec.dispatch(Dispatch {
+        op: OP,
+        shader: Shader::Argmax,
+        spec: &[wg],
+        args: &[In(x), Out(out)],
+        push,
+        groups,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

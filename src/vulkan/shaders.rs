@@ -24,6 +24,7 @@ macro_rules! spirv {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Shader {
     Activation,
+    Argmax,
     Axpby,
     Binary,
     Cfg,
@@ -31,6 +32,7 @@ pub(crate) enum Shader {
     Copy,
     Ddim,
     Linear,
+    MeanPool,
     Scale,
     UpsampleNearest2x,
 }
@@ -63,8 +65,9 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 10] = [
+    pub const ALL: [Shader; 12] = [
         Shader::Activation,
+        Shader::Argmax,
         Shader::Axpby,
         Shader::Binary,
         Shader::Cfg,
@@ -72,6 +75,7 @@ impl Shader {
         Shader::Copy,
         Shader::Ddim,
         Shader::Linear,
+        Shader::MeanPool,
         Shader::Scale,
         Shader::UpsampleNearest2x,
     ];
@@ -79,6 +83,7 @@ impl Shader {
     pub fn info(self) -> &'static ShaderInfo {
         use push::*;
         static ACTIVATION: ShaderInfo = info::<Activation>("activation", spirv!("activation"), 2);
+        static ARGMAX: ShaderInfo = info::<Argmax>("argmax", spirv!("argmax"), 2);
         static AXPBY: ShaderInfo = info::<Axpby>("axpby", spirv!("axpby"), 3);
         static BINARY: ShaderInfo = info::<Binary>("binary", spirv!("binary"), 3);
         static CFG: ShaderInfo = info::<Cfg>("cfg", spirv!("cfg"), 2);
@@ -86,11 +91,13 @@ impl Shader {
         static COPY: ShaderInfo = info::<Copy>("copy", spirv!("copy"), 2);
         static DDIM: ShaderInfo = info::<Ddim>("ddim", spirv!("ddim"), 4);
         static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
+        static MEAN_POOL: ShaderInfo = info::<MeanPool>("mean_pool", spirv!("mean_pool"), 3);
         static SCALE: ShaderInfo = info::<Scale>("scale", spirv!("scale"), 2);
         static UPSAMPLE: ShaderInfo =
             info::<Upsample>("upsample_nearest2x", spirv!("upsample_nearest2x"), 2);
         match self {
             Shader::Activation => &ACTIVATION,
+            Shader::Argmax => &ARGMAX,
             Shader::Axpby => &AXPBY,
             Shader::Binary => &BINARY,
             Shader::Cfg => &CFG,
@@ -98,6 +105,7 @@ impl Shader {
             Shader::Copy => &COPY,
             Shader::Ddim => &DDIM,
             Shader::Linear => &LINEAR,
+            Shader::MeanPool => &MEAN_POOL,
             Shader::Scale => &SCALE,
             Shader::UpsampleNearest2x => &UPSAMPLE,
         }
@@ -208,6 +216,23 @@ pub(crate) mod push {
         pub off: [u32; 2],
         /// Output elements.
         pub n: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct MeanPool {
+        pub off: [u32; 3],
+        pub batch: u32,
+        pub seq: u32,
+        pub dim: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Argmax {
+        pub off: [u32; 2],
+        pub rows: u32,
+        pub cols: u32,
     }
 }
 
