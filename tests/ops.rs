@@ -780,6 +780,7 @@ vulkan_tests!(
     vulkan_copy => copy,
     vulkan_conv => conv,
     vulkan_operand_checks => operand_checks,
+    vulkan_bad_ids_at_run_time => bad_ids_at_run_time,
     vulkan_resubmission => resubmission,
 );
 
@@ -890,4 +891,138 @@ fn vulkan_mean_pool_long() {
         run(b, |rec| b.mean_pool(rec, &p, &xb, &mb, &out));
         assert_close("mean_pool", &download_f32(b, &out), &want, 1e-6, REL_F32);
     }
+}
+
+/// Embedding on Vulkan: every table dtype widened bit for bit (f16 subnormals, infinities and
+/// NaNs included), tables split over several bindings, and ids outside the table: zero rows,
+/// the error reported by `read`, `sync` or the next `submit`, and a clean run afterwards.
+#[test]
+fn vulkan_embedding() {
+    for b in vulkan_backends() {
+        let mut o = VulkanOptions::new(Precision::Strict);
+        o.device = Some(b.device_index());
+        o.max_binding = Some(1024);
+        let small = VulkanBackend::with_options(o).unwrap();
+        for be in [b, &small] {
+            embedding_dtypes(be);
+            embedding_bad_ids(be);
+        }
+    }
+}
+
+fn embedding_dtypes(b: &VulkanBackend) {
+    let mut r = Rng(16);
+    let (vocab, dim, tokens) = (37, 64, 11);
+    let mut table = r.vec(vocab * dim, -2.0, 2.0);
+    table[5] = 3e-6;
+    table[6] = -6e-8;
+    table[7] = f32::INFINITY;
+    table[8] = f32::NAN;
+    table[9] = 1e30;
+    let mut ids: Vec<u32> = (0..tokens).map(|_| r.below(vocab as u64) as u32).collect();
+    ids[0] = 0;
+    ids[1] = vocab as u32 - 1;
+    let t16: Vec<f16> = table.iter().map(|&v| f16::from_f32(v)).collect();
+    let tb16: Vec<bf16> = table.iter().map(|&v| bf16::from_f32(v)).collect();
+    let finite: Vec<f32> = table
+        .iter()
+        .map(|&v| {
+            if v.is_finite() {
+                v.clamp(-2.0, 2.0)
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mut tq = vec![0u8; vocab * dim / 32 * Q8_0_BLOCK_BYTES];
+    for (blk, out) in finite.chunks(32).zip(tq.chunks_mut(Q8_0_BLOCK_BYTES)) {
+        q8_0_quantize_block(blk, out);
+    }
+    let cases: Vec<(DType, Vec<u8>, Weights)> = vec![
+        (
+            DType::F32,
+            bytemuck::cast_slice(&table).to_vec(),
+            Weights::F32(&table),
+        ),
+        (
+            DType::F16,
+            bytemuck::cast_slice(&t16).to_vec(),
+            Weights::F16(&t16),
+        ),
+        (
+            DType::BF16,
+            bytemuck::cast_slice(&tb16).to_vec(),
+            Weights::BF16(&tb16),
+        ),
+        (DType::Q8_0, tq.clone(), Weights::Q8_0(&tq)),
+    ];
+    let p = EmbeddingParams { tokens, vocab, dim };
+    let ib = upload_u32(b, &ids);
+    for (dt, bytes, wref) in cases {
+        let mut want = vec![0f32; tokens * dim];
+        cpu::embedding::reference::embedding(&p, &ids, wref, &mut want).unwrap();
+        let tb = upload(b, dt, &bytes, vocab * dim);
+        let out = alloc(b, DType::F32, tokens * dim);
+        run(b, |rec| b.embedding(rec, &p, &ib, &tb, &out));
+        let got = download_f32(b, &out);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "embedding {dt}");
+    }
+}
+
+fn embedding_bad_ids(b: &VulkanBackend) {
+    let (vocab, dim) = (4, 10);
+    let table: Vec<f32> = (0..vocab * dim).map(|v| v as f32 + 1.0).collect();
+    let tb = upload_f32(b, &table);
+    let ids = upload_u32(b, &[3, 120, 0, 99, 2]);
+    let out = alloc(b, DType::F32, 5 * dim);
+    let p = EmbeddingParams {
+        tokens: 5,
+        vocab,
+        dim,
+    };
+    let mut rec = b.begin().unwrap();
+    b.embedding(&mut rec, &p, &ids, &tb, &out).unwrap();
+    b.submit(&rec).unwrap();
+    // `read` waits for the run and reports what it found, once.
+    let mut bytes = vec![0u8; 5 * dim * 4];
+    let e = b.read(&out, &mut bytes).unwrap_err().to_string();
+    assert!(
+        e.contains("embedding")
+            && e.contains("2 token ids")
+            && e.contains("4-row")
+            && e.contains("position 1")
+            && e.contains("120"),
+        "{e}"
+    );
+    let got = download_f32(b, &out);
+    for (t, id) in [3usize, 120, 0, 99, 2].into_iter().enumerate() {
+        let row = &got[t * dim..(t + 1) * dim];
+        if id < vocab {
+            assert_eq!(row, &table[id * dim..(id + 1) * dim], "token {t}");
+        } else {
+            assert!(
+                row.iter().all(|&v| v == 0.0),
+                "token {t} (id {id}) not zeroed"
+            );
+        }
+    }
+    // Re-submitted with one bad id: the message is the CPU backend's, from `sync`.
+    b.write(&ids, bytemuck::cast_slice(&[3u32, 1, 0, 4, 2]))
+        .unwrap();
+    b.submit(&rec).unwrap();
+    let e = b.sync().unwrap_err().to_string();
+    assert!(
+        e.contains("token id 4 at position 3 is outside the 4-row table"),
+        "{e}"
+    );
+    // A bad run that nobody waited for is reported by the next submission of the recording.
+    b.submit(&rec).unwrap();
+    let e = b.submit(&rec).unwrap_err().to_string();
+    assert!(e.contains("token id 4"), "{e}");
+    b.write(&ids, bytemuck::cast_slice(&[3u32, 1, 0, 1, 2]))
+        .unwrap();
+    b.submit(&rec).unwrap();
+    b.sync().unwrap();
+    assert_eq!(download_f32(b, &out)[3 * dim], table[dim]);
 }

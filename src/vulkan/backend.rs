@@ -9,7 +9,7 @@ use super::context::Context;
 use super::memory::{Memory, VulkanBuffer};
 use super::pipeline::Pipelines;
 use super::profile::{self, ProfileRow};
-use super::recording::VulkanRecording;
+use super::recording::{RunCheck, VulkanRecording};
 use super::{VulkanError, backend_error, kernels};
 use crate::backend::check::{self, BufferInfo, byte_range};
 use crate::backend::{Backend, BackendInfo, BufRef, Precision};
@@ -26,7 +26,6 @@ pub const MISSING_KERNELS: &[&str] = &[
     "attention",
     "swiglu",
     "rope",
-    "embedding",
     "gumbel",
     "posenc",
 ];
@@ -127,6 +126,9 @@ pub struct VulkanBackend {
     shared: Arc<Shared>,
     precision: Precision,
     last_profile: Mutex<Vec<ProfileRow>>,
+    /// The status checks of submitted runs (timeline value, checks), in submission order,
+    /// until a host wait sees the run finish ([`VulkanBackend::take_errors`]).
+    pending: Mutex<Vec<(u64, Vec<RunCheck>)>>,
 }
 
 impl VulkanBackend {
@@ -161,6 +163,7 @@ impl VulkanBackend {
             }),
             precision: o.precision,
             last_profile: Mutex::new(Vec::new()),
+            pending: Mutex::new(Vec::new()),
         })
     }
 
@@ -218,6 +221,27 @@ impl VulkanBackend {
             )));
         }
         Ok(())
+    }
+
+    /// Read the status words of every pending run up to timeline value `done` (which the
+    /// caller waited for), clear the words that recorded bad data, and return the error of
+    /// the earliest such run. With good data this reads one mapped word per check.
+    fn take_errors(&self, done: u64) -> Result<()> {
+        let finished: Vec<(u64, Vec<RunCheck>)> = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extract_if(.., |(value, _)| *value <= done)
+            .collect();
+        let mut first = None;
+        for check in finished.iter().flat_map(|(_, c)| c) {
+            if let Some(e) = check.error() {
+                let zeros = [0u8; 4 * RunCheck::STATUS_WORDS];
+                self.shared.memory.write(&check.status, 0, &zeros)?;
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
     }
 
     fn rec_check(&self, rec: &VulkanRecording) -> Result<()> {
@@ -285,7 +309,11 @@ impl Backend for VulkanBackend {
                 out.len()
             )));
         }
-        Ok(self.shared.memory.read(&src.buf, s as u64, out)?)
+        // The run that last used the buffer, and every run before it, have finished once the
+        // read waited: report bad data they found.
+        let used = src.buf.0.last_use.load(std::sync::atomic::Ordering::SeqCst);
+        self.shared.memory.read(&src.buf, s as u64, out)?;
+        self.take_errors(used)
     }
 
     fn begin(&self) -> Result<VulkanRecording> {
@@ -295,7 +323,22 @@ impl Backend for VulkanBackend {
     fn submit(&self, rec: &VulkanRecording) -> Result<()> {
         self.rec_check(rec)?;
         rec.finish()?;
-        rec.submit()?;
+        let checks = rec.checks();
+        if !checks.is_empty() {
+            // The previous run of this recording wrote the same status words: check them
+            // before this run reuses them.
+            let prev = rec.last_submit();
+            self.shared.ctx.wait(prev)?;
+            self.take_errors(prev)?;
+        }
+        rec.submit(|value| {
+            if !checks.is_empty() {
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((value, checks.to_vec()));
+            }
+        })?;
         if self.shared.profile {
             let rows = rec.profile()?;
             eprint!("{}", profile::table(&self.shared.ctx.name, &rows));
@@ -304,10 +347,13 @@ impl Backend for VulkanBackend {
         Ok(())
     }
 
+    /// Waits for all submitted work, then reports bad data its ops found (embedding ids
+    /// outside the table) as the CPU backend does.
     fn sync(&self) -> Result<()> {
         let ctx = &self.shared.ctx;
-        ctx.wait(ctx.last_submitted())
-            .map_err(|e: VulkanError| e.into())
+        let last = ctx.last_submitted();
+        ctx.wait(last).map_err(|e: VulkanError| Error::from(e))?;
+        self.take_errors(last)
     }
 
     fn linear(
@@ -487,16 +533,19 @@ impl Backend for VulkanBackend {
         kernels::axpby(rec, a, &x, b, &y, &o)
     }
 
+    /// An id outside the table gives a zero row and an [`Error::Kernel`] from the `sync`,
+    /// `read` or next `submit` of this recording that follows the run.
     fn embedding(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &EmbeddingParams,
         ids: &BufRef<VulkanBuffer>,
         table: &BufRef<VulkanBuffer>,
         out: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::embedding(p, ids, table, out)?;
-        Err(no_kernel("embedding"))
+        self.rec_check(rec)?;
+        let (ids, t, o) = check::embedding(p, ids, table, out)?;
+        kernels::embedding(rec, p, &ids, &t, &o)
     }
 
     fn copy(

@@ -31,6 +31,7 @@ pub(crate) enum Shader {
     Conv1d,
     Copy,
     Ddim,
+    Embedding,
     Linear,
     MeanPool,
     Scale,
@@ -65,7 +66,7 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 12] = [
+    pub const ALL: [Shader; 13] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Axpby,
@@ -74,6 +75,7 @@ impl Shader {
         Shader::Conv1d,
         Shader::Copy,
         Shader::Ddim,
+        Shader::Embedding,
         Shader::Linear,
         Shader::MeanPool,
         Shader::Scale,
@@ -90,6 +92,7 @@ impl Shader {
         static CONV1D: ShaderInfo = info::<Conv1d>("conv1d", spirv!("conv1d"), 4);
         static COPY: ShaderInfo = info::<Copy>("copy", spirv!("copy"), 2);
         static DDIM: ShaderInfo = info::<Ddim>("ddim", spirv!("ddim"), 4);
+        static EMBEDDING: ShaderInfo = info::<Embedding>("embedding", spirv!("embedding"), 4);
         static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
         static MEAN_POOL: ShaderInfo = info::<MeanPool>("mean_pool", spirv!("mean_pool"), 3);
         static SCALE: ShaderInfo = info::<Scale>("scale", spirv!("scale"), 2);
@@ -104,6 +107,7 @@ impl Shader {
             Shader::Conv1d => &CONV1D,
             Shader::Copy => &COPY,
             Shader::Ddim => &DDIM,
+            Shader::Embedding => &EMBEDDING,
             Shader::Linear => &LINEAR,
             Shader::MeanPool => &MEAN_POOL,
             Shader::Scale => &SCALE,
@@ -225,6 +229,22 @@ pub(crate) mod push {
         pub batch: u32,
         pub seq: u32,
         pub dim: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Embedding {
+        pub off: [u32; 4],
+        /// Tokens of this dispatch, and the position of its first.
+        pub tokens: u32,
+        pub t0: u32,
+        pub vocab: u32,
+        pub dim: u32,
+        /// First table row of this dispatch's binding, and its row count.
+        pub row0: u32,
+        pub rows: u32,
+        /// Whether this dispatch handles ids outside the table.
+        pub check: u32,
     }
 
     #[repr(C)]
