@@ -19,6 +19,38 @@ use std::sync::OnceLock;
 /// approximations of exp/erf/tanh (a few ulp per element; sums over <= 4096 terms).
 const REL_F32: f32 = 2e-6;
 
+/// The smallest gap, over rows, between the best and the second-best Gumbel score (the CPU
+/// reference's scores; rows whose best is NaN are skipped). Backends compute the noise's `ln`
+/// differently by a few ulp (`kinema::vulkan::GUMBEL_NOISE_ULP`), so a test can demand equal
+/// tokens only of data whose rows have no near-tie: 1e-4 is far above that error for scores of
+/// magnitude below 100.
+fn gumbel_margin(p: &GumbelParams, logits: &[f32], uniforms: Option<&[f32]>) -> f32 {
+    let t = p.temperature.max(1e-10);
+    let mut margin = f32::INFINITY;
+    for r in 0..p.rows {
+        let (mut best, mut second) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+        for c in 0..p.cols {
+            let i = r * p.cols + c;
+            let u =
+                uniforms.map_or_else(|| cpu::rng::uniform(p.seed, p.counter + i as u64), |u| u[i]);
+            let s = logits[i] / t + cpu::gumbel::reference::gumbel_noise(u);
+            if s.is_nan() {
+                best = f32::NAN;
+                break;
+            }
+            if s > best {
+                (best, second) = (s, best);
+            } else if s > second {
+                second = s;
+            }
+        }
+        if !best.is_nan() {
+            margin = margin.min(best - second);
+        }
+    }
+    margin
+}
+
 fn run<B: Backend>(b: &B, f: impl FnOnce(&mut B::Recording) -> kinema::Result<()>) {
     let mut rec = b.begin().expect("begin");
     f(&mut rec).expect("record");
@@ -439,6 +471,10 @@ mod bodies {
             counter: 0,
         };
         cpu::gumbel::reference::gumbel(&gp, &logits, None, &mut want);
+        assert!(
+            gumbel_margin(&gp, &logits, None) > 1e-4,
+            "a near-tie in the test data"
+        );
         run(b, |rec| b.gumbel(rec, &gp, &lb, None, &tok));
         assert_eq!(download_u32(b, &tok), want, "gumbel (generated uniforms)");
         let mut u = r.vec(rows * cols, 0.0, 1.0);
@@ -447,6 +483,10 @@ mod bodies {
         u[2] = 0.99999994;
         let ub = upload_f32(b, &u);
         cpu::gumbel::reference::gumbel(&gp, &logits, Some(&u), &mut want);
+        assert!(
+            gumbel_margin(&gp, &logits, Some(&u)) > 1e-4,
+            "a near-tie in the test data"
+        );
         run(b, |rec| b.gumbel(rec, &gp, &lb, Some(&ub), &tok));
         assert_eq!(download_u32(b, &tok), want, "gumbel (injected uniforms)");
     }
@@ -779,6 +819,7 @@ vulkan_tests!(
     vulkan_elementwise => elementwise,
     vulkan_copy => copy,
     vulkan_conv => conv,
+    vulkan_gather_and_reduce => gather_and_reduce,
     vulkan_operand_checks => operand_checks,
     vulkan_bad_ids_at_run_time => bad_ids_at_run_time,
     vulkan_resubmission => resubmission,
@@ -1025,4 +1066,59 @@ fn embedding_bad_ids(b: &VulkanBackend) {
     b.submit(&rec).unwrap();
     b.sync().unwrap();
     assert_eq!(download_f32(b, &out)[3 * dim], table[dim]);
+}
+
+/// Gumbel sampling on Vulkan against the CPU reference: generated uniforms at a counter whose
+/// low half carries, injected uniforms with the clamped extremes, rows longer than a
+/// workgroup, NaN and infinite logits. Tokens must be equal where no row has a near-tie (see
+/// `gumbel_margin`); at temperature 0 the scores are logit / 1e-10 exactly (the noise is below
+/// half an ulp of them), so tied logits tie on both backends and the first index wins.
+#[test]
+fn vulkan_gumbel_tokens() {
+    for b in vulkan_backends() {
+        let mut r = Rng(17);
+        for (cols, temperature) in [(80, 0.7), (1000, 1.3), (1000, 0.0)] {
+            let rows = 24;
+            let mut logits: Vec<f32> = r
+                .vec(rows * cols, -4.0, 4.0)
+                .iter()
+                .map(|v| (v * 4.0).round() / 4.0)
+                .collect();
+            logits[cols + 7] = f32::NAN;
+            logits[cols + 9] = f32::NAN;
+            logits[2 * cols + 3] = f32::INFINITY;
+            for v in &mut logits[3 * cols..4 * cols] {
+                *v = f32::NEG_INFINITY;
+            }
+            let mut u = r.vec(rows * cols, 0.0, 1.0);
+            u[..6].copy_from_slice(&[0.0, 1e-30, 0.999_999_94, 1.0, f32::NAN, 2.0]);
+            let p = GumbelParams {
+                rows,
+                cols,
+                temperature,
+                seed: 0x0123_4567_89ab_cdef,
+                counter: (1 << 32) - 5 * cols as u64,
+            };
+            let (lb, ub) = (upload_f32(b, &logits), upload_f32(b, &u));
+            let tok = alloc(b, DType::U32, rows);
+            for injected in [None, Some(&u[..])] {
+                if temperature > 0.0 {
+                    assert!(
+                        gumbel_margin(&p, &logits, injected) > 1e-4,
+                        "a near-tie in the test data"
+                    );
+                }
+                let mut want = vec![0u32; rows];
+                cpu::gumbel::reference::gumbel(&p, &logits, injected, &mut want);
+                let ubr = injected.map(|_| &ub);
+                run(b, |rec| b.gumbel(rec, &p, &lb, ubr, &tok));
+                assert_eq!(
+                    download_u32(b, &tok),
+                    want,
+                    "gumbel cols {cols} T {temperature} injected {}",
+                    injected.is_some()
+                );
+            }
+        }
+    }
 }

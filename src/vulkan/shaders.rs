@@ -32,6 +32,7 @@ pub(crate) enum Shader {
     Copy,
     Ddim,
     Embedding,
+    Gumbel,
     Linear,
     MeanPool,
     Scale,
@@ -66,7 +67,7 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 13] = [
+    pub const ALL: [Shader; 14] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Axpby,
@@ -76,6 +77,7 @@ impl Shader {
         Shader::Copy,
         Shader::Ddim,
         Shader::Embedding,
+        Shader::Gumbel,
         Shader::Linear,
         Shader::MeanPool,
         Shader::Scale,
@@ -93,6 +95,7 @@ impl Shader {
         static COPY: ShaderInfo = info::<Copy>("copy", spirv!("copy"), 2);
         static DDIM: ShaderInfo = info::<Ddim>("ddim", spirv!("ddim"), 4);
         static EMBEDDING: ShaderInfo = info::<Embedding>("embedding", spirv!("embedding"), 4);
+        static GUMBEL: ShaderInfo = info::<Gumbel>("gumbel", spirv!("gumbel"), 3);
         static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
         static MEAN_POOL: ShaderInfo = info::<MeanPool>("mean_pool", spirv!("mean_pool"), 3);
         static SCALE: ShaderInfo = info::<Scale>("scale", spirv!("scale"), 2);
@@ -108,6 +111,7 @@ impl Shader {
             Shader::Copy => &COPY,
             Shader::Ddim => &DDIM,
             Shader::Embedding => &EMBEDDING,
+            Shader::Gumbel => &GUMBEL,
             Shader::Linear => &LINEAR,
             Shader::MeanPool => &MEAN_POOL,
             Shader::Scale => &SCALE,
@@ -253,6 +257,20 @@ pub(crate) mod push {
         pub off: [u32; 2],
         pub rows: u32,
         pub cols: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Gumbel {
+        pub off: [u32; 3],
+        pub rows: u32,
+        pub cols: u32,
+        /// `max(temperature, 1e-10)`.
+        pub t: f32,
+        /// The seed and counter as (low, high) 32-bit halves.
+        pub seed: [u32; 2],
+        pub counter: [u32; 2],
+        pub has_uniforms: u32,
     }
 }
 
