@@ -491,17 +491,26 @@ mod bodies {
         assert_eq!(download_u32(b, &tok), want, "gumbel (injected uniforms)");
     }
 
+    /// Bit for bit on the CPU (the reference is PyTorch's f32 arithmetic); within
+    /// `kinema::vulkan::POSENC_ABS` on Vulkan, whose sin/cos are not libm's.
     pub fn posenc<B: Backend>(b: &B) {
-        let p = PosEncParams {
-            start: 50,
-            len: 30,
-            dim: 64,
-        };
-        let mut want = vec![0f32; 30 * 64];
-        cpu::posenc::reference::posenc(&p, &mut want);
-        let out = alloc(b, DType::F32, 30 * 64);
-        run(b, |rec| b.posenc(rec, &p, &out));
-        assert_eq!(download_f32(b, &out), want, "posenc");
+        for (start, len, dim) in [(50, 30, 64), (0, 3, 2), (4990, 10, 512)] {
+            let p = PosEncParams { start, len, dim };
+            let mut want = vec![0f32; len * dim];
+            cpu::posenc::reference::posenc(&p, &mut want);
+            let out = alloc(b, DType::F32, len * dim);
+            run(b, |rec| b.posenc(rec, &p, &out));
+            let got = download_f32(b, &out);
+            if b.info().kind == "vulkan" {
+                let what = format!("posenc {p:?}");
+                // Values are about 0.7 in RMS, so a relative L2 error can only approach the
+                // absolute bound if nearly every element is off by that much.
+                let bound = kinema::vulkan::POSENC_ABS;
+                assert_close(&what, &got, &want, bound, bound);
+            } else {
+                assert_eq!(got, want, "posenc {p:?}");
+            }
+        }
     }
 
     pub fn copy<B: Backend>(b: &B) {
@@ -820,6 +829,7 @@ vulkan_tests!(
     vulkan_copy => copy,
     vulkan_conv => conv,
     vulkan_gather_and_reduce => gather_and_reduce,
+    vulkan_posenc => posenc,
     vulkan_operand_checks => operand_checks,
     vulkan_bad_ids_at_run_time => bad_ids_at_run_time,
     vulkan_resubmission => resubmission,
@@ -1120,5 +1130,34 @@ fn vulkan_gumbel_tokens() {
                 );
             }
         }
+    }
+}
+
+/// Posenc on Vulkan over many positions and frequencies (every angle reduction path), against
+/// the CPU reference within `POSENC_ABS`.
+#[test]
+fn vulkan_posenc_sweep() {
+    for b in vulkan_backends() {
+        let last = (1 << 24) - 4;
+        for (start, len, dim) in [(0, 4096, 64), (100_000, 64, 256), (last, 4, 512)] {
+            let p = PosEncParams { start, len, dim };
+            let mut want = vec![0f32; len * dim];
+            cpu::posenc::reference::posenc(&p, &mut want);
+            let out = alloc(b, DType::F32, len * dim);
+            run(b, |rec| b.posenc(rec, &p, &out));
+            let got = download_f32(b, &out);
+            let (abs, rel) = errors(&got, &want);
+            eprintln!("posenc {p:?}: max abs {abs:e}, rel l2 {rel:e}");
+            assert!(abs <= kinema::vulkan::POSENC_ABS, "posenc {p:?}: {abs:e}");
+        }
+        let p = PosEncParams {
+            start: 1 << 24,
+            len: 1,
+            dim: 2,
+        };
+        let out = alloc(b, DType::F32, 2);
+        let mut rec = b.begin().unwrap();
+        let e = b.posenc(&mut rec, &p, &out).unwrap_err().to_string();
+        assert!(e.contains("2^24"), "{e}");
     }
 }

@@ -26,7 +26,6 @@ pub const MISSING_KERNELS: &[&str] = &[
     "attention",
     "swiglu",
     "rope",
-    "posenc",
 ];
 
 /// How far the Vulkan gumbel noise `g(u) = -ln(max(-ln(max(u, 1e-20)), 1e-20))` may lie from
@@ -34,6 +33,11 @@ pub const MISSING_KERNELS: &[&str] = &[
 /// 0.82 ulp on either side (FreeBSD's logf on the device, glibc's on the CPU; neither is
 /// correctly rounded), and the outer one also carries the inner one's relative error.
 pub const GUMBEL_NOISE_ULP: f32 = 2.0;
+
+/// How far the Vulkan posenc values may lie from the CPU backend's, absolute (both are in
+/// [-1, 1]): the angles are identical, the device's sin/cos are within 7.5e-8 of the true
+/// values (`kernels/glsl/posenc.comp`) and the CPU's libm within about half an ulp (3e-8).
+pub const POSENC_ABS: f32 = 2.4e-7;
 
 fn no_kernel(op: &str) -> Error {
     backend_error(format!("{op} has no Vulkan kernel yet"))
@@ -608,14 +612,17 @@ impl Backend for VulkanBackend {
         kernels::gumbel(rec, p, &l, u.as_ref(), &o)
     }
 
+    /// Within [`POSENC_ABS`] of the CPU backend (which matches PyTorch bit for bit): the
+    /// angles are the CPU's, but sin and cos are not correctly rounded alike.
     fn posenc(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &PosEncParams,
         out: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::posenc(p, out)?;
-        Err(no_kernel("posenc"))
+        self.rec_check(rec)?;
+        let o = check::posenc(p, out)?;
+        kernels::posenc(rec, p, &o)
     }
 
     fn ddim(

@@ -606,6 +606,39 @@ pub(crate) fn embedding(
     Ok(())
 }
 
+/// `out` as checked by `check::posenc`. The frequencies `div[i] = 10000^(-2i / dim)` are
+/// computed here with the CPU reference's f32 expression (`cpu::posenc::reference`, Kimodo's
+/// `kimodo/model/backbone.py#L253-266`) and bound as a table, so the shader's angles are the
+/// CPU's bit for bit and only its sin/cos differ (by at most
+/// [`POSENC_ABS`](super::backend::POSENC_ABS)).
+pub(crate) fn posenc(rec: &mut VulkanRecording, p: &PosEncParams, out: &Ref) -> Result<()> {
+    const OP: &str = "posenc";
+    let n = p.len * p.dim;
+    if n == 0 {
+        return Ok(());
+    }
+    // The shader's angle reduction needs whole multiples of pi/2 below 2^24 (posenc.comp).
+    if p.start + p.len > 1 << 24 {
+        return Err(backend_error(format!(
+            "{OP}: positions up to {} are past 2^24, beyond the shader's sin/cos",
+            p.start + p.len - 1
+        )));
+    }
+    let div: Vec<f32> = (0..p.dim / 2)
+        .map(|i| 10000f32.powf(-((2 * i) as f32) / p.dim as f32))
+        .collect();
+    let table = rec.constant_f32(&div)?;
+    // Element indices are u32 in the shader.
+    u32_of(OP, "len * dim", n)?;
+    let push = push::PosEnc {
+        start: p.start as u32,
+        len: p.len as u32,
+        dim: u32_of(OP, "dim", p.dim)?,
+        ..Default::default()
+    };
+    elementwise(rec, OP, Shader::PosEnc, &[In(&table), Out(out)], push, n)
+}
+
 /// The push constants of the gumbel shader.
 fn gumbel_push(op: &'static str, p: &GumbelParams, injected: bool) -> Result<push::Gumbel> {
     u32_of(op, "rows * cols", p.rows * p.cols)?;

@@ -25,7 +25,7 @@ mod shaders;
 
 use ash::vk;
 
-pub use backend::{GUMBEL_NOISE_ULP, MISSING_KERNELS, VulkanBackend, VulkanOptions};
+pub use backend::{GUMBEL_NOISE_ULP, MISSING_KERNELS, POSENC_ABS, VulkanBackend, VulkanOptions};
 pub use memory::VulkanBuffer;
 pub use probe::{DeviceSummary, probe};
 pub use profile::ProfileRow;

@@ -258,6 +258,15 @@ impl VulkanRecording {
         &self.dev.ctx.limits
     }
 
+    /// A read-only device buffer holding `v`: an op's constant table, uploaded now (at record
+    /// time). The dispatch that binds it keeps it alive.
+    pub(crate) fn constant_f32(&self, v: &[f32]) -> Result<BufRef<VulkanBuffer>> {
+        let bytes: &[u8] = bytemuck::cast_slice(v);
+        let buf = self.dev.memory.alloc(bytes.len() as u64, true)?;
+        self.dev.memory.write(&buf, 0, bytes)?;
+        Ok(BufRef::new(buf, DType::F32, v.len()))
+    }
+
     /// Zeroed status words for a [`RunCheck`], to bind as an output of the op's dispatch;
     /// register them with [`VulkanRecording::add_check`] once it is recorded.
     pub(crate) fn status_words(&self) -> Result<BufRef<VulkanBuffer>> {

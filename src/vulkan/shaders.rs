@@ -35,6 +35,7 @@ pub(crate) enum Shader {
     Gumbel,
     Linear,
     MeanPool,
+    PosEnc,
     Scale,
     UpsampleNearest2x,
 }
@@ -67,7 +68,7 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 14] = [
+    pub const ALL: [Shader; 15] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Axpby,
@@ -80,6 +81,7 @@ impl Shader {
         Shader::Gumbel,
         Shader::Linear,
         Shader::MeanPool,
+        Shader::PosEnc,
         Shader::Scale,
         Shader::UpsampleNearest2x,
     ];
@@ -98,6 +100,7 @@ impl Shader {
         static GUMBEL: ShaderInfo = info::<Gumbel>("gumbel", spirv!("gumbel"), 3);
         static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
         static MEAN_POOL: ShaderInfo = info::<MeanPool>("mean_pool", spirv!("mean_pool"), 3);
+        static POSENC: ShaderInfo = info::<PosEnc>("posenc", spirv!("posenc"), 2);
         static SCALE: ShaderInfo = info::<Scale>("scale", spirv!("scale"), 2);
         static UPSAMPLE: ShaderInfo =
             info::<Upsample>("upsample_nearest2x", spirv!("upsample_nearest2x"), 2);
@@ -114,6 +117,7 @@ impl Shader {
             Shader::Gumbel => &GUMBEL,
             Shader::Linear => &LINEAR,
             Shader::MeanPool => &MEAN_POOL,
+            Shader::PosEnc => &POSENC,
             Shader::Scale => &SCALE,
             Shader::UpsampleNearest2x => &UPSAMPLE,
         }
@@ -271,6 +275,15 @@ pub(crate) mod push {
         pub seed: [u32; 2],
         pub counter: [u32; 2],
         pub has_uniforms: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct PosEnc {
+        pub off: [u32; 2],
+        pub start: u32,
+        pub len: u32,
+        pub dim: u32,
     }
 }
 
