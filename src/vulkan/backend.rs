@@ -309,6 +309,8 @@ impl Backend for VulkanBackend {
         Ok(self.shared.memory.write(&dst.buf, s as u64, bytes)?)
     }
 
+    /// Waits for the work that uses `src`, copies it out, then reports bad data that the
+    /// finished runs found, as `sync` does (`out` is filled either way).
     fn read(&self, src: &BufRef<VulkanBuffer>, out: &mut [u8]) -> Result<()> {
         self.own("read", &src.buf)?;
         let (s, l) = byte_range("read", src)?;
