@@ -1071,6 +1071,11 @@ fn embedding_bad_ids(b: &VulkanBackend) {
     b.submit(&rec).unwrap();
     let e = b.submit(&rec).unwrap_err().to_string();
     assert!(e.contains("token id 4"), "{e}");
+    // Errors go to the thread that submitted the run, not to others sharing the backend.
+    b.submit(&rec).unwrap();
+    std::thread::scope(|s| s.spawn(|| b.sync().unwrap()).join().unwrap());
+    let e = b.sync().unwrap_err().to_string();
+    assert!(e.contains("token id 4"), "{e}");
     b.write(&ids, bytemuck::cast_slice(&[3u32, 1, 0, 1, 2]))
         .unwrap();
     b.submit(&rec).unwrap();

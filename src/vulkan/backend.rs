@@ -135,9 +135,19 @@ pub struct VulkanBackend {
     shared: Arc<Shared>,
     precision: Precision,
     last_profile: Mutex<Vec<ProfileRow>>,
-    /// The status checks of submitted runs (timeline value, checks), in submission order,
-    /// until a host wait sees the run finish ([`VulkanBackend::take_errors`]).
-    pending: Mutex<Vec<(u64, Vec<RunCheck>)>>,
+    /// The status checks of submitted runs, in submission order, until a host wait sees the
+    /// run finish ([`VulkanBackend::take_errors`]).
+    pending: Mutex<Vec<PendingRun>>,
+}
+
+/// A submitted run whose status words are still to be read.
+struct PendingRun {
+    /// Timeline value of the submission.
+    value: u64,
+    /// The thread that submitted it: its errors go to that thread's `sync` and `read`, not
+    /// to other threads sharing the backend.
+    thread: std::thread::ThreadId,
+    checks: Vec<RunCheck>,
 }
 
 impl VulkanBackend {
@@ -232,18 +242,19 @@ impl VulkanBackend {
         Ok(())
     }
 
-    /// Read the status words of every pending run up to timeline value `done` (which the
-    /// caller waited for), clear the words that recorded bad data, and return the error of
-    /// the earliest such run. With good data this reads one mapped word per check.
-    fn take_errors(&self, done: u64) -> Result<()> {
-        let finished: Vec<(u64, Vec<RunCheck>)> = self
+    /// Read the status words of the pending runs that `pick` selects, up to timeline value
+    /// `done` (which the caller waited for), clear the words that recorded bad data, and
+    /// return the error of the earliest such run. With good data this reads one mapped word
+    /// per check.
+    fn take_errors(&self, done: u64, pick: impl Fn(&PendingRun) -> bool) -> Result<()> {
+        let finished: Vec<PendingRun> = self
             .pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .extract_if(.., |(value, _)| *value <= done)
+            .extract_if(.., |r| r.value <= done && pick(r))
             .collect();
         let mut first = None;
-        for check in finished.iter().flat_map(|(_, c)| c) {
+        for check in finished.iter().flat_map(|r| &r.checks) {
             if let Some(e) = check.error() {
                 let zeros = [0u8; 4 * RunCheck::STATUS_WORDS];
                 self.shared.memory.write(&check.status, 0, &zeros)?;
@@ -261,6 +272,10 @@ impl VulkanBackend {
         }
         Ok(())
     }
+}
+
+fn on_this_thread(r: &PendingRun) -> bool {
+    r.thread == std::thread::current().id()
 }
 
 impl Backend for VulkanBackend {
@@ -309,8 +324,8 @@ impl Backend for VulkanBackend {
         Ok(self.shared.memory.write(&dst.buf, s as u64, bytes)?)
     }
 
-    /// Waits for the work that uses `src`, copies it out, then reports bad data that the
-    /// finished runs found, as `sync` does (`out` is filled either way).
+    /// Waits for the work that uses `src`, copies it out, then reports bad data that this
+    /// thread's finished runs found, as `sync` does (`out` is filled either way).
     fn read(&self, src: &BufRef<VulkanBuffer>, out: &mut [u8]) -> Result<()> {
         self.own("read", &src.buf)?;
         let (s, l) = byte_range("read", src)?;
@@ -324,7 +339,7 @@ impl Backend for VulkanBackend {
         // read waited: report bad data they found.
         let used = src.buf.0.last_use.load(std::sync::atomic::Ordering::SeqCst);
         self.shared.memory.read(&src.buf, s as u64, out)?;
-        self.take_errors(used)
+        self.take_errors(used, on_this_thread)
     }
 
     fn begin(&self) -> Result<VulkanRecording> {
@@ -335,19 +350,23 @@ impl Backend for VulkanBackend {
         self.rec_check(rec)?;
         rec.finish()?;
         let checks = rec.checks();
-        if !checks.is_empty() {
+        if let Some(own) = checks.first() {
             // The previous run of this recording wrote the same status words: check them
-            // before this run reuses them.
+            // before this run reuses them, whichever thread submitted it.
             let prev = rec.last_submit();
             self.shared.ctx.wait(prev)?;
-            self.take_errors(prev)?;
+            self.take_errors(prev, |r| r.checks[0].status.same(&own.status))?;
         }
         rec.submit(|value| {
             if !checks.is_empty() {
                 self.pending
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .push((value, checks.to_vec()));
+                    .push(PendingRun {
+                        value,
+                        thread: std::thread::current().id(),
+                        checks: checks.to_vec(),
+                    });
             }
         })?;
         if self.shared.profile {
@@ -358,13 +377,13 @@ impl Backend for VulkanBackend {
         Ok(())
     }
 
-    /// Waits for all submitted work, then reports bad data its ops found (embedding ids
-    /// outside the table) as the CPU backend does.
+    /// Waits for all submitted work, then reports bad data that the ops of this thread's
+    /// runs found (embedding ids outside the table) as the CPU backend does.
     fn sync(&self) -> Result<()> {
         let ctx = &self.shared.ctx;
         let last = ctx.last_submitted();
         ctx.wait(last).map_err(|e: VulkanError| Error::from(e))?;
-        self.take_errors(last)
+        self.take_errors(last, on_this_thread)
     }
 
     fn linear(
@@ -544,8 +563,9 @@ impl Backend for VulkanBackend {
         kernels::axpby(rec, a, &x, b, &y, &o)
     }
 
-    /// An id outside the table gives a zero row and an [`Error::Kernel`] from the `sync`,
-    /// `read` or next `submit` of this recording that follows the run.
+    /// An id outside the table gives a zero row and an [`Error::Kernel`] from the next
+    /// `sync` or `read` of the thread that submitted the run, or from the next `submit` of
+    /// this recording, whichever comes first.
     fn embedding(
         &self,
         rec: &mut VulkanRecording,
