@@ -19,6 +19,38 @@ use std::sync::OnceLock;
 /// approximations of exp/erf/tanh (a few ulp per element; sums over <= 4096 terms).
 const REL_F32: f32 = 2e-6;
 
+/// The smallest gap, over rows, between the best and the second-best Gumbel score (the CPU
+/// reference's scores; rows whose best is NaN are skipped). Backends compute the noise's `ln`
+/// differently by a few ulp (`kinema::vulkan::GUMBEL_NOISE_ULP`), so a test can demand equal
+/// tokens only of data whose rows have no near-tie: 1e-4 is far above that error for scores of
+/// magnitude below 100.
+fn gumbel_margin(p: &GumbelParams, logits: &[f32], uniforms: Option<&[f32]>) -> f32 {
+    let t = p.temperature.max(1e-10);
+    let mut margin = f32::INFINITY;
+    for r in 0..p.rows {
+        let (mut best, mut second) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+        for c in 0..p.cols {
+            let i = r * p.cols + c;
+            let u =
+                uniforms.map_or_else(|| cpu::rng::uniform(p.seed, p.counter + i as u64), |u| u[i]);
+            let s = logits[i] / t + cpu::gumbel::reference::gumbel_noise(u);
+            if s.is_nan() {
+                best = f32::NAN;
+                break;
+            }
+            if s > best {
+                (best, second) = (s, best);
+            } else if s > second {
+                second = s;
+            }
+        }
+        if !best.is_nan() {
+            margin = margin.min(best - second);
+        }
+    }
+    margin
+}
+
 fn run<B: Backend>(b: &B, f: impl FnOnce(&mut B::Recording) -> kinema::Result<()>) {
     let mut rec = b.begin().expect("begin");
     f(&mut rec).expect("record");
@@ -439,6 +471,10 @@ mod bodies {
             counter: 0,
         };
         cpu::gumbel::reference::gumbel(&gp, &logits, None, &mut want);
+        assert!(
+            gumbel_margin(&gp, &logits, None) > 1e-4,
+            "a near-tie in the test data"
+        );
         run(b, |rec| b.gumbel(rec, &gp, &lb, None, &tok));
         assert_eq!(download_u32(b, &tok), want, "gumbel (generated uniforms)");
         let mut u = r.vec(rows * cols, 0.0, 1.0);
@@ -447,21 +483,34 @@ mod bodies {
         u[2] = 0.99999994;
         let ub = upload_f32(b, &u);
         cpu::gumbel::reference::gumbel(&gp, &logits, Some(&u), &mut want);
+        assert!(
+            gumbel_margin(&gp, &logits, Some(&u)) > 1e-4,
+            "a near-tie in the test data"
+        );
         run(b, |rec| b.gumbel(rec, &gp, &lb, Some(&ub), &tok));
         assert_eq!(download_u32(b, &tok), want, "gumbel (injected uniforms)");
     }
 
+    /// Bit for bit on the CPU (the reference is PyTorch's f32 arithmetic); within
+    /// `kinema::vulkan::POSENC_ABS` on Vulkan, whose sin/cos are not libm's.
     pub fn posenc<B: Backend>(b: &B) {
-        let p = PosEncParams {
-            start: 50,
-            len: 30,
-            dim: 64,
-        };
-        let mut want = vec![0f32; 30 * 64];
-        cpu::posenc::reference::posenc(&p, &mut want);
-        let out = alloc(b, DType::F32, 30 * 64);
-        run(b, |rec| b.posenc(rec, &p, &out));
-        assert_eq!(download_f32(b, &out), want, "posenc");
+        for (start, len, dim) in [(50, 30, 64), (0, 3, 2), (4990, 10, 512)] {
+            let p = PosEncParams { start, len, dim };
+            let mut want = vec![0f32; len * dim];
+            cpu::posenc::reference::posenc(&p, &mut want);
+            let out = alloc(b, DType::F32, len * dim);
+            run(b, |rec| b.posenc(rec, &p, &out));
+            let got = download_f32(b, &out);
+            if b.info().kind == "vulkan" {
+                let what = format!("posenc {p:?}");
+                // Values are about 0.7 in RMS, so a relative L2 error can only approach the
+                // absolute bound if nearly every element is off by that much.
+                let bound = kinema::vulkan::POSENC_ABS;
+                assert_close(&what, &got, &want, bound, bound);
+            } else {
+                assert_eq!(got, want, "posenc {p:?}");
+            }
+        }
     }
 
     pub fn copy<B: Backend>(b: &B) {
@@ -787,6 +836,342 @@ vulkan_tests!(
     vulkan_activations => activations,
     vulkan_elementwise => elementwise,
     vulkan_copy => copy,
+    vulkan_conv => conv,
+    vulkan_gather_and_reduce => gather_and_reduce,
+    vulkan_posenc => posenc,
     vulkan_operand_checks => operand_checks,
+    vulkan_bad_ids_at_run_time => bad_ids_at_run_time,
     vulkan_resubmission => resubmission,
 );
+
+/// The convolutions of the models (512 channels, kernel 3 and 1, short sequences), with
+/// operands at odd offsets inside larger buffers and no bias. Sums run over c_in * kernel
+/// products in f32, so the absolute bound grows with that length, as in `bodies::linear`.
+#[test]
+fn vulkan_conv_model_shapes() {
+    for b in vulkan_backends() {
+        let mut r = Rng(13);
+        for &(batch, ch, len, kernel, pad, dil) in &[(1, 512, 64, 3, 1, 1), (2, 512, 4, 1, 0, 1)] {
+            let p = Conv1dParams {
+                batch,
+                c_in: ch,
+                c_out: ch,
+                len,
+                kernel,
+                padding: pad,
+                dilation: dil,
+            };
+            let ol = p.out_len().unwrap();
+            let x = r.vec(batch * ch * len + 3, -1.0, 1.0);
+            let w = r.vec(ch * ch * kernel + 5, -1.0, 1.0);
+            let mut want = vec![0f32; batch * ch * ol];
+            cpu::conv1d::reference::conv1d(&p, &x[3..], &w[5..], None, &mut want);
+            let xb = upload_f32(b, &x);
+            let wb = upload_f32(b, &w);
+            let y = alloc(b, DType::F32, want.len() + 7);
+            let (xs, ws, ys) = (
+                xb.slice(3, x.len() - 3).unwrap(),
+                wb.slice(5, w.len() - 5).unwrap(),
+                y.slice(7, want.len()).unwrap(),
+            );
+            run(b, |rec| b.conv1d(rec, &p, &xs, &ws, None, &ys));
+            let got = download_f32(b, &y);
+            assert!(got[..7].iter().all(|&v| v == 0.0), "conv1d wrote before y");
+            assert_close(
+                &format!("conv1d {p:?}"),
+                &got[7..],
+                &want,
+                REL_F32 * (ch * kernel) as f32,
+                REL_F32,
+            );
+        }
+    }
+}
+
+/// Argmax special values on Vulkan: ties (first index), -0 against +0, NaN anywhere (the first
+/// NaN wins), all -inf, one column, and rows longer than a workgroup.
+#[test]
+fn vulkan_argmax_special_values() {
+    for b in vulkan_backends() {
+        let mut r = Rng(14);
+        for cols in [1, 80, 1000] {
+            let rows = 12;
+            let mut x = r.vec(rows * cols, -1.0, 1.0);
+            let last = cols - 1;
+            let mut set = |row: usize, col: usize, v: f32| x[row * cols + col.min(last)] = v;
+            set(0, 7, 5.0);
+            set(0, 900, 5.0);
+            set(1, 3, f32::NAN);
+            set(1, 2, 9.0);
+            set(1, 600, f32::NAN);
+            set(2, 0, f32::NAN);
+            set(3, 999, f32::NAN);
+            set(4, 4, -0.0);
+            set(4, 5, 0.0);
+            for c in 0..cols {
+                set(5, c, f32::NEG_INFINITY);
+                set(6, c, 2.0);
+            }
+            set(7, 500, f32::INFINITY);
+            for c in 0..cols {
+                set(8, c, if c % 2 == 0 { -0.0 } else { 0.0 });
+            }
+            let p = ArgmaxParams { rows, cols };
+            let mut want = vec![0u32; rows];
+            cpu::argmax::reference::argmax(&p, &x, &mut want);
+            let (xb, out) = (upload_f32(b, &x), alloc(b, DType::U32, rows + 1));
+            let o = out.slice(1, rows).unwrap();
+            run(b, |rec| b.argmax(rec, &p, &xb, &o));
+            let got = download_u32(b, &out);
+            assert_eq!(got[0], 0, "argmax wrote before its output");
+            assert_eq!(got[1..], want[..], "argmax cols {cols}");
+        }
+    }
+}
+
+/// Mean pooling over a long sequence (compensated sums), with an all-masked row (zeros).
+#[test]
+fn vulkan_mean_pool_long() {
+    for b in vulkan_backends() {
+        let mut r = Rng(15);
+        let (batch, seq, dim) = (3, 300, 70);
+        let x = r.vec(batch * seq * dim, -1.0, 3.0);
+        let mask: Vec<u32> = (0..batch * seq)
+            .map(|i| u32::from(i >= seq && (i % 5 != 0)) * (i as u32 % 3 + 1))
+            .collect();
+        let p = MeanPoolParams { batch, seq, dim };
+        let mut want = vec![0f32; batch * dim];
+        cpu::mean_pool::reference::mean_pool(&p, &x, &mask, &mut want);
+        assert!(want[..dim].iter().all(|&v| v == 0.0));
+        let (xb, mb, out) = (
+            upload_f32(b, &x),
+            upload_u32(b, &mask),
+            alloc(b, DType::F32, batch * dim),
+        );
+        run(b, |rec| b.mean_pool(rec, &p, &xb, &mb, &out));
+        assert_close("mean_pool", &download_f32(b, &out), &want, 1e-6, REL_F32);
+    }
+}
+
+/// Embedding on Vulkan: every table dtype widened bit for bit (f16 subnormals, infinities and
+/// NaNs included), tables split over several bindings, and ids outside the table: zero rows,
+/// the error reported by `read`, `sync` or the next `submit`, and a clean run afterwards.
+#[test]
+fn vulkan_embedding() {
+    for b in vulkan_backends() {
+        let mut o = VulkanOptions::new(Precision::Strict);
+        o.device = Some(b.device_index());
+        o.max_binding = Some(1024);
+        let small = VulkanBackend::with_options(o).unwrap();
+        for be in [b, &small] {
+            embedding_dtypes(be);
+            embedding_bad_ids(be);
+        }
+    }
+}
+
+fn embedding_dtypes(b: &VulkanBackend) {
+    let mut r = Rng(16);
+    let (vocab, dim, tokens) = (37, 64, 11);
+    let mut table = r.vec(vocab * dim, -2.0, 2.0);
+    table[5] = 3e-6;
+    table[6] = -6e-8;
+    table[7] = f32::INFINITY;
+    table[8] = f32::NAN;
+    table[9] = 1e30;
+    let mut ids: Vec<u32> = (0..tokens).map(|_| r.below(vocab as u64) as u32).collect();
+    ids[0] = 0;
+    ids[1] = vocab as u32 - 1;
+    let t16: Vec<f16> = table.iter().map(|&v| f16::from_f32(v)).collect();
+    let tb16: Vec<bf16> = table.iter().map(|&v| bf16::from_f32(v)).collect();
+    let finite: Vec<f32> = table
+        .iter()
+        .map(|&v| {
+            if v.is_finite() {
+                v.clamp(-2.0, 2.0)
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mut tq = vec![0u8; vocab * dim / 32 * Q8_0_BLOCK_BYTES];
+    for (blk, out) in finite.chunks(32).zip(tq.chunks_mut(Q8_0_BLOCK_BYTES)) {
+        q8_0_quantize_block(blk, out);
+    }
+    let cases: Vec<(DType, Vec<u8>, Weights)> = vec![
+        (
+            DType::F32,
+            bytemuck::cast_slice(&table).to_vec(),
+            Weights::F32(&table),
+        ),
+        (
+            DType::F16,
+            bytemuck::cast_slice(&t16).to_vec(),
+            Weights::F16(&t16),
+        ),
+        (
+            DType::BF16,
+            bytemuck::cast_slice(&tb16).to_vec(),
+            Weights::BF16(&tb16),
+        ),
+        (DType::Q8_0, tq.clone(), Weights::Q8_0(&tq)),
+    ];
+    let p = EmbeddingParams { tokens, vocab, dim };
+    let ib = upload_u32(b, &ids);
+    for (dt, bytes, wref) in cases {
+        let mut want = vec![0f32; tokens * dim];
+        cpu::embedding::reference::embedding(&p, &ids, wref, &mut want).unwrap();
+        let tb = upload(b, dt, &bytes, vocab * dim);
+        let out = alloc(b, DType::F32, tokens * dim);
+        run(b, |rec| b.embedding(rec, &p, &ib, &tb, &out));
+        let got = download_f32(b, &out);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "embedding {dt}");
+    }
+}
+
+fn embedding_bad_ids(b: &VulkanBackend) {
+    let (vocab, dim) = (4, 10);
+    let table: Vec<f32> = (0..vocab * dim).map(|v| v as f32 + 1.0).collect();
+    let tb = upload_f32(b, &table);
+    let ids = upload_u32(b, &[3, 120, 0, 99, 2]);
+    let out = alloc(b, DType::F32, 5 * dim);
+    let p = EmbeddingParams {
+        tokens: 5,
+        vocab,
+        dim,
+    };
+    let mut rec = b.begin().unwrap();
+    b.embedding(&mut rec, &p, &ids, &tb, &out).unwrap();
+    b.submit(&rec).unwrap();
+    // `read` waits for the run and reports what it found, once.
+    let mut bytes = vec![0u8; 5 * dim * 4];
+    let e = b.read(&out, &mut bytes).unwrap_err().to_string();
+    assert!(
+        e.contains("embedding")
+            && e.contains("2 token ids")
+            && e.contains("4-row")
+            && e.contains("position 1")
+            && e.contains("120"),
+        "{e}"
+    );
+    let got = download_f32(b, &out);
+    for (t, id) in [3usize, 120, 0, 99, 2].into_iter().enumerate() {
+        let row = &got[t * dim..(t + 1) * dim];
+        if id < vocab {
+            assert_eq!(row, &table[id * dim..(id + 1) * dim], "token {t}");
+        } else {
+            assert!(
+                row.iter().all(|&v| v == 0.0),
+                "token {t} (id {id}) not zeroed"
+            );
+        }
+    }
+    // Re-submitted with one bad id: the message is the CPU backend's, from `sync`.
+    b.write(&ids, bytemuck::cast_slice(&[3u32, 1, 0, 4, 2]))
+        .unwrap();
+    b.submit(&rec).unwrap();
+    let e = b.sync().unwrap_err().to_string();
+    assert!(
+        e.contains("token id 4 at position 3 is outside the 4-row table"),
+        "{e}"
+    );
+    // A bad run that nobody waited for is reported by the next submission of the recording.
+    b.submit(&rec).unwrap();
+    let e = b.submit(&rec).unwrap_err().to_string();
+    assert!(e.contains("token id 4"), "{e}");
+    // Errors go to the thread that submitted the run, not to others sharing the backend.
+    b.submit(&rec).unwrap();
+    std::thread::scope(|s| s.spawn(|| b.sync().unwrap()).join().unwrap());
+    let e = b.sync().unwrap_err().to_string();
+    assert!(e.contains("token id 4"), "{e}");
+    b.write(&ids, bytemuck::cast_slice(&[3u32, 1, 0, 1, 2]))
+        .unwrap();
+    b.submit(&rec).unwrap();
+    b.sync().unwrap();
+    assert_eq!(download_f32(b, &out)[3 * dim], table[dim]);
+}
+
+/// Gumbel sampling on Vulkan against the CPU reference: generated uniforms at a counter whose
+/// low half carries, injected uniforms with the clamped extremes, rows longer than a
+/// workgroup, NaN and infinite logits. Tokens must be equal where no row has a near-tie (see
+/// `gumbel_margin`); at temperature 0 the scores are logit / 1e-10 exactly (the noise is below
+/// half an ulp of them), so tied logits tie on both backends and the first index wins.
+#[test]
+fn vulkan_gumbel_tokens() {
+    for b in vulkan_backends() {
+        let mut r = Rng(17);
+        for (cols, temperature) in [(80, 0.7), (1000, 1.3), (1000, 0.0)] {
+            let rows = 24;
+            let mut logits: Vec<f32> = r
+                .vec(rows * cols, -4.0, 4.0)
+                .iter()
+                .map(|v| (v * 4.0).round() / 4.0)
+                .collect();
+            logits[cols + 7] = f32::NAN;
+            logits[cols + 9] = f32::NAN;
+            logits[2 * cols + 3] = f32::INFINITY;
+            for v in &mut logits[3 * cols..4 * cols] {
+                *v = f32::NEG_INFINITY;
+            }
+            let mut u = r.vec(rows * cols, 0.0, 1.0);
+            u[..6].copy_from_slice(&[0.0, 1e-30, 0.999_999_94, 1.0, f32::NAN, 2.0]);
+            let p = GumbelParams {
+                rows,
+                cols,
+                temperature,
+                seed: 0x0123_4567_89ab_cdef,
+                counter: (1 << 32) - 5 * cols as u64,
+            };
+            let (lb, ub) = (upload_f32(b, &logits), upload_f32(b, &u));
+            let tok = alloc(b, DType::U32, rows);
+            for injected in [None, Some(&u[..])] {
+                if temperature > 0.0 {
+                    assert!(
+                        gumbel_margin(&p, &logits, injected) > 1e-4,
+                        "a near-tie in the test data"
+                    );
+                }
+                let mut want = vec![0u32; rows];
+                cpu::gumbel::reference::gumbel(&p, &logits, injected, &mut want);
+                let ubr = injected.map(|_| &ub);
+                run(b, |rec| b.gumbel(rec, &p, &lb, ubr, &tok));
+                assert_eq!(
+                    download_u32(b, &tok),
+                    want,
+                    "gumbel cols {cols} T {temperature} injected {}",
+                    injected.is_some()
+                );
+            }
+        }
+    }
+}
+
+/// Posenc on Vulkan over many positions and frequencies (every angle reduction path), against
+/// the CPU reference within `POSENC_ABS`.
+#[test]
+fn vulkan_posenc_sweep() {
+    for b in vulkan_backends() {
+        let last = (1 << 24) - 4;
+        for (start, len, dim) in [(0, 4096, 64), (100_000, 64, 256), (last, 4, 512)] {
+            let p = PosEncParams { start, len, dim };
+            let mut want = vec![0f32; len * dim];
+            cpu::posenc::reference::posenc(&p, &mut want);
+            let out = alloc(b, DType::F32, len * dim);
+            run(b, |rec| b.posenc(rec, &p, &out));
+            let got = download_f32(b, &out);
+            let (abs, rel) = errors(&got, &want);
+            eprintln!("posenc {p:?}: max abs {abs:e}, rel l2 {rel:e}");
+            assert!(abs <= kinema::vulkan::POSENC_ABS, "posenc {p:?}: {abs:e}");
+        }
+        let p = PosEncParams {
+            start: 1 << 24,
+            len: 1,
+            dim: 2,
+        };
+        let out = alloc(b, DType::F32, 2);
+        let mut rec = b.begin().unwrap();
+        let e = b.posenc(&mut rec, &p, &out).unwrap_err().to_string();
+        assert!(e.contains("2^24"), "{e}");
+    }
+}

@@ -9,7 +9,7 @@ use super::context::Context;
 use super::memory::{Memory, VulkanBuffer};
 use super::pipeline::Pipelines;
 use super::profile::{self, ProfileRow};
-use super::recording::VulkanRecording;
+use super::recording::{RunCheck, VulkanRecording};
 use super::{VulkanError, backend_error, kernels};
 use crate::backend::check::{self, BufferInfo, byte_range};
 use crate::backend::{Backend, BackendInfo, BufRef, Precision};
@@ -26,16 +26,20 @@ pub const MISSING_KERNELS: &[&str] = &[
     "attention",
     "swiglu",
     "rope",
-    "conv1d",
-    "upsample_nearest2x",
-    "embedding",
-    "mean_pool",
-    "argmax",
-    "gumbel",
-    "posenc",
 ];
 
 const NO_KERNEL: &str = "has no Vulkan kernel yet";
+
+/// How far the Vulkan gumbel noise `g(u) = -ln(max(-ln(max(u, 1e-20)), 1e-20))` may lie from
+/// the CPU backend's, in ulp of the CPU's value beyond 2^-22 absolute: each `ln` is within
+/// 0.82 ulp on either side (FreeBSD's logf on the device, glibc's on the CPU; neither is
+/// correctly rounded), and the outer one also carries the inner one's relative error.
+pub const GUMBEL_NOISE_ULP: f32 = 2.0;
+
+/// How far the Vulkan posenc values may lie from the CPU backend's, absolute (both are in
+/// [-1, 1]): the angles are identical, the device's sin/cos are within 7.5e-8 of the true
+/// values (`kernels/glsl/posenc.comp`) and the CPU's libm within about half an ulp (3e-8).
+pub const POSENC_ABS: f32 = 2.4e-7;
 
 fn no_kernel(op: &str) -> Error {
     backend_error(format!("{op} {NO_KERNEL}"))
@@ -143,6 +147,19 @@ pub struct VulkanBackend {
     shared: Arc<Shared>,
     precision: Precision,
     last_profile: Mutex<Vec<ProfileRow>>,
+    /// The status checks of submitted runs, in submission order, until a host wait sees the
+    /// run finish ([`VulkanBackend::take_errors`]).
+    pending: Mutex<Vec<PendingRun>>,
+}
+
+/// A submitted run whose status words are still to be read.
+struct PendingRun {
+    /// Timeline value of the submission.
+    value: u64,
+    /// The thread that submitted it: its errors go to that thread's `sync` and `read`, not
+    /// to other threads sharing the backend.
+    thread: std::thread::ThreadId,
+    checks: Vec<RunCheck>,
 }
 
 impl VulkanBackend {
@@ -177,6 +194,7 @@ impl VulkanBackend {
             }),
             precision: o.precision,
             last_profile: Mutex::new(Vec::new()),
+            pending: Mutex::new(Vec::new()),
         })
     }
 
@@ -236,6 +254,28 @@ impl VulkanBackend {
         Ok(())
     }
 
+    /// Read the status words of the pending runs that `pick` selects, up to timeline value
+    /// `done` (which the caller waited for), clear the words that recorded bad data, and
+    /// return the error of the earliest such run. With good data this reads one mapped word
+    /// per check.
+    fn take_errors(&self, done: u64, pick: impl Fn(&PendingRun) -> bool) -> Result<()> {
+        let finished: Vec<PendingRun> = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extract_if(.., |r| r.value <= done && pick(r))
+            .collect();
+        let mut first = None;
+        for check in finished.iter().flat_map(|r| &r.checks) {
+            if let Some(e) = check.error() {
+                let zeros = [0u8; 4 * RunCheck::STATUS_WORDS];
+                self.shared.memory.write(&check.status, 0, &zeros)?;
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
     fn rec_check(&self, rec: &VulkanRecording) -> Result<()> {
         if !rec.belongs_to(&self.shared) {
             return Err(backend_error(
@@ -244,6 +284,10 @@ impl VulkanBackend {
         }
         Ok(())
     }
+}
+
+fn on_this_thread(r: &PendingRun) -> bool {
+    r.thread == std::thread::current().id()
 }
 
 impl Backend for VulkanBackend {
@@ -292,6 +336,8 @@ impl Backend for VulkanBackend {
         Ok(self.shared.memory.write(&dst.buf, s as u64, bytes)?)
     }
 
+    /// Waits for the work that uses `src`, copies it out, then reports bad data that this
+    /// thread's finished runs found, as `sync` does (`out` is filled either way).
     fn read(&self, src: &BufRef<VulkanBuffer>, out: &mut [u8]) -> Result<()> {
         self.own("read", &src.buf)?;
         let (s, l) = byte_range("read", src)?;
@@ -301,7 +347,11 @@ impl Backend for VulkanBackend {
                 out.len()
             )));
         }
-        Ok(self.shared.memory.read(&src.buf, s as u64, out)?)
+        // The run that last used the buffer, and every run before it, have finished once the
+        // read waited: report bad data they found.
+        let used = src.buf.0.last_use.load(std::sync::atomic::Ordering::SeqCst);
+        self.shared.memory.read(&src.buf, s as u64, out)?;
+        self.take_errors(used, on_this_thread)
     }
 
     fn begin(&self) -> Result<VulkanRecording> {
@@ -311,7 +361,26 @@ impl Backend for VulkanBackend {
     fn submit(&self, rec: &VulkanRecording) -> Result<()> {
         self.rec_check(rec)?;
         rec.finish()?;
-        rec.submit()?;
+        let checks = rec.checks();
+        if let Some(own) = checks.first() {
+            // The previous run of this recording wrote the same status words: check them
+            // before this run reuses them, whichever thread submitted it.
+            let prev = rec.last_submit();
+            self.shared.ctx.wait(prev)?;
+            self.take_errors(prev, |r| r.checks[0].status.same(&own.status))?;
+        }
+        rec.submit(|value| {
+            if !checks.is_empty() {
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(PendingRun {
+                        value,
+                        thread: std::thread::current().id(),
+                        checks: checks.to_vec(),
+                    });
+            }
+        })?;
         if self.shared.profile {
             let rows = rec.profile()?;
             eprint!("{}", profile::table(&self.shared.ctx.name, &rows));
@@ -320,10 +389,13 @@ impl Backend for VulkanBackend {
         Ok(())
     }
 
+    /// Waits for all submitted work, then reports bad data that the ops of this thread's
+    /// runs found (embedding ids outside the table) as the CPU backend does.
     fn sync(&self) -> Result<()> {
         let ctx = &self.shared.ctx;
-        ctx.wait(ctx.last_submitted())
-            .map_err(|e: VulkanError| e.into())
+        let last = ctx.last_submitted();
+        ctx.wait(last).map_err(|e: VulkanError| Error::from(e))?;
+        self.take_errors(last, on_this_thread)
     }
 
     fn linear(
@@ -440,26 +512,28 @@ impl Backend for VulkanBackend {
 
     fn conv1d(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &Conv1dParams,
         x: &BufRef<VulkanBuffer>,
         w: &BufRef<VulkanBuffer>,
         bias: Option<&BufRef<VulkanBuffer>>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::conv1d(p, x, w, bias, y)?;
-        Err(no_kernel("conv1d"))
+        self.rec_check(rec)?;
+        let (x, w, bias, y) = check::conv1d(p, x, w, bias, y)?;
+        kernels::conv1d(rec, p, &x, &w, bias.as_ref(), &y)
     }
 
     fn upsample_nearest2x(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &UpsampleParams,
         x: &BufRef<VulkanBuffer>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::upsample_nearest2x(p, x, y)?;
-        Err(no_kernel("upsample_nearest2x"))
+        self.rec_check(rec)?;
+        let (x, y) = check::upsample_nearest2x(p, x, y)?;
+        kernels::upsample_nearest2x(rec, p, &x, &y)
     }
 
     fn binary(
@@ -501,16 +575,20 @@ impl Backend for VulkanBackend {
         kernels::axpby(rec, a, &x, b, &y, &o)
     }
 
+    /// An id outside the table gives a zero row and an [`Error::Kernel`] from the next
+    /// `sync` or `read` of the thread that submitted the run, or from the next `submit` of
+    /// this recording, whichever comes first.
     fn embedding(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &EmbeddingParams,
         ids: &BufRef<VulkanBuffer>,
         table: &BufRef<VulkanBuffer>,
         out: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::embedding(p, ids, table, out)?;
-        Err(no_kernel("embedding"))
+        self.rec_check(rec)?;
+        let (ids, t, o) = check::embedding(p, ids, table, out)?;
+        kernels::embedding(rec, p, &ids, &t, &o)
     }
 
     fn copy(
@@ -527,47 +605,58 @@ impl Backend for VulkanBackend {
 
     fn mean_pool(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &MeanPoolParams,
         x: &BufRef<VulkanBuffer>,
         mask: &BufRef<VulkanBuffer>,
         out: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::mean_pool(p, x, mask, out)?;
-        Err(no_kernel("mean_pool"))
+        self.rec_check(rec)?;
+        let (x, m, o) = check::mean_pool(p, x, mask, out)?;
+        kernels::mean_pool(rec, p, &x, &m, &o)
     }
 
     fn argmax(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &ArgmaxParams,
         x: &BufRef<VulkanBuffer>,
         out: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::argmax(p, x, out)?;
-        Err(no_kernel("argmax"))
+        self.rec_check(rec)?;
+        let (x, o) = check::argmax(p, x, out)?;
+        kernels::argmax(rec, p, &x, &o)
     }
 
+    /// The uniforms, generated or injected, are the CPU backend's bit for bit; the noise
+    /// `g(u)` is within [`GUMBEL_NOISE_ULP`] ulp (plus 2^-22 absolute) of the CPU's, because
+    /// the two `ln`s are not correctly rounded alike. So a token equals the CPU backend's
+    /// whenever the best score of its row beats every other by more than twice that error
+    /// plus an ulp of the score; closer near-ties may resolve either way.
     fn gumbel(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &GumbelParams,
         logits: &BufRef<VulkanBuffer>,
         uniforms: Option<&BufRef<VulkanBuffer>>,
         out: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::gumbel(p, logits, uniforms, out)?;
-        Err(no_kernel("gumbel"))
+        self.rec_check(rec)?;
+        let (l, u, o) = check::gumbel(p, logits, uniforms, out)?;
+        kernels::gumbel(rec, p, &l, u.as_ref(), &o)
     }
 
+    /// Within [`POSENC_ABS`] of the CPU backend (which matches PyTorch bit for bit): the
+    /// angles are the CPU's, but sin and cos are not correctly rounded alike.
     fn posenc(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &PosEncParams,
         out: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::posenc(p, out)?;
-        Err(no_kernel("posenc"))
+        self.rec_check(rec)?;
+        let o = check::posenc(p, out)?;
+        kernels::posenc(rec, p, &o)
     }
 
     fn ddim(

@@ -10,7 +10,7 @@ use super::backend_error;
 use super::context::Limits;
 use super::memory::VulkanBuffer;
 use super::recording::Arg::{Absent, In, Out};
-use super::recording::{Dispatch, VulkanRecording};
+use super::recording::{Dispatch, RunCheck, VulkanRecording};
 use super::shaders::{Shader, push};
 use crate::backend::BufRef;
 use crate::error::Result;
@@ -354,6 +354,360 @@ pub(crate) fn linear(
     Ok(())
 }
 
+/// Tiles of the conv1d shader (an implicit GEMM with c_out rows and batch * out_len columns):
+/// small, because the model's convolutions are 512 x 128 outputs at most and a device needs
+/// many workgroups in flight; the second fits every device's guaranteed minimums.
+const CONV_TILES: [LinearTile; 2] = [
+    LinearTile {
+        bm: 32,
+        bn: 32,
+        bk: 16,
+        tm: 2,
+        tn: 2,
+    },
+    TILE_TINY,
+];
+
+/// `x`, `w`, `bias`, `y` as checked by `check::conv1d`.
+pub(crate) fn conv1d(
+    rec: &mut VulkanRecording,
+    p: &Conv1dParams,
+    x: &Ref,
+    w: &Ref,
+    bias: Option<&Ref>,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "conv1d";
+    let out_len = p.out_len()?;
+    let cols = p.batch * out_len;
+    if cols == 0 || p.c_out == 0 {
+        return Ok(());
+    }
+    let tile = CONV_TILES
+        .iter()
+        .copied()
+        .find(|t| t.fits(rec.limits()))
+        .unwrap_or(TILE_TINY);
+    // The reduction index ci * kernel + kk must fit the shader's u32 arithmetic.
+    u32_of(OP, "c_in * kernel", p.c_in * p.kernel)?;
+    let push = push::Conv1d {
+        batch: u32_of(OP, "batch", p.batch)?,
+        c_in: u32_of(OP, "c_in", p.c_in)?,
+        c_out: u32_of(OP, "c_out", p.c_out)?,
+        len: u32_of(OP, "len", p.len)?,
+        kernel: u32_of(OP, "kernel", p.kernel)?,
+        padding: u32_of(OP, "padding", p.padding)?,
+        dilation: u32_of(OP, "dilation", p.dilation)?,
+        out_len: u32_of(OP, "out_len", out_len)?,
+        has_bias: u32::from(bias.is_some()),
+        ..Default::default()
+    };
+    let groups = [
+        u32_of(OP, "column tiles", cols.div_ceil(tile.bn as usize))?,
+        u32_of(OP, "row tiles", p.c_out.div_ceil(tile.bm as usize))?,
+        1,
+    ];
+    let b_arg = match bias {
+        Some(b) => In(b),
+        None => Absent,
+    };
+    rec.dispatch(Dispatch {
+        op: OP,
+        shader: Shader::Conv1d,
+        spec: &[
+            tile.invocations(),
+            tile.bm,
+            tile.bn,
+            tile.bk,
+            tile.tm,
+            tile.tn,
+        ],
+        args: &[In(x), In(w), b_arg, Out(y)],
+        push,
+        groups,
+    })
+}
+
+pub(crate) fn upsample_nearest2x(
+    rec: &mut VulkanRecording,
+    p: &UpsampleParams,
+    x: &Ref,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "upsample_nearest2x";
+    let n = 2 * p.rows * p.len;
+    let push = push::Upsample {
+        n: u32_of(OP, "output elements", n)?,
+        ..Default::default()
+    };
+    elementwise(
+        rec,
+        OP,
+        Shader::UpsampleNearest2x,
+        &[In(x), Out(y)],
+        push,
+        n,
+    )
+}
+
+pub(crate) fn mean_pool(
+    rec: &mut VulkanRecording,
+    p: &MeanPoolParams,
+    x: &Ref,
+    mask: &Ref,
+    out: &Ref,
+) -> Result<()> {
+    const OP: &str = "mean_pool";
+    let n = p.batch * p.dim;
+    let push = push::MeanPool {
+        batch: u32_of(OP, "batch", p.batch)?,
+        seq: u32_of(OP, "seq", p.seq)?,
+        dim: u32_of(OP, "dim", p.dim)?,
+        ..Default::default()
+    };
+    u32_of(OP, "batch * dim", n)?;
+    elementwise(
+        rec,
+        OP,
+        Shader::MeanPool,
+        &[In(x), In(mask), Out(out)],
+        push,
+        n,
+    )
+}
+
+/// Workgroup size of the one-row-per-workgroup reductions (argmax.glsl): a power of two,
+/// 64 for short rows so few invocations idle, 256 for long ones.
+fn row_workgroup(rec: &VulkanRecording, cols: usize) -> u32 {
+    let l = rec.limits();
+    let want: u32 = if cols <= 512 { 64 } else { 256 };
+    let cap = want
+        .min(l.max_workgroup_size[0])
+        .min(l.max_workgroup_invocations);
+    1 << cap.ilog2()
+}
+
+pub(crate) fn argmax(
+    rec: &mut VulkanRecording,
+    p: &ArgmaxParams,
+    x: &Ref,
+    out: &Ref,
+) -> Result<()> {
+    const OP: &str = "argmax";
+    let push = push::Argmax {
+        rows: u32_of(OP, "rows", p.rows)?,
+        cols: u32_of(OP, "cols", p.cols)?,
+        ..Default::default()
+    };
+    u32_of(OP, "rows * cols", p.rows * p.cols)?;
+    let wg = row_workgroup(rec, p.cols);
+    let groups = rec.grid(OP, p.rows as u64, 1)?;
+    rec.dispatch(Dispatch {
+        op: OP,
+        shader: Shader::Argmax,
+        spec: &[wg],
+        args: &[In(x), Out(out)],
+        push,
+        groups,
+    })
+}
+
+/// Shader code of a table dtype (`T_DTYPE` in embedding.comp, as `W_DTYPE` in linear.comp).
+fn float_dtype_code(d: DType) -> u32 {
+    match d {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        DType::BF16 => 2,
+        DType::Q8_0 => 3,
+        DType::I32 | DType::U32 => unreachable!("float dtypes are checked when recorded"),
+    }
+}
+
+/// Whole rows of `row_bytes` bytes that fit one storage-buffer binding (which starts up to one
+/// alignment unit before the operand and ends on a word).
+fn rows_per_binding(op: &str, rec: &VulkanRecording, row_bytes: u64) -> Result<usize> {
+    let l = rec.limits();
+    let usable = l.max_binding.saturating_sub(l.min_storage_offset_align + 4);
+    match usable / row_bytes.max(1) {
+        0 => Err(backend_error(format!(
+            "{op}: one row of {row_bytes} bytes does not fit this device's {}-byte \
+             storage-buffer binding limit",
+            l.max_binding
+        ))),
+        rows => Ok(rows as usize),
+    }
+}
+
+/// `ids`, `table`, `out` as checked by `check::embedding`. A table larger than one binding is
+/// split into row ranges, one dispatch each writing the tokens whose ids fall in its range
+/// (and an output larger than one binding into token ranges); the dispatch of each token range
+/// that starts at row 0 also writes zeros for ids outside the table and records them in
+/// status words the backend checks after the run ([`RunCheck`]).
+pub(crate) fn embedding(
+    rec: &mut VulkanRecording,
+    p: &EmbeddingParams,
+    ids: &Ref,
+    table: &Ref,
+    out: &Ref,
+) -> Result<()> {
+    const OP: &str = "embedding";
+    let n = p.tokens * p.dim;
+    if n == 0 {
+        return Ok(());
+    }
+    u32_of(OP, "tokens * dim", n)?;
+    let row_bytes = table
+        .dtype
+        .bytes_for(p.dim)
+        .expect("checked: whole q8_0 blocks") as u64;
+    let table_rows = rows_per_binding(OP, rec, row_bytes)?;
+    let token_rows = rows_per_binding(OP, rec, 4 * p.dim as u64)?;
+    let status = rec.status_words()?;
+    let wg = rec.elementwise_workgroup();
+    let spec = [wg, float_dtype_code(table.dtype)];
+    let base = push::Embedding {
+        vocab: u32_of(OP, "vocab", p.vocab)?,
+        dim: u32_of(OP, "dim", p.dim)?,
+        ..Default::default()
+    };
+    for t0 in (0..p.tokens).step_by(token_rows) {
+        let nt = token_rows.min(p.tokens - t0);
+        let ids_s = ids.slice(t0, nt)?;
+        let out_s = out.slice(t0 * p.dim, nt * p.dim)?;
+        let groups = rec.grid(OP, (nt * p.dim) as u64, wg)?;
+        // An empty table still needs the dispatch that zeroes and reports every token.
+        for row0 in (0..p.vocab.max(1)).step_by(table_rows) {
+            let nr = table_rows.min(p.vocab.saturating_sub(row0));
+            let ts = table.slice(row0 * p.dim, nr * p.dim)?;
+            let check = row0 == 0;
+            let push = push::Embedding {
+                tokens: nt as u32,
+                t0: t0 as u32,
+                row0: row0 as u32,
+                rows: nr as u32,
+                check: u32::from(check),
+                ..base
+            };
+            let status_arg = if check { Out(&status) } else { Absent };
+            rec.dispatch(Dispatch {
+                op: OP,
+                shader: Shader::Embedding,
+                spec: &spec,
+                args: &[In(&ids_s), In(&ts), Out(&out_s), status_arg],
+                push,
+                groups,
+            })?;
+        }
+    }
+    rec.add_check(RunCheck {
+        status: status.buf,
+        vocab: p.vocab,
+    });
+    Ok(())
+}
+
+/// `out` as checked by `check::posenc`. The frequencies `div[i] = 10000^(-2i / dim)` are
+/// computed here with the CPU reference's f32 expression (`cpu::posenc::reference`, Kimodo's
+/// `kimodo/model/backbone.py#L253-266`) and bound as a table, so the shader's angles are the
+/// CPU's bit for bit and only its sin/cos differ (by at most
+/// [`POSENC_ABS`](super::backend::POSENC_ABS)).
+pub(crate) fn posenc(rec: &mut VulkanRecording, p: &PosEncParams, out: &Ref) -> Result<()> {
+    const OP: &str = "posenc";
+    let n = p.len * p.dim;
+    if n == 0 {
+        return Ok(());
+    }
+    // The shader's angle reduction needs whole multiples of pi/2 below 2^24 (posenc.comp).
+    if p.start + p.len > 1 << 24 {
+        return Err(backend_error(format!(
+            "{OP}: positions up to {} are past 2^24, beyond the shader's sin/cos",
+            p.start + p.len - 1
+        )));
+    }
+    let div: Vec<f32> = (0..p.dim / 2)
+        .map(|i| 10000f32.powf(-((2 * i) as f32) / p.dim as f32))
+        .collect();
+    let table = rec.constant_f32(&div)?;
+    // Element indices are u32 in the shader.
+    u32_of(OP, "len * dim", n)?;
+    let push = push::PosEnc {
+        start: p.start as u32,
+        len: p.len as u32,
+        dim: u32_of(OP, "dim", p.dim)?,
+        ..Default::default()
+    };
+    elementwise(rec, OP, Shader::PosEnc, &[In(&table), Out(out)], push, n)
+}
+
+/// The push constants of the gumbel shader.
+fn gumbel_push(op: &'static str, p: &GumbelParams, injected: bool) -> Result<push::Gumbel> {
+    u32_of(op, "rows * cols", p.rows * p.cols)?;
+    Ok(push::Gumbel {
+        rows: u32_of(op, "rows", p.rows)?,
+        cols: u32_of(op, "cols", p.cols)?,
+        t: p.temperature.max(1e-10),
+        seed: [p.seed as u32, (p.seed >> 32) as u32],
+        counter: [p.counter as u32, (p.counter >> 32) as u32],
+        has_uniforms: u32::from(injected),
+        ..Default::default()
+    })
+}
+
+/// `logits`, `uniforms`, `out` as checked by `check::gumbel`.
+pub(crate) fn gumbel(
+    rec: &mut VulkanRecording,
+    p: &GumbelParams,
+    logits: &Ref,
+    uniforms: Option<&Ref>,
+    out: &Ref,
+) -> Result<()> {
+    const OP: &str = "gumbel";
+    let push = gumbel_push(OP, p, uniforms.is_some())?;
+    let wg = row_workgroup(rec, p.cols);
+    let groups = rec.grid(OP, p.rows as u64, 1)?;
+    let u_arg = match uniforms {
+        Some(u) => In(u),
+        None => Absent,
+    };
+    rec.dispatch(Dispatch {
+        op: OP,
+        shader: Shader::Gumbel,
+        spec: &[wg, 0],
+        args: &[In(logits), u_arg, Out(out)],
+        push,
+        groups,
+    })
+}
+
+/// Test hook of the gumbel shader: for each of the `rows * cols` elements, the uniform the
+/// sampler uses and its noise `g(u)`, as f32 bits in `out[2 i]` and `out[2 i + 1]` (u32,
+/// `2 rows cols` elements). `uniforms` as in [`gumbel`]; the logits are not read.
+#[cfg(test)]
+pub(crate) fn gumbel_noise(
+    rec: &mut VulkanRecording,
+    p: &GumbelParams,
+    uniforms: Option<&Ref>,
+    out: &Ref,
+) -> Result<()> {
+    const OP: &str = "gumbel_noise";
+    let n = p.rows * p.cols;
+    let push = gumbel_push(OP, p, uniforms.is_some())?;
+    let wg = rec.elementwise_workgroup();
+    let groups = rec.grid(OP, n as u64, wg)?;
+    let u_arg = match uniforms {
+        Some(u) => In(u),
+        None => Absent,
+    };
+    rec.dispatch(Dispatch {
+        op: OP,
+        shader: Shader::Gumbel,
+        spec: &[wg, 1],
+        args: &[Absent, u_arg, Out(out)],
+        push,
+        groups,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,7 +729,7 @@ mod tests {
 
     #[test]
     fn tiles_respect_limits() {
-        for t in [TILE_LARGE, TILE_SMALL, TILE_TINY] {
+        for t in [TILE_LARGE, TILE_SMALL, TILE_TINY, CONV_TILES[0]] {
             assert_eq!(t.bm % t.tm, 0);
             assert_eq!(t.bn % t.tn, 0);
         }
@@ -384,5 +738,126 @@ mod tests {
         assert_eq!(linear_tile(100, &limits(128, 16384)), TILE_SMALL);
         assert_eq!(linear_tile(100, &limits(64, 16384)), TILE_TINY);
         assert!(TILE_TINY.fits(&limits(128, 16384)));
+    }
+}
+
+#[cfg(test)]
+mod device_tests {
+    use super::*;
+    use crate::backend::{Backend, Precision};
+    use crate::cpu::gumbel::reference::gumbel_noise as cpu_noise;
+    use crate::cpu::rng;
+    use crate::vulkan::backend::GUMBEL_NOISE_ULP;
+    use crate::vulkan::{VulkanBackend, VulkanOptions, probe};
+
+    /// A backend on the first Vulkan device; None (said on stderr) when there is none, which
+    /// fails instead under `KINEMA_REQUIRE_VULKAN=1` (CI installs lavapipe).
+    fn device() -> Option<VulkanBackend> {
+        let required = std::env::var("KINEMA_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+        match probe() {
+            Ok(d) => {
+                let mut o = VulkanOptions::new(Precision::Strict);
+                o.device = Some(d[0].index);
+                Some(VulkanBackend::with_options(o).unwrap())
+            }
+            Err(why) => {
+                assert!(!required, "KINEMA_REQUIRE_VULKAN=1 but {why}");
+                eprintln!("skipping: {why}");
+                None
+            }
+        }
+    }
+
+    /// `(u, g(u))` of every element, from the shader's test hook.
+    fn noise(b: &VulkanBackend, p: &GumbelParams, uniforms: Option<&[f32]>) -> Vec<(f32, f32)> {
+        let n = p.rows * p.cols;
+        let u = uniforms.map(|u| {
+            let r = BufRef::new(b.alloc(DType::F32, n).unwrap(), DType::F32, n);
+            b.write(&r, bytemuck::cast_slice(u)).unwrap();
+            r
+        });
+        let out = BufRef::new(b.alloc(DType::U32, 2 * n).unwrap(), DType::U32, 2 * n);
+        let mut rec = b.begin().unwrap();
+        gumbel_noise(&mut rec, p, u.as_ref(), &out).unwrap();
+        b.submit(&rec).unwrap();
+        let mut bytes = vec![0u8; 8 * n];
+        b.read(&out, &mut bytes).unwrap();
+        let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
+        words
+            .chunks(2)
+            .map(|w| (f32::from_bits(w[0]), f32::from_bits(w[1])))
+            .collect()
+    }
+
+    /// `|got - want|` in units of `want`'s ulp, after the 2^-22 absolute allowance.
+    fn noise_ulps(got: f32, want: f32) -> f32 {
+        if got.to_bits() == want.to_bits() {
+            return 0.0;
+        }
+        let ulp = f32::from_bits(want.abs().to_bits() + 1) - want.abs();
+        ((got - want).abs() - 2f32.powi(-22)).max(0.0) / ulp
+    }
+
+    #[test]
+    fn gumbel_uniforms_are_the_cpu_stream() {
+        let Some(b) = device() else { return };
+        // A carry out of the counter's low half, and seeds with every bit set.
+        for (seed, counter) in [
+            (42, 0),
+            (0xdead_beef_0123_4567, (1 << 32) - 300_000),
+            (u64::MAX, u64::MAX - 2_000_000),
+        ] {
+            let p = GumbelParams {
+                rows: 1000,
+                cols: 1000,
+                temperature: 1.0,
+                seed,
+                counter,
+            };
+            let mut worst = 0f32;
+            for (i, (u, g)) in noise(&b, &p, None).into_iter().enumerate() {
+                let want = rng::uniform(seed, counter + i as u64);
+                assert_eq!(u.to_bits(), want.to_bits(), "seed {seed:#x} uniform {i}");
+                worst = worst.max(noise_ulps(g, cpu_noise(u)));
+            }
+            eprintln!("seed {seed:#x}: g(u) within {worst} ulp of the CPU's");
+            assert!(worst <= GUMBEL_NOISE_ULP, "g(u) off by {worst} ulp");
+        }
+    }
+
+    #[test]
+    fn gumbel_noise_of_injected_uniforms() {
+        let Some(b) = device() else { return };
+        let mut u = vec![
+            0.0,
+            -0.0,
+            1e-45,
+            1e-30,
+            1e-20,
+            1.000_000_1e-20,
+            0.5,
+            0.999_999_94,
+            1.0,
+            2.0,
+            -1.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        let k = u.len();
+        u.extend((0..1000 - k).map(|i| ((i as f32 + 0.5) / (1000 - k) as f32).powi(3)));
+        let p = GumbelParams {
+            rows: 10,
+            cols: 100,
+            temperature: 1.0,
+            seed: 0,
+            counter: 0,
+        };
+        for (i, (got_u, g)) in noise(&b, &p, Some(&u)).into_iter().enumerate() {
+            assert_eq!(got_u.to_bits(), u[i].to_bits());
+            let want = cpu_noise(u[i]);
+            let e = noise_ulps(g, want);
+            assert!(e <= GUMBEL_NOISE_ULP, "u = {:e}: g {g} vs {want}", u[i]);
+        }
     }
 }

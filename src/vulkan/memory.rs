@@ -80,6 +80,21 @@ impl VulkanBuffer {
     pub fn is_mapped(&self) -> bool {
         self.0.mapped.is_some()
     }
+
+    /// 32-bit word `i` of a buffer from [`Memory::alloc_mapped`], read through the mapping
+    /// whether or not the memory is host-cached (a few words: no staging copy). The caller
+    /// waited for the work that writes it.
+    pub(crate) fn mapped_word(&self, i: usize) -> u32 {
+        let p = self.0.mapped.expect("a buffer from Memory::alloc_mapped");
+        assert!(
+            (i + 1) * 4 <= self.0.capacity as usize,
+            "word {i} outside the buffer"
+        );
+        // SAFETY: the word lies inside the mapping (asserted) and is 4-byte aligned (the
+        // mapping is, and buffer offsets in memory are multiples of the buffer's alignment);
+        // volatile because the device writes it.
+        unsafe { std::ptr::read_volatile(p.as_ptr().cast::<u32>().add(i)) }
+    }
 }
 
 impl std::fmt::Debug for VulkanBuffer {
@@ -228,6 +243,21 @@ impl Memory {
                 buf.0.last_use.store(value, Ordering::SeqCst);
             }
         }
+        Ok(buf)
+    }
+
+    /// A zero-filled buffer in host-visible coherent memory, which the host reads through its
+    /// mapping without a staging copy ([`VulkanBuffer::mapped_word`]): for the status words
+    /// that shaders set when they meet bad data, checked by the host after every run.
+    pub fn alloc_mapped(&self, bytes: u64) -> Result<VulkanBuffer, VulkanError> {
+        let buf = self.create(bytes, MemoryLocation::GpuToCpu, false)?;
+        let Some(p) = buf.0.mapped else {
+            return Err(VulkanError::Unavailable(
+                "no host-visible coherent memory for status words".into(),
+            ));
+        };
+        // SAFETY: the mapping covers `capacity` bytes and no work uses the new buffer.
+        unsafe { std::ptr::write_bytes(p.as_ptr(), 0, buf.0.capacity as usize) };
         Ok(buf)
     }
 

@@ -32,7 +32,9 @@ mod shaders;
 
 use ash::vk;
 
-pub use backend::{MISSING_KERNELS, VulkanBackend, VulkanOptions, is_missing_kernel};
+pub use backend::{
+    GUMBEL_NOISE_ULP, MISSING_KERNELS, POSENC_ABS, VulkanBackend, VulkanOptions, is_missing_kernel,
+};
 pub use memory::VulkanBuffer;
 pub use probe::{DeviceSummary, probe};
 pub use profile::ProfileRow;

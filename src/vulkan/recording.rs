@@ -21,7 +21,7 @@ use super::shaders::Shader;
 use super::{VulkanError, backend_error, vk_error};
 use crate::backend::BufRef;
 use crate::backend::check::byte_range;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::tensor::DType;
 
 /// One operand of a dispatch. Operands are bound as storage buffers at bindings `0..n` in
@@ -55,6 +55,46 @@ pub(crate) struct Dispatch<'a, P> {
     pub args: &'a [Arg<'a>],
     pub push: P,
     pub groups: [u32; 3],
+}
+
+/// The status words of an op that checks its data while running, where a shader cannot raise
+/// an error: embedding ids outside the table (`kernels/glsl/embedding.comp`). The shader sets
+/// them only when it meets bad data; the backend reads them after every run of the recording
+/// and turns them into the error the CPU backend gives.
+#[derive(Clone)]
+pub(crate) struct RunCheck {
+    /// Three u32 words from `Memory::alloc_mapped`, all zero while no id was bad:
+    /// `[bad tokens, !first bad position, largest bad id]`.
+    pub status: VulkanBuffer,
+    /// Rows of the table.
+    pub vocab: usize,
+}
+
+impl RunCheck {
+    pub const STATUS_WORDS: usize = 3;
+
+    /// The error the status words record, if any (read after the run finished).
+    pub fn error(&self) -> Option<Error> {
+        let count = self.status.mapped_word(0);
+        if count == 0 {
+            return None;
+        }
+        let first = !self.status.mapped_word(1);
+        let id = self.status.mapped_word(2);
+        let vocab = self.vocab;
+        let msg = if count == 1 {
+            format!("token id {id} at position {first} is outside the {vocab}-row table")
+        } else {
+            format!(
+                "{count} token ids are outside the {vocab}-row table: the first at position \
+                 {first}, the largest {id}"
+            )
+        };
+        Some(Error::Kernel {
+            op: "embedding",
+            msg,
+        })
+    }
 }
 
 /// A storage-buffer binding of one operand.
@@ -124,6 +164,8 @@ pub struct VulkanRecording {
     /// Timestamp query pools and the op name of each dispatch, when profiling.
     query_pools: Vec<vk::QueryPool>,
     profiled_ops: Vec<&'static str>,
+    /// Status words the backend checks after every run.
+    checks: Vec<RunCheck>,
 }
 
 impl VulkanRecording {
@@ -162,6 +204,7 @@ impl VulkanRecording {
             dispatches: 0,
             query_pools: Vec::new(),
             profiled_ops: Vec::new(),
+            checks: Vec::new(),
         };
         // Not one-time: the buffer is submitted again and again once ended.
         let bi = vk::CommandBufferBeginInfo::default();
@@ -213,6 +256,37 @@ impl VulkanRecording {
 
     pub(crate) fn limits(&self) -> &super::context::Limits {
         &self.dev.ctx.limits
+    }
+
+    /// A read-only device buffer holding `v`: an op's constant table, uploaded now (at record
+    /// time). The dispatch that binds it keeps it alive.
+    pub(crate) fn constant_f32(&self, v: &[f32]) -> Result<BufRef<VulkanBuffer>> {
+        let bytes: &[u8] = bytemuck::cast_slice(v);
+        let buf = self.dev.memory.alloc(bytes.len() as u64, true)?;
+        self.dev.memory.write(&buf, 0, bytes)?;
+        Ok(BufRef::new(buf, DType::F32, v.len()))
+    }
+
+    /// Zeroed status words for a [`RunCheck`], to bind as an output of the op's dispatch;
+    /// register them with [`VulkanRecording::add_check`] once it is recorded.
+    pub(crate) fn status_words(&self) -> Result<BufRef<VulkanBuffer>> {
+        let n = RunCheck::STATUS_WORDS;
+        let buf = self.dev.memory.alloc_mapped(4 * n as u64)?;
+        Ok(BufRef::new(buf, DType::U32, n))
+    }
+
+    pub(crate) fn add_check(&mut self, check: RunCheck) {
+        self.checks.push(check);
+    }
+
+    /// The status words to check after every run.
+    pub(crate) fn checks(&self) -> &[RunCheck] {
+        &self.checks
+    }
+
+    /// Timeline value of the latest submission (0: never submitted).
+    pub(crate) fn last_submit(&self) -> u64 {
+        self.last_submit.get()
     }
 
     fn bind(&self, op: &'static str, index: usize, arg: &Arg<'_>) -> Result<Binding> {
@@ -471,14 +545,17 @@ impl VulkanRecording {
     }
 
     /// Submit the (ended) command buffer once its previous run has finished, and mark every
-    /// buffer it uses with the submission's timeline value before the queue sees it.
-    pub(crate) fn submit(&self) -> Result<u64, VulkanError> {
+    /// buffer it uses with the submission's timeline value before the queue sees it; `before`
+    /// also gets that value first (so the backend lists the run's checks before any other
+    /// thread can wait for it).
+    pub(crate) fn submit(&self, before: impl FnOnce(u64)) -> Result<u64, VulkanError> {
         let ctx = &self.dev.ctx;
         ctx.wait(self.last_submit.get())?;
         let value = ctx.submit_with(self.cmd, |value| {
             for b in self.buffers.values() {
                 b.0.last_use.fetch_max(value, Ordering::SeqCst);
             }
+            before(value);
         })?;
         self.last_submit.set(value);
         Ok(value)

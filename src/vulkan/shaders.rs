@@ -24,13 +24,20 @@ macro_rules! spirv {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Shader {
     Activation,
+    Argmax,
     Axpby,
     Binary,
     Cfg,
+    Conv1d,
     Copy,
     Ddim,
+    Embedding,
+    Gumbel,
     Linear,
+    MeanPool,
+    PosEnc,
     Scale,
+    UpsampleNearest2x,
 }
 
 /// What the host needs to know about a shader.
@@ -61,36 +68,58 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 8] = [
+    pub const ALL: [Shader; 15] = [
         Shader::Activation,
+        Shader::Argmax,
         Shader::Axpby,
         Shader::Binary,
         Shader::Cfg,
+        Shader::Conv1d,
         Shader::Copy,
         Shader::Ddim,
+        Shader::Embedding,
+        Shader::Gumbel,
         Shader::Linear,
+        Shader::MeanPool,
+        Shader::PosEnc,
         Shader::Scale,
+        Shader::UpsampleNearest2x,
     ];
 
     pub fn info(self) -> &'static ShaderInfo {
         use push::*;
         static ACTIVATION: ShaderInfo = info::<Activation>("activation", spirv!("activation"), 2);
+        static ARGMAX: ShaderInfo = info::<Argmax>("argmax", spirv!("argmax"), 2);
         static AXPBY: ShaderInfo = info::<Axpby>("axpby", spirv!("axpby"), 3);
         static BINARY: ShaderInfo = info::<Binary>("binary", spirv!("binary"), 3);
         static CFG: ShaderInfo = info::<Cfg>("cfg", spirv!("cfg"), 2);
+        static CONV1D: ShaderInfo = info::<Conv1d>("conv1d", spirv!("conv1d"), 4);
         static COPY: ShaderInfo = info::<Copy>("copy", spirv!("copy"), 2);
         static DDIM: ShaderInfo = info::<Ddim>("ddim", spirv!("ddim"), 4);
+        static EMBEDDING: ShaderInfo = info::<Embedding>("embedding", spirv!("embedding"), 4);
+        static GUMBEL: ShaderInfo = info::<Gumbel>("gumbel", spirv!("gumbel"), 3);
         static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
+        static MEAN_POOL: ShaderInfo = info::<MeanPool>("mean_pool", spirv!("mean_pool"), 3);
+        static POSENC: ShaderInfo = info::<PosEnc>("posenc", spirv!("posenc"), 2);
         static SCALE: ShaderInfo = info::<Scale>("scale", spirv!("scale"), 2);
+        static UPSAMPLE: ShaderInfo =
+            info::<Upsample>("upsample_nearest2x", spirv!("upsample_nearest2x"), 2);
         match self {
             Shader::Activation => &ACTIVATION,
+            Shader::Argmax => &ARGMAX,
             Shader::Axpby => &AXPBY,
             Shader::Binary => &BINARY,
             Shader::Cfg => &CFG,
+            Shader::Conv1d => &CONV1D,
             Shader::Copy => &COPY,
             Shader::Ddim => &DDIM,
+            Shader::Embedding => &EMBEDDING,
+            Shader::Gumbel => &GUMBEL,
             Shader::Linear => &LINEAR,
+            Shader::MeanPool => &MEAN_POOL,
+            Shader::PosEnc => &POSENC,
             Shader::Scale => &SCALE,
+            Shader::UpsampleNearest2x => &UPSAMPLE,
         }
     }
 }
@@ -176,6 +205,85 @@ pub(crate) mod push {
         pub has_bias: u32,
         pub act: u32,
         pub slope: f32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Conv1d {
+        pub off: [u32; 4],
+        pub batch: u32,
+        pub c_in: u32,
+        pub c_out: u32,
+        pub len: u32,
+        pub kernel: u32,
+        pub padding: u32,
+        pub dilation: u32,
+        pub out_len: u32,
+        pub has_bias: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Upsample {
+        pub off: [u32; 2],
+        /// Output elements.
+        pub n: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct MeanPool {
+        pub off: [u32; 3],
+        pub batch: u32,
+        pub seq: u32,
+        pub dim: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Embedding {
+        pub off: [u32; 4],
+        /// Tokens of this dispatch, and the position of its first.
+        pub tokens: u32,
+        pub t0: u32,
+        pub vocab: u32,
+        pub dim: u32,
+        /// First table row of this dispatch's binding, and its row count.
+        pub row0: u32,
+        pub rows: u32,
+        /// Whether this dispatch handles ids outside the table.
+        pub check: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Argmax {
+        pub off: [u32; 2],
+        pub rows: u32,
+        pub cols: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Gumbel {
+        pub off: [u32; 3],
+        pub rows: u32,
+        pub cols: u32,
+        /// `max(temperature, 1e-10)`.
+        pub t: f32,
+        /// The seed and counter as (low, high) 32-bit halves.
+        pub seed: [u32; 2],
+        pub counter: [u32; 2],
+        pub has_uniforms: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct PosEnc {
+        pub off: [u32; 2],
+        pub start: u32,
+        pub len: u32,
+        pub dim: u32,
     }
 }
 
