@@ -41,12 +41,12 @@ fn data(n: usize, seed: usize) -> Vec<f32> {
 /// floor any kernel that reads and writes the same bytes can reach, the same for every ISA's
 /// group. Not glibc's `memcpy`, whose strategy (`rep movsb`, non-temporal stores) changes
 /// with the size and was erratic on the development machine.
-struct Copy<'a> {
+struct PlainCopy<'a> {
     src: &'a [f32],
     dst: &'a mut [f32],
 }
 
-impl Kernel for Copy<'_> {
+impl Kernel for PlainCopy<'_> {
     type Output = ();
     #[inline(always)]
     fn run<S: Simd>(self, s: S) {
@@ -84,7 +84,7 @@ fn bench_op(c: &mut Criterion, pools: &[ThreadPool], op: &str, bytes: usize, f: 
                 b.iter(|| {
                     pool.par_chunks_mut(&mut dst, 1 << 14, |i, o| {
                         let src = &src[i << 14..(i << 14) + o.len()];
-                        simd::dispatch(Isa::best(), Copy { src, dst: o });
+                        simd::dispatch(Isa::best(), PlainCopy { src, dst: o });
                     });
                     black_box(&mut dst);
                 })
