@@ -125,7 +125,7 @@ mod bodies {
 
     pub fn norms<B: Backend>(b: &B) {
         let mut r = Rng(3);
-        for &(rows, cols) in &[(1, 1), (3, 17), (606, 1024)] {
+        for &(rows, cols) in &[(1, 1), (3, 17), (606, 1024), (3, 4500)] {
             let x: Vec<f32> = r.vec(rows * cols, -3.0, 5.0);
             let g = r.vec(cols, 0.5, 1.5);
             let be = r.vec(cols, -0.5, 0.5);
@@ -145,13 +145,30 @@ mod bodies {
             cpu::norm::reference::rms_norm(&p, &x, Some(&g), &mut want);
             run(b, |rec| b.rms_norm(rec, &p, &xb, Some(&gb), &y));
             assert_close("rms_norm", &download_f32(b, &y), &want, 1e-5, REL_F32);
+            // Without the optional affine operands.
+            cpu::norm::reference::layer_norm(&p, &x, None, None, &mut want);
+            run(b, |rec| b.layer_norm(rec, &p, &xb, None, None, &y));
+            assert_close(
+                "layer_norm plain",
+                &download_f32(b, &y),
+                &want,
+                1e-5,
+                REL_F32,
+            );
+            cpu::norm::reference::rms_norm(&p, &x, None, &mut want);
+            run(b, |rec| b.rms_norm(rec, &p, &xb, None, &y));
+            assert_close("rms_norm plain", &download_f32(b, &y), &want, 1e-5, REL_F32);
         }
     }
 
     pub fn softmax<B: Backend>(b: &B) {
         let mut r = Rng(4);
-        for &(rows, cols) in &[(1, 1), (5, 33), (64, 254)] {
-            let x = r.vec(rows * cols, -20.0, 20.0);
+        for &(rows, cols) in &[(1, 1), (5, 33), (64, 254), (3, 5000)] {
+            let mut x = r.vec(rows * cols, -20.0, 20.0);
+            // Masked logits: -inf entries get probability 0 (every row keeps a finite one).
+            for v in x.iter_mut().skip(1).step_by(7) {
+                *v = f32::NEG_INFINITY;
+            }
             let p = SoftmaxParams {
                 rows,
                 cols,
@@ -775,7 +792,10 @@ macro_rules! vulkan_tests {
 
 vulkan_tests!(
     vulkan_linear => linear,
+    vulkan_norms => norms,
+    vulkan_softmax => softmax,
     vulkan_activations => activations,
+    vulkan_swiglu => swiglu,
     vulkan_elementwise => elementwise,
     vulkan_copy => copy,
     vulkan_operand_checks => operand_checks,

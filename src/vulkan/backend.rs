@@ -20,11 +20,7 @@ use crate::tensor::{DType, HostTensor};
 /// The ops that have no Vulkan kernel yet: recording one returns an error.
 pub const MISSING_KERNELS: &[&str] = &[
     "batched_matmul",
-    "layer_norm",
-    "rms_norm",
-    "softmax",
     "attention",
-    "swiglu",
     "rope",
     "conv1d",
     "upsample_nearest2x",
@@ -342,38 +338,41 @@ impl Backend for VulkanBackend {
 
     fn layer_norm(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &NormParams,
         x: &BufRef<VulkanBuffer>,
         gamma: Option<&BufRef<VulkanBuffer>>,
         beta: Option<&BufRef<VulkanBuffer>>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::layer_norm(p, x, gamma, beta, y)?;
-        Err(no_kernel("layer_norm"))
+        self.rec_check(rec)?;
+        let (x, g, b, y) = check::layer_norm(p, x, gamma, beta, y)?;
+        kernels::layer_norm(rec, p, &x, g.as_ref(), b.as_ref(), &y)
     }
 
     fn rms_norm(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &NormParams,
         x: &BufRef<VulkanBuffer>,
         gamma: Option<&BufRef<VulkanBuffer>>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::rms_norm(p, x, gamma, y)?;
-        Err(no_kernel("rms_norm"))
+        self.rec_check(rec)?;
+        let (x, g, y) = check::rms_norm(p, x, gamma, y)?;
+        kernels::rms_norm(rec, p, &x, g.as_ref(), &y)
     }
 
     fn softmax(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &SoftmaxParams,
         x: &BufRef<VulkanBuffer>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::softmax(p, x, y)?;
-        Err(no_kernel("softmax"))
+        self.rec_check(rec)?;
+        let (x, y) = check::softmax(p, x, y)?;
+        kernels::softmax(rec, p, &x, &y)
     }
 
     fn attention(
@@ -404,13 +403,14 @@ impl Backend for VulkanBackend {
 
     fn swiglu(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         gate: &BufRef<VulkanBuffer>,
         up: &BufRef<VulkanBuffer>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::swiglu(gate, up, y)?;
-        Err(no_kernel("swiglu"))
+        self.rec_check(rec)?;
+        let (g, u, y) = check::swiglu(gate, up, y)?;
+        kernels::swiglu(rec, &g, &u, &y)
     }
 
     fn rope(

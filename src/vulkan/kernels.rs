@@ -165,6 +165,147 @@ pub(crate) fn cfg(rec: &mut VulkanRecording, p: &CfgParams, rows: &Ref, out: &Re
     elementwise(rec, OP, Shader::Cfg, &[In(rows), Out(out)], push, p.n)
 }
 
+pub(crate) fn swiglu(rec: &mut VulkanRecording, gate: &Ref, up: &Ref, y: &Ref) -> Result<()> {
+    const OP: &str = "swiglu";
+    let push = push::Swiglu {
+        n: u32_of(OP, "n", gate.len)?,
+        ..Default::default()
+    };
+    elementwise(
+        rec,
+        OP,
+        Shader::Swiglu,
+        &[In(gate), In(up), Out(y)],
+        push,
+        gate.len,
+    )
+}
+
+/// Workgroup size of the one-workgroup-per-row shaders (norms, softmax): a power of two (their
+/// tree reductions need one) of at least 32 and at most 256 invocations, no wider than the
+/// row needs, within the device's limits. Longer rows loop in workgroup-size strides.
+pub(crate) fn row_workgroup(cols: usize, l: &Limits) -> u32 {
+    let cap = 256
+        .min(l.max_workgroup_size[0])
+        .min(l.max_workgroup_invocations);
+    let cap = 1u32 << cap.ilog2();
+    (cols.clamp(32, 256).next_power_of_two() as u32).min(cap)
+}
+
+/// One workgroup per row of a `rows x cols` operand (the shaders index rows over x and y).
+fn row_dispatch<P: bytemuck::Pod>(
+    rec: &mut VulkanRecording,
+    op: &'static str,
+    shader: Shader,
+    args: &[super::recording::Arg<'_>],
+    push: P,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    let wg = row_workgroup(cols, rec.limits());
+    let groups = rec.grid(op, rows as u64 * u64::from(wg), wg)?;
+    rec.dispatch(Dispatch {
+        op,
+        shader,
+        spec: &[wg],
+        args,
+        push,
+        groups,
+    })
+}
+
+/// The element count of a `rows x cols` operand as a u32 (the shaders index with u32).
+fn row_elements(op: &'static str, rows: usize, cols: usize) -> Result<()> {
+    u32_of(op, "rows * cols", rows * cols).map(|_| ())
+}
+
+pub(crate) fn layer_norm(
+    rec: &mut VulkanRecording,
+    p: &NormParams,
+    x: &Ref,
+    gamma: Option<&Ref>,
+    beta: Option<&Ref>,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "layer_norm";
+    row_elements(OP, p.rows, p.cols)?;
+    let push = push::LayerNorm {
+        rows: u32_of(OP, "rows", p.rows)?,
+        cols: u32_of(OP, "cols", p.cols)?,
+        eps: p.eps,
+        has_gamma: u32::from(gamma.is_some()),
+        has_beta: u32::from(beta.is_some()),
+        ..Default::default()
+    };
+    row_dispatch(
+        rec,
+        OP,
+        Shader::LayerNorm,
+        &[
+            In(x),
+            gamma.map_or(Absent, In),
+            beta.map_or(Absent, In),
+            Out(y),
+        ],
+        push,
+        p.rows,
+        p.cols,
+    )
+}
+
+pub(crate) fn rms_norm(
+    rec: &mut VulkanRecording,
+    p: &NormParams,
+    x: &Ref,
+    gamma: Option<&Ref>,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "rms_norm";
+    row_elements(OP, p.rows, p.cols)?;
+    let push = push::RmsNorm {
+        rows: u32_of(OP, "rows", p.rows)?,
+        cols: u32_of(OP, "cols", p.cols)?,
+        eps: p.eps,
+        has_gamma: u32::from(gamma.is_some()),
+        ..Default::default()
+    };
+    let g = gamma.map_or(Absent, In);
+    row_dispatch(
+        rec,
+        OP,
+        Shader::RmsNorm,
+        &[In(x), g, Out(y)],
+        push,
+        p.rows,
+        p.cols,
+    )
+}
+
+pub(crate) fn softmax(
+    rec: &mut VulkanRecording,
+    p: &SoftmaxParams,
+    x: &Ref,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "softmax";
+    row_elements(OP, p.rows, p.cols)?;
+    let push = push::Softmax {
+        rows: u32_of(OP, "rows", p.rows)?,
+        cols: u32_of(OP, "cols", p.cols)?,
+        scale: p.scale,
+        ..Default::default()
+    };
+    row_dispatch(
+        rec,
+        OP,
+        Shader::Softmax,
+        &[In(x), Out(y)],
+        push,
+        p.rows,
+        p.cols,
+    )
+}
+
 /// `src` and `dst` as checked by `check::copy` (each starting at the op's buffer offset).
 pub(crate) fn copy(rec: &mut VulkanRecording, p: &CopyParams, src: &Ref, dst: &Ref) -> Result<()> {
     const OP: &str = "copy";

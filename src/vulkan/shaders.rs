@@ -29,8 +29,12 @@ pub(crate) enum Shader {
     Cfg,
     Copy,
     Ddim,
+    LayerNorm,
     Linear,
+    RmsNorm,
     Scale,
+    Softmax,
+    Swiglu,
 }
 
 /// What the host needs to know about a shader.
@@ -61,15 +65,19 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 8] = [
+    pub const ALL: [Shader; 12] = [
         Shader::Activation,
         Shader::Axpby,
         Shader::Binary,
         Shader::Cfg,
         Shader::Copy,
         Shader::Ddim,
+        Shader::LayerNorm,
         Shader::Linear,
+        Shader::RmsNorm,
         Shader::Scale,
+        Shader::Softmax,
+        Shader::Swiglu,
     ];
 
     pub fn info(self) -> &'static ShaderInfo {
@@ -80,8 +88,12 @@ impl Shader {
         static CFG: ShaderInfo = info::<Cfg>("cfg", spirv!("cfg"), 2);
         static COPY: ShaderInfo = info::<Copy>("copy", spirv!("copy"), 2);
         static DDIM: ShaderInfo = info::<Ddim>("ddim", spirv!("ddim"), 4);
+        static LAYER_NORM: ShaderInfo = info::<LayerNorm>("layer_norm", spirv!("layer_norm"), 4);
         static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
+        static RMS_NORM: ShaderInfo = info::<RmsNorm>("rms_norm", spirv!("rms_norm"), 3);
         static SCALE: ShaderInfo = info::<Scale>("scale", spirv!("scale"), 2);
+        static SOFTMAX: ShaderInfo = info::<Softmax>("softmax", spirv!("softmax"), 2);
+        static SWIGLU: ShaderInfo = info::<Swiglu>("swiglu", spirv!("swiglu"), 3);
         match self {
             Shader::Activation => &ACTIVATION,
             Shader::Axpby => &AXPBY,
@@ -89,8 +101,12 @@ impl Shader {
             Shader::Cfg => &CFG,
             Shader::Copy => &COPY,
             Shader::Ddim => &DDIM,
+            Shader::LayerNorm => &LAYER_NORM,
             Shader::Linear => &LINEAR,
+            Shader::RmsNorm => &RMS_NORM,
             Shader::Scale => &SCALE,
+            Shader::Softmax => &SOFTMAX,
+            Shader::Swiglu => &SWIGLU,
         }
     }
 }
@@ -176,6 +192,43 @@ pub(crate) mod push {
         pub has_bias: u32,
         pub act: u32,
         pub slope: f32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct LayerNorm {
+        pub off: [u32; 4],
+        pub rows: u32,
+        pub cols: u32,
+        pub eps: f32,
+        pub has_gamma: u32,
+        pub has_beta: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct RmsNorm {
+        pub off: [u32; 3],
+        pub rows: u32,
+        pub cols: u32,
+        pub eps: f32,
+        pub has_gamma: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Softmax {
+        pub off: [u32; 2],
+        pub rows: u32,
+        pub cols: u32,
+        pub scale: f32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Swiglu {
+        pub off: [u32; 3],
+        pub n: u32,
     }
 }
 
