@@ -21,7 +21,6 @@ use crate::tensor::{DType, HostTensor};
 pub const MISSING_KERNELS: &[&str] = &[
     "batched_matmul",
     "attention",
-    "rope",
     "conv1d",
     "upsample_nearest2x",
     "embedding",
@@ -415,15 +414,16 @@ impl Backend for VulkanBackend {
 
     fn rope(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &RopeParams,
         x: &BufRef<VulkanBuffer>,
         positions: &BufRef<VulkanBuffer>,
         inv_freq: &BufRef<VulkanBuffer>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::rope(p, x, positions, inv_freq, y)?;
-        Err(no_kernel("rope"))
+        self.rec_check(rec)?;
+        let (x, pos, f, y) = check::rope(p, x, positions, inv_freq, y)?;
+        kernels::rope(rec, p, &x, &pos, &f, &y)
     }
 
     fn conv1d(

@@ -181,6 +181,36 @@ pub(crate) fn swiglu(rec: &mut VulkanRecording, gate: &Ref, up: &Ref, y: &Ref) -
     )
 }
 
+/// `x`, `positions`, `inv_freq`, `y` as checked by `check::rope`: one invocation per rotated
+/// pair.
+pub(crate) fn rope(
+    rec: &mut VulkanRecording,
+    p: &RopeParams,
+    x: &Ref,
+    positions: &Ref,
+    inv_freq: &Ref,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "rope";
+    u32_of(OP, "element count", x.len)?;
+    let pairs = x.len / 2;
+    let push = push::Rope {
+        pairs: pairs as u32,
+        heads: u32_of(OP, "heads", p.heads)?,
+        half_dim: u32_of(OP, "head_dim / 2", p.head_dim / 2)?,
+        interleaved: u32::from(p.pairing == RopePairing::Interleaved),
+        ..Default::default()
+    };
+    elementwise(
+        rec,
+        OP,
+        Shader::Rope,
+        &[In(x), In(positions), In(inv_freq), Out(y)],
+        push,
+        pairs,
+    )
+}
+
 /// Workgroup size of the one-workgroup-per-row shaders (norms, softmax): a power of two (their
 /// tree reductions need one) of at least 32 and at most 256 invocations, no wider than the
 /// row needs, within the device's limits. Longer rows loop in workgroup-size strides.

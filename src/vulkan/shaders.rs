@@ -32,6 +32,7 @@ pub(crate) enum Shader {
     LayerNorm,
     Linear,
     RmsNorm,
+    Rope,
     Scale,
     Softmax,
     Swiglu,
@@ -65,7 +66,7 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 12] = [
+    pub const ALL: [Shader; 13] = [
         Shader::Activation,
         Shader::Axpby,
         Shader::Binary,
@@ -75,6 +76,7 @@ impl Shader {
         Shader::LayerNorm,
         Shader::Linear,
         Shader::RmsNorm,
+        Shader::Rope,
         Shader::Scale,
         Shader::Softmax,
         Shader::Swiglu,
@@ -91,6 +93,7 @@ impl Shader {
         static LAYER_NORM: ShaderInfo = info::<LayerNorm>("layer_norm", spirv!("layer_norm"), 4);
         static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
         static RMS_NORM: ShaderInfo = info::<RmsNorm>("rms_norm", spirv!("rms_norm"), 3);
+        static ROPE: ShaderInfo = info::<Rope>("rope", spirv!("rope"), 4);
         static SCALE: ShaderInfo = info::<Scale>("scale", spirv!("scale"), 2);
         static SOFTMAX: ShaderInfo = info::<Softmax>("softmax", spirv!("softmax"), 2);
         static SWIGLU: ShaderInfo = info::<Swiglu>("swiglu", spirv!("swiglu"), 3);
@@ -104,6 +107,7 @@ impl Shader {
             Shader::LayerNorm => &LAYER_NORM,
             Shader::Linear => &LINEAR,
             Shader::RmsNorm => &RMS_NORM,
+            Shader::Rope => &ROPE,
             Shader::Scale => &SCALE,
             Shader::Softmax => &SOFTMAX,
             Shader::Swiglu => &SWIGLU,
@@ -213,6 +217,18 @@ pub(crate) mod push {
         pub cols: u32,
         pub eps: f32,
         pub has_gamma: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Rope {
+        pub off: [u32; 4],
+        /// tokens * heads * head_dim / 2.
+        pub pairs: u32,
+        pub heads: u32,
+        pub half_dim: u32,
+        /// 0 rotate-half, 1 interleaved.
+        pub interleaved: u32,
     }
 
     #[repr(C)]
