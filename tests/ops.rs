@@ -98,6 +98,8 @@ mod bodies {
             (1, 1, 1, 1, false, false),
             (3, 5, 7, 9, true, false),
             (2, 17, 33, 19, false, true),
+            // More than one tile along m, n and k.
+            (2, 70, 65, 40, true, true),
         ] {
             let a = r.vec(batch * m * k, -1.0, 1.0);
             let bv = r.vec(if bcast { k * n } else { batch * k * n }, -1.0, 1.0);
@@ -782,6 +784,49 @@ op_tests!(
     resubmission
 );
 
+/// Batched matmul split over several dispatches: a storage-buffer binding capped at 4 KiB
+/// holds only a few of the 20 batches.
+#[test]
+fn vulkan_batched_matmul_split() {
+    for d in vulkan_backends() {
+        let mut o = VulkanOptions::new(Precision::Strict);
+        o.device = Some(d.device_index());
+        o.max_binding = Some(4096);
+        let b = VulkanBackend::with_options(o).unwrap();
+        let mut r = Rng(13);
+        let p = BatchedMatmulParams {
+            batch: 20,
+            m: 8,
+            n: 12,
+            k: 16,
+            trans_b: false,
+            alpha: 1.5,
+            a_batch_stride: 8 * 16,
+            b_batch_stride: 16 * 12,
+        };
+        let a = r.vec(20 * 8 * 16, -1.0, 1.0);
+        let bv = r.vec(20 * 16 * 12, -1.0, 1.0);
+        let mut want = vec![0f32; 20 * 8 * 12];
+        cpu::matmul::reference::batched_matmul(&p, &a, &bv, &mut want);
+        let (ab, bb, c) = (
+            upload_f32(&b, &a),
+            upload_f32(&b, &bv),
+            alloc(&b, DType::F32, want.len()),
+        );
+        let mut rec = b.begin().unwrap();
+        b.batched_matmul(&mut rec, &p, &ab, &bb, &c).unwrap();
+        assert!(rec.dispatches() > 1, "{} dispatches", rec.dispatches());
+        b.submit(&rec).unwrap();
+        assert_close(
+            "batched_matmul split",
+            &download_f32(&b, &c),
+            &want,
+            1e-5,
+            REL_F32,
+        );
+    }
+}
+
 /// The bodies whose ops have Vulkan kernels, on every Vulkan device.
 macro_rules! vulkan_tests {
     ($($name:ident => $body:ident),* $(,)?) => {$(
@@ -797,6 +842,7 @@ macro_rules! vulkan_tests {
 
 vulkan_tests!(
     vulkan_linear => linear,
+    vulkan_batched_matmul => batched_matmul,
     vulkan_norms => norms,
     vulkan_softmax => softmax,
     vulkan_activations => activations,

@@ -19,7 +19,6 @@ use crate::tensor::{DType, HostTensor};
 
 /// The ops that have no Vulkan kernel yet: recording one returns an error.
 pub const MISSING_KERNELS: &[&str] = &[
-    "batched_matmul",
     "attention",
     "conv1d",
     "upsample_nearest2x",
@@ -325,14 +324,15 @@ impl Backend for VulkanBackend {
 
     fn batched_matmul(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &BatchedMatmulParams,
         a: &BufRef<VulkanBuffer>,
         b: &BufRef<VulkanBuffer>,
         c: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::batched_matmul(p, a, b, c)?;
-        Err(no_kernel("batched_matmul"))
+        self.rec_check(rec)?;
+        let (a, b, c) = check::batched_matmul(p, a, b, c)?;
+        kernels::batched_matmul(rec, p, &a, &b, &c)
     }
 
     fn layer_norm(

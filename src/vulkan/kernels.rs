@@ -525,6 +525,92 @@ pub(crate) fn linear(
     Ok(())
 }
 
+/// How many consecutive batches of an operand (`size` elements each, `stride` apart) one
+/// binding of `usable` elements holds: unbounded for a broadcast operand, 0 when not even one.
+fn batches_per_binding(usable: usize, stride: usize, size: usize) -> usize {
+    match usable.checked_sub(size) {
+        None => 0,
+        Some(room) => room.checked_div(stride).map_or(usize::MAX, |n| n + 1),
+    }
+}
+
+/// `a`, `b`, `c` as checked by `check::batched_matmul`: the linear shader's tiles (same tile
+/// choice) with the batch on z. Batches are split into several dispatches when they exceed
+/// the device's z workgroup count or one storage-buffer binding.
+pub(crate) fn batched_matmul(
+    rec: &mut VulkanRecording,
+    p: &BatchedMatmulParams,
+    a: &Ref,
+    b: &Ref,
+    c: &Ref,
+) -> Result<()> {
+    const OP: &str = "batched_matmul";
+    if p.m == 0 || p.n == 0 {
+        return Ok(());
+    }
+    let limits = rec.limits();
+    let tile = linear_tile(p.m, limits);
+    let usable = (limits
+        .max_binding
+        .saturating_sub(limits.min_storage_offset_align + 4)
+        / 4) as usize;
+    let (mk, kn, mn) = (p.m * p.k, p.k * p.n, p.m * p.n);
+    let chunk = [
+        batches_per_binding(usable, p.a_batch_stride, mk),
+        batches_per_binding(usable, p.b_batch_stride, kn),
+        batches_per_binding(usable, mn, mn),
+        limits.max_workgroup_count[2] as usize,
+    ]
+    .into_iter()
+    .min()
+    .unwrap_or(0)
+    .min(p.batch);
+    if chunk == 0 {
+        return Err(backend_error(format!(
+            "{OP}: one {}x{}x{} matrix product does not fit this device's {}-byte \
+             storage-buffer binding limit",
+            p.m, p.n, p.k, limits.max_binding
+        )));
+    }
+    let spec = [
+        tile.invocations(),
+        tile.bm,
+        tile.bn,
+        tile.bk,
+        tile.tm,
+        tile.tn,
+        u32::from(p.trans_b),
+    ];
+    let groups_xy = [
+        u32_of(OP, "column tiles", p.n.div_ceil(tile.bn as usize))?,
+        u32_of(OP, "row tiles", p.m.div_ceil(tile.bm as usize))?,
+    ];
+    for z0 in (0..p.batch).step_by(chunk) {
+        let nb = chunk.min(p.batch - z0);
+        let aslice = a.slice(z0 * p.a_batch_stride, (nb - 1) * p.a_batch_stride + mk)?;
+        let bslice = b.slice(z0 * p.b_batch_stride, (nb - 1) * p.b_batch_stride + kn)?;
+        let cslice = c.slice(z0 * mn, nb * mn)?;
+        let push = push::BatchedMatmul {
+            m: u32_of(OP, "m", p.m)?,
+            n: u32_of(OP, "n", p.n)?,
+            k: u32_of(OP, "k", p.k)?,
+            a_stride: u32_of(OP, "a batch stride", p.a_batch_stride)?,
+            b_stride: u32_of(OP, "b batch stride", p.b_batch_stride)?,
+            alpha: p.alpha,
+            ..Default::default()
+        };
+        rec.dispatch(Dispatch {
+            op: OP,
+            shader: Shader::BatchedMatmul,
+            spec: &spec,
+            args: &[In(&aslice), In(&bslice), Out(&cslice)],
+            push,
+            groups: [groups_xy[0], groups_xy[1], nb as u32],
+        })?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,6 +628,14 @@ mod tests {
             timestamp_period_ns: 1.0,
             timestamp_valid_bits: 64,
         }
+    }
+
+    #[test]
+    fn batch_chunks_fit_a_binding() {
+        assert_eq!(batches_per_binding(100, 0, 40), usize::MAX);
+        assert_eq!(batches_per_binding(100, 40, 40), 2);
+        assert_eq!(batches_per_binding(100, 30, 40), 3);
+        assert_eq!(batches_per_binding(100, 30, 101), 0);
     }
 
     #[test]

@@ -25,6 +25,7 @@ macro_rules! spirv {
 pub(crate) enum Shader {
     Activation,
     Axpby,
+    BatchedMatmul,
     Binary,
     Cfg,
     Copy,
@@ -66,9 +67,10 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 13] = [
+    pub const ALL: [Shader; 14] = [
         Shader::Activation,
         Shader::Axpby,
+        Shader::BatchedMatmul,
         Shader::Binary,
         Shader::Cfg,
         Shader::Copy,
@@ -86,6 +88,8 @@ impl Shader {
         use push::*;
         static ACTIVATION: ShaderInfo = info::<Activation>("activation", spirv!("activation"), 2);
         static AXPBY: ShaderInfo = info::<Axpby>("axpby", spirv!("axpby"), 3);
+        static BATCHED_MATMUL: ShaderInfo =
+            info::<BatchedMatmul>("batched_matmul", spirv!("batched_matmul"), 3);
         static BINARY: ShaderInfo = info::<Binary>("binary", spirv!("binary"), 3);
         static CFG: ShaderInfo = info::<Cfg>("cfg", spirv!("cfg"), 2);
         static COPY: ShaderInfo = info::<Copy>("copy", spirv!("copy"), 2);
@@ -100,6 +104,7 @@ impl Shader {
         match self {
             Shader::Activation => &ACTIVATION,
             Shader::Axpby => &AXPBY,
+            Shader::BatchedMatmul => &BATCHED_MATMUL,
             Shader::Binary => &BINARY,
             Shader::Cfg => &CFG,
             Shader::Copy => &COPY,
@@ -196,6 +201,18 @@ pub(crate) mod push {
         pub has_bias: u32,
         pub act: u32,
         pub slope: f32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct BatchedMatmul {
+        pub off: [u32; 3],
+        pub m: u32,
+        pub n: u32,
+        pub k: u32,
+        pub a_stride: u32,
+        pub b_stride: u32,
+        pub alpha: f32,
     }
 
     #[repr(C)]
