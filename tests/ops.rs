@@ -191,12 +191,20 @@ mod bodies {
             (2, 9, 9, 4, 2, 16, MaskKind::Causal),
             (3, 21, 21, 2, 2, 32, MaskKind::KeyPadding),
             (1, 5, 12, 8, 1, 64, MaskKind::Causal),
+            // Several query blocks and key tiles; head_dim 128; more queries than keys, so
+            // the first causal rows see no key; a GQA group of 4.
+            (1, 40, 70, 4, 2, 128, MaskKind::Causal),
+            (2, 37, 23, 4, 1, 64, MaskKind::Causal),
+            (2, 45, 77, 2, 2, 40, MaskKind::KeyPadding),
         ] {
             // q, k and v are column slices of one fused [tokens, qh+2kh heads] buffer.
             let width = (qh + 2 * kh) * d;
             let fused_q = r.vec(batch * ql * width, -1.0, 1.0);
             let fused_kv = r.vec(batch * kl * width, -1.0, 1.0);
-            let m: Vec<u32> = (0..batch * kl).map(|i| u32::from(i % 3 != 1)).collect();
+            // Every third key hidden, and all keys of batch 2 (its queries output zeros).
+            let m: Vec<u32> = (0..batch * kl)
+                .map(|i| u32::from(i % 3 != 1 && i / kl != 2))
+                .collect();
             let p = AttentionParams {
                 batch,
                 q_len: ql,
@@ -845,6 +853,7 @@ vulkan_tests!(
     vulkan_batched_matmul => batched_matmul,
     vulkan_norms => norms,
     vulkan_softmax => softmax,
+    vulkan_attention => attention,
     vulkan_activations => activations,
     vulkan_swiglu => swiglu,
     vulkan_rope => rope,

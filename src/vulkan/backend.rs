@@ -19,7 +19,6 @@ use crate::tensor::{DType, HostTensor};
 
 /// The ops that have no Vulkan kernel yet: recording one returns an error.
 pub const MISSING_KERNELS: &[&str] = &[
-    "attention",
     "conv1d",
     "upsample_nearest2x",
     "embedding",
@@ -376,7 +375,7 @@ impl Backend for VulkanBackend {
 
     fn attention(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &AttentionParams,
         q: &BufRef<VulkanBuffer>,
         k: &BufRef<VulkanBuffer>,
@@ -384,8 +383,9 @@ impl Backend for VulkanBackend {
         mask: Option<&BufRef<VulkanBuffer>>,
         out: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::attention(p, q, k, v, mask, out)?;
-        Err(no_kernel("attention"))
+        self.rec_check(rec)?;
+        let (q, k, v, m, o) = check::attention(p, q, k, v, mask, out)?;
+        kernels::attention(rec, p, &q, &k, &v, m.as_ref(), &o)
     }
 
     fn activation(

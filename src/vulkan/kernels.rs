@@ -611,6 +611,143 @@ pub(crate) fn batched_matmul(
     Ok(())
 }
 
+/// Tile shape of the attention shader: `bq` query rows per workgroup, keys `bkv` at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AttentionTile {
+    pub workgroup: u32,
+    pub bq: u32,
+    pub bkv: u32,
+}
+
+impl AttentionTile {
+    /// Shared memory of the shader's arrays: q block, padded k tile, v tile, scores, two
+    /// per-row values.
+    pub fn shared_bytes(&self, head_dim: u32) -> u32 {
+        let (bq, bkv, d) = (self.bq, self.bkv, head_dim);
+        4 * (bq * d + bkv * (d + 1) + bkv * d + bq * bkv + 2 * bq)
+    }
+}
+
+/// The largest attention tile that fits the device's shared memory for `head_dim` (128
+/// invocations, the minimum every Vulkan device allows), or `None` when even the smallest
+/// does not.
+pub(crate) fn attention_tile(head_dim: usize, l: &Limits) -> Option<AttentionTile> {
+    let d = u32::try_from(head_dim).ok()?;
+    [(32, 32), (16, 32), (16, 16), (8, 16), (8, 8), (4, 4)]
+        .into_iter()
+        .map(|(bq, bkv)| AttentionTile {
+            workgroup: 128,
+            bq,
+            bkv,
+        })
+        .find(|t| {
+            t.workgroup <= l.max_workgroup_invocations
+                && t.workgroup <= l.max_workgroup_size[0]
+                && t.shared_bytes(d) <= l.max_shared_memory
+        })
+}
+
+/// `q`, `k`, `v`, `mask`, `out` as checked by `check::attention`. One workgroup per (query
+/// block, query head, batch); batches are split over several dispatches when they exceed the
+/// device's z workgroup count or one storage-buffer binding.
+pub(crate) fn attention(
+    rec: &mut VulkanRecording,
+    p: &AttentionParams,
+    q: &Ref,
+    k: &Ref,
+    v: &Ref,
+    mask: Option<&Ref>,
+    out: &Ref,
+) -> Result<()> {
+    const OP: &str = "attention";
+    let limits = rec.limits();
+    let tile = attention_tile(p.head_dim, limits).ok_or_else(|| {
+        backend_error(format!(
+            "{OP}: head_dim {} needs more shared memory than this device's {} bytes",
+            p.head_dim, limits.max_shared_memory
+        ))
+    })?;
+    let usable = (limits
+        .max_binding
+        .saturating_sub(limits.min_storage_offset_align + 4)
+        / 4) as usize;
+    let d = p.head_dim;
+    // Elements from one batch to the next, and the span one batch reads or writes.
+    let q_step = p.q_len * p.q_row_stride;
+    let q_span = (p.q_len - 1) * p.q_row_stride + p.q_heads * d;
+    let kv_step = p.kv_len * p.kv_row_stride;
+    let kv_span = (p.kv_len - 1) * p.kv_row_stride + p.kv_heads * d;
+    let o_step = p.q_len * p.q_heads * d;
+    let chunk = [
+        batches_per_binding(usable, q_step, q_span),
+        batches_per_binding(usable, kv_step, kv_span),
+        batches_per_binding(usable, p.kv_len, p.kv_len),
+        batches_per_binding(usable, o_step, o_step),
+        limits.max_workgroup_count[2] as usize,
+    ]
+    .into_iter()
+    .min()
+    .unwrap_or(0)
+    .min(p.batch);
+    if chunk == 0 {
+        return Err(backend_error(format!(
+            "{OP}: one batch does not fit this device's {}-byte storage-buffer binding limit",
+            limits.max_binding
+        )));
+    }
+    let spec = [
+        tile.workgroup,
+        u32_of(OP, "head_dim", d)?,
+        tile.bq,
+        tile.bkv,
+    ];
+    let mask_kind = match p.mask {
+        MaskKind::None => 0,
+        MaskKind::KeyPadding => 1,
+        MaskKind::Causal => 2,
+    };
+    let groups_xy = [
+        u32_of(OP, "query blocks", p.q_len.div_ceil(tile.bq as usize))?,
+        u32_of(OP, "q_heads", p.q_heads)?,
+    ];
+    for z0 in (0..p.batch).step_by(chunk) {
+        let nb = chunk.min(p.batch - z0);
+        let qs = q.slice(z0 * q_step, (nb - 1) * q_step + q_span)?;
+        let ks = k.slice(z0 * kv_step, (nb - 1) * kv_step + kv_span)?;
+        let vs = v.slice(z0 * kv_step, (nb - 1) * kv_step + kv_span)?;
+        let ms = mask
+            .map(|m| m.slice(z0 * p.kv_len, nb * p.kv_len))
+            .transpose()?;
+        let os = out.slice(z0 * o_step, nb * o_step)?;
+        let push = push::Attention {
+            q_len: u32_of(OP, "q_len", p.q_len)?,
+            kv_len: u32_of(OP, "kv_len", p.kv_len)?,
+            q_heads: groups_xy[1],
+            group: (p.q_heads / p.kv_heads) as u32,
+            q_stride: u32_of(OP, "q_row_stride", p.q_row_stride)?,
+            kv_stride: u32_of(OP, "kv_row_stride", p.kv_row_stride)?,
+            scale: p.scale,
+            mask_kind,
+            ..Default::default()
+        };
+        rec.dispatch(Dispatch {
+            op: OP,
+            shader: Shader::Attention,
+            spec: &spec,
+            args: &[
+                In(&qs),
+                In(&ks),
+                In(&vs),
+                ms.as_ref().map_or(Absent, In),
+                Out(&os),
+            ],
+            push,
+            groups: [groups_xy[0], groups_xy[1], nb as u32],
+        })?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -636,6 +773,21 @@ mod tests {
         assert_eq!(batches_per_binding(100, 40, 40), 2);
         assert_eq!(batches_per_binding(100, 30, 40), 3);
         assert_eq!(batches_per_binding(100, 30, 101), 0);
+    }
+
+    #[test]
+    fn attention_tiles_fit_shared_memory() {
+        let l = limits(1024, 32768);
+        for d in [8, 64, 80, 128, 256] {
+            let t = attention_tile(d, &l).unwrap();
+            assert!(t.shared_bytes(d as u32) <= 32768, "{d}: {t:?}");
+            assert!(t.bq <= t.workgroup);
+        }
+        assert_eq!(attention_tile(64, &l).unwrap().bq, 32);
+        assert_eq!(attention_tile(128, &l).unwrap().bkv, 16);
+        let t = attention_tile(128, &limits(1024, 49152)).unwrap();
+        assert_eq!((t.bq, t.bkv), (16, 32));
+        assert_eq!(attention_tile(4096, &l), None);
     }
 
     #[test]

@@ -24,6 +24,7 @@ macro_rules! spirv {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Shader {
     Activation,
+    Attention,
     Axpby,
     BatchedMatmul,
     Binary,
@@ -67,8 +68,9 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 14] = [
+    pub const ALL: [Shader; 15] = [
         Shader::Activation,
+        Shader::Attention,
         Shader::Axpby,
         Shader::BatchedMatmul,
         Shader::Binary,
@@ -87,6 +89,7 @@ impl Shader {
     pub fn info(self) -> &'static ShaderInfo {
         use push::*;
         static ACTIVATION: ShaderInfo = info::<Activation>("activation", spirv!("activation"), 2);
+        static ATTENTION: ShaderInfo = info::<Attention>("attention", spirv!("attention"), 5);
         static AXPBY: ShaderInfo = info::<Axpby>("axpby", spirv!("axpby"), 3);
         static BATCHED_MATMUL: ShaderInfo =
             info::<BatchedMatmul>("batched_matmul", spirv!("batched_matmul"), 3);
@@ -103,6 +106,7 @@ impl Shader {
         static SWIGLU: ShaderInfo = info::<Swiglu>("swiglu", spirv!("swiglu"), 3);
         match self {
             Shader::Activation => &ACTIVATION,
+            Shader::Attention => &ATTENTION,
             Shader::Axpby => &AXPBY,
             Shader::BatchedMatmul => &BATCHED_MATMUL,
             Shader::Binary => &BINARY,
@@ -201,6 +205,22 @@ pub(crate) mod push {
         pub has_bias: u32,
         pub act: u32,
         pub slope: f32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Attention {
+        pub off: [u32; 5],
+        pub q_len: u32,
+        pub kv_len: u32,
+        pub q_heads: u32,
+        /// q_heads / kv_heads.
+        pub group: u32,
+        pub q_stride: u32,
+        pub kv_stride: u32,
+        pub scale: f32,
+        /// 0 none, 1 key padding, 2 causal.
+        pub mask_kind: u32,
     }
 
     #[repr(C)]
