@@ -12,6 +12,7 @@
 // [batch, kv_len, kv_stride] with kv head h / group; out [batch, q_len, q_heads, HEAD_DIM];
 // mask u32 [batch, kv_len] (nonzero keeps the key).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -90,7 +91,7 @@ void main() {
     }
 
     float acc[ACC];
-    for (uint a = 0u; a < ACC; a++) {
+    [[unroll]] for (uint a = 0u; a < ACC; a++) {
         acc[a] = 0.0;
     }
     // Row statistics, kept by invocation r < BQ for row r.
@@ -124,7 +125,7 @@ void main() {
             float s = NONE;
             if (i < p.q_len && key < p.kv_len && visible(b, i, key)) {
                 float dot = 0.0;
-                for (uint d = 0u; d < HEAD_DIM; d++) {
+                [[dont_unroll]] for (uint d = 0u; d < HEAD_DIM; d++) {
                     dot = fma(qs[r * HEAD_DIM + d], ks[j * KS + d], dot);
                 }
                 s = dot * p.scale;
@@ -159,13 +160,13 @@ void main() {
             }
             l_run = l;
         }
-        for (uint a = 0u; a < ACC; a++) {
+        [[unroll]] for (uint a = 0u; a < ACC; a++) {
             uint e = tid + a * WORKGROUP_SIZE;
             if (e < BQ * HEAD_DIM) {
                 uint r = e / HEAD_DIM;
                 uint d = e % HEAD_DIM;
                 float s = acc[a] * row_c[r];
-                for (uint j = 0u; j < BKV; j++) {
+                [[dont_unroll]] for (uint j = 0u; j < BKV; j++) {
                     s = fma(ps[r * BKV + j], vs[j * HEAD_DIM + d], s);
                 }
                 acc[a] = s;
@@ -181,7 +182,7 @@ void main() {
     }
     barrier();
     uint o_base = p.o_off + (b * p.q_len * p.q_heads + h) * HEAD_DIM;
-    for (uint a = 0u; a < ACC; a++) {
+    [[unroll]] for (uint a = 0u; a < ACC; a++) {
         uint e = tid + a * WORKGROUP_SIZE;
         uint i = q0 + e / HEAD_DIM;
         if (e < BQ * HEAD_DIM && i < p.q_len) {

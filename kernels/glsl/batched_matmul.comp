@@ -6,6 +6,7 @@
 // products in the same order on every device (no subgroup operations). Batch strides of a
 // and b are in elements; 0 broadcasts one matrix to every batch.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -50,7 +51,7 @@ void main() {
     uint b0 = p.b_off + z * p.b_stride;
 
     float acc[TM * TN];
-    for (uint i = 0u; i < TM * TN; i++) {
+    [[unroll]] for (uint i = 0u; i < TM * TN; i++) {
         acc[i] = 0.0;
     }
 
@@ -82,17 +83,17 @@ void main() {
             bs[kk * BN + col] = v;
         }
         barrier();
-        for (uint kk = 0u; kk < BK; kk++) {
+        [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
             float av[TM];
             float bv[TN];
-            for (uint i = 0u; i < TM; i++) {
+            [[unroll]] for (uint i = 0u; i < TM; i++) {
                 av[i] = as_[kk * BM + tr + i * ROWS];
             }
-            for (uint j = 0u; j < TN; j++) {
+            [[unroll]] for (uint j = 0u; j < TN; j++) {
                 bv[j] = bs[kk * BN + tc + j * COLS];
             }
-            for (uint i = 0u; i < TM; i++) {
-                for (uint j = 0u; j < TN; j++) {
+            [[unroll]] for (uint i = 0u; i < TM; i++) {
+                [[unroll]] for (uint j = 0u; j < TN; j++) {
                     acc[i * TN + j] = fma(av[i], bv[j], acc[i * TN + j]);
                 }
             }
