@@ -34,9 +34,13 @@ layout(push_constant) uniform Push {
     float alpha;
 } p;
 
-// Transposed tiles: column kk of the a tile is contiguous, as is row kk of op(b).
-shared float as_[BK * BM];
-shared float bs[BK * BN];
+// Transposed tiles: column kk of the a tile is contiguous, as is row kk of op(b). Rows are
+// padded by one float: the loads below write a column (kk varying fastest) per group of
+// invocations, which would otherwise hit one bank.
+const uint AS = BM + 1u;
+const uint BS = BN + 1u;
+shared float as_[BK * AS];
+shared float bs[BK * BS];
 
 void main() {
     const uint COLS = BN / TN;
@@ -61,7 +65,7 @@ void main() {
             uint kk = i % BK;
             uint gr = m0 + r;
             uint gk = k0 + kk;
-            as_[kk * BM + r] = (gr < p.m && gk < p.k) ? a[a0 + gr * p.k + gk] : 0.0;
+            as_[kk * AS + r] = (gr < p.m && gk < p.k) ? a[a0 + gr * p.k + gk] : 0.0;
         }
         // Consecutive invocations read consecutive elements of b in either layout.
         for (uint i = tid; i < BN * BK; i += WORKGROUP_SIZE) {
@@ -80,17 +84,17 @@ void main() {
             if (gc < p.n && gk < p.k) {
                 v = TRANS_B != 0u ? b[b0 + gc * p.k + gk] : b[b0 + gk * p.n + gc];
             }
-            bs[kk * BN + col] = v;
+            bs[kk * BS + col] = v;
         }
         barrier();
         [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
             float av[TM];
             float bv[TN];
             [[unroll]] for (uint i = 0u; i < TM; i++) {
-                av[i] = as_[kk * BM + tr + i * ROWS];
+                av[i] = as_[kk * AS + tr + i * ROWS];
             }
             [[unroll]] for (uint j = 0u; j < TN; j++) {
-                bv[j] = bs[kk * BN + tc + j * COLS];
+                bv[j] = bs[kk * BS + tc + j * COLS];
             }
             [[unroll]] for (uint i = 0u; i < TM; i++) {
                 [[unroll]] for (uint j = 0u; j < TN; j++) {

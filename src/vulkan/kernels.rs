@@ -535,7 +535,8 @@ fn batches_per_binding(usable: usize, stride: usize, size: usize) -> usize {
 }
 
 /// `a`, `b`, `c` as checked by `check::batched_matmul`: the linear shader's tiles (same tile
-/// choice) with the batch on z. Batches are split into several dispatches when they exceed
+/// choice; the shader pads each shared row by one float, 2 BK floats more than
+/// [`LinearTile::shared_bytes`], far inside the 16 KiB every device has) with the batch on z. Batches are split into several dispatches when they exceed
 /// the device's z workgroup count or one storage-buffer binding.
 pub(crate) fn batched_matmul(
     rec: &mut VulkanRecording,
