@@ -793,16 +793,45 @@ op_tests!(
     resubmission
 );
 
-/// Batched matmul split over several dispatches: a storage-buffer binding capped at 4 KiB
-/// holds only a few of the 20 batches.
+/// The bodies whose ops have Vulkan kernels, on every Vulkan device.
+macro_rules! vulkan_tests {
+    ($($name:ident => $body:ident),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            for b in vulkan_backends() {
+                eprintln!("{} on {:?}", stringify!($body), b.info());
+                bodies::$body(b);
+            }
+        }
+    )*};
+}
+
+vulkan_tests!(
+    vulkan_linear => linear,
+    vulkan_batched_matmul => batched_matmul,
+    vulkan_norms => norms,
+    vulkan_softmax => softmax,
+    vulkan_attention => attention,
+    vulkan_activations => activations,
+    vulkan_swiglu => swiglu,
+    vulkan_rope => rope,
+    vulkan_elementwise => elementwise,
+    vulkan_copy => copy,
+    vulkan_operand_checks => operand_checks,
+    vulkan_resubmission => resubmission,
+);
+
+/// Batched ops split over several dispatches: a storage-buffer binding capped at 4 KiB holds
+/// only a few of their batches.
 #[test]
-fn vulkan_batched_matmul_split() {
+fn vulkan_batches_split() {
     for d in vulkan_backends() {
         let mut o = VulkanOptions::new(Precision::Strict);
         o.device = Some(d.device_index());
         o.max_binding = Some(4096);
         let b = VulkanBackend::with_options(o).unwrap();
         let mut r = Rng(13);
+
         let p = BatchedMatmulParams {
             batch: 20,
             m: 8,
@@ -833,33 +862,46 @@ fn vulkan_batched_matmul_split() {
             1e-5,
             REL_F32,
         );
+
+        // q, k, v: column slices of fused [tokens, 4 heads of 16] rows (1.3 KiB per batch).
+        let (batch, ql, kl, d, width) = (5, 5, 6, 16, 64);
+        let p = AttentionParams {
+            batch,
+            q_len: ql,
+            kv_len: kl,
+            q_heads: 2,
+            kv_heads: 1,
+            head_dim: d,
+            scale: 0.25,
+            mask: MaskKind::KeyPadding,
+            q_row_stride: width,
+            kv_row_stride: width,
+        };
+        let fq = r.vec(batch * ql * width, -1.0, 1.0);
+        let fkv = r.vec(batch * kl * width, -1.0, 1.0);
+        let m: Vec<u32> = (0..batch * kl).map(|i| u32::from(i % 4 != 0)).collect();
+        let mut want = vec![0f32; batch * ql * 2 * d];
+        let (kf, vf) = (&fkv[2 * d..], &fkv[3 * d..]);
+        cpu::attention::reference::attention(&p, &fq, kf, vf, Some(&m), &mut want);
+        let (qb, kvb, mb) = (
+            upload_f32(&b, &fq),
+            upload_f32(&b, &fkv),
+            upload_u32(&b, &m),
+        );
+        let kb = kvb.slice(2 * d, kvb.len - 2 * d).unwrap();
+        let vb = kvb.slice(3 * d, kvb.len - 3 * d).unwrap();
+        let out = alloc(&b, DType::F32, want.len());
+        let mut rec = b.begin().unwrap();
+        b.attention(&mut rec, &p, &qb, &kb, &vb, Some(&mb), &out)
+            .unwrap();
+        assert!(rec.dispatches() > 1, "{} dispatches", rec.dispatches());
+        b.submit(&rec).unwrap();
+        assert_close(
+            "attention split",
+            &download_f32(&b, &out),
+            &want,
+            1e-5,
+            REL_F32,
+        );
     }
 }
-
-/// The bodies whose ops have Vulkan kernels, on every Vulkan device.
-macro_rules! vulkan_tests {
-    ($($name:ident => $body:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            for b in vulkan_backends() {
-                eprintln!("{} on {:?}", stringify!($body), b.info());
-                bodies::$body(b);
-            }
-        }
-    )*};
-}
-
-vulkan_tests!(
-    vulkan_linear => linear,
-    vulkan_batched_matmul => batched_matmul,
-    vulkan_norms => norms,
-    vulkan_softmax => softmax,
-    vulkan_attention => attention,
-    vulkan_activations => activations,
-    vulkan_swiglu => swiglu,
-    vulkan_rope => rope,
-    vulkan_elementwise => elementwise,
-    vulkan_copy => copy,
-    vulkan_operand_checks => operand_checks,
-    vulkan_resubmission => resubmission,
-);
