@@ -214,7 +214,7 @@ pub(crate) fn rope(
 /// Workgroup size of the one-workgroup-per-row shaders (norms, softmax): a power of two (their
 /// tree reductions need one) of at least 32 and at most 256 invocations, no wider than the
 /// row needs, within the device's limits. Longer rows loop in workgroup-size strides.
-pub(crate) fn row_workgroup(cols: usize, l: &Limits) -> u32 {
+fn row_workgroup(cols: usize, l: &Limits) -> u32 {
     let cap = 256
         .min(l.max_workgroup_size[0])
         .min(l.max_workgroup_invocations);
@@ -534,10 +534,11 @@ fn batches_per_binding(usable: usize, stride: usize, size: usize) -> usize {
     }
 }
 
-/// `a`, `b`, `c` as checked by `check::batched_matmul`: the linear shader's tiles (same tile
-/// choice; the shader pads each shared row by one float, 2 BK floats more than
-/// [`LinearTile::shared_bytes`], far inside the 16 KiB every device has) with the batch on z. Batches are split into several dispatches when they exceed
-/// the device's z workgroup count or one storage-buffer binding.
+/// `a`, `b`, `c` as checked by `check::batched_matmul`: the linear shader's tiles and tile
+/// choice, with the batch on z. (The shader pads each shared row by one float: 2 BK floats
+/// more than [`LinearTile::shared_bytes`], far inside the 16 KiB every device has.) Batches
+/// are split into several dispatches when they exceed the device's z workgroup count or one
+/// storage-buffer binding.
 pub(crate) fn batched_matmul(
     rec: &mut VulkanRecording,
     p: &BatchedMatmulParams,
@@ -614,16 +615,16 @@ pub(crate) fn batched_matmul(
 
 /// Tile shape of the attention shader: `bq` query rows per workgroup, keys `bkv` at a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct AttentionTile {
-    pub workgroup: u32,
-    pub bq: u32,
-    pub bkv: u32,
+struct AttentionTile {
+    workgroup: u32,
+    bq: u32,
+    bkv: u32,
 }
 
 impl AttentionTile {
     /// Shared memory of the shader's arrays: q block, padded k tile, v tile, scores, two
     /// per-row values.
-    pub fn shared_bytes(&self, head_dim: u32) -> u32 {
+    fn shared_bytes(&self, head_dim: u32) -> u32 {
         let (bq, bkv, d) = (self.bq, self.bkv, head_dim);
         4 * (bq * d + bkv * (d + 1) + bkv * d + bq * bkv + 2 * bq)
     }
@@ -632,7 +633,7 @@ impl AttentionTile {
 /// The largest attention tile that fits the device's shared memory for `head_dim` (128
 /// invocations, the minimum every Vulkan device allows), or `None` when even the smallest
 /// does not.
-pub(crate) fn attention_tile(head_dim: usize, l: &Limits) -> Option<AttentionTile> {
+fn attention_tile(head_dim: usize, l: &Limits) -> Option<AttentionTile> {
     let d = u32::try_from(head_dim).ok()?;
     [(32, 32), (16, 32), (16, 16), (8, 16), (8, 8), (4, 4)]
         .into_iter()
@@ -774,6 +775,15 @@ mod tests {
         assert_eq!(batches_per_binding(100, 40, 40), 2);
         assert_eq!(batches_per_binding(100, 30, 40), 3);
         assert_eq!(batches_per_binding(100, 30, 101), 0);
+    }
+
+    #[test]
+    fn row_workgroups_are_powers_of_two_within_limits() {
+        let l = limits(1024, 32768);
+        assert_eq!(row_workgroup(1, &l), 32);
+        assert_eq!(row_workgroup(100, &l), 128);
+        assert_eq!(row_workgroup(5000, &l), 256);
+        assert_eq!(row_workgroup(5000, &limits(200, 32768)), 128);
     }
 
     #[test]
