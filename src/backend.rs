@@ -19,7 +19,7 @@ use crate::cpu::CpuBackend;
 use crate::error::{Error, Result};
 use crate::ops::*;
 use crate::tensor::{DType, HostTensor};
-use crate::vulkan::{MISSING_KERNELS, VulkanBackend, VulkanOptions};
+use crate::vulkan::{VulkanBackend, VulkanOptions};
 
 /// Arithmetic contract of a run. Every result records which mode produced it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -372,13 +372,6 @@ fn auto_vulkan(precision: Precision) -> std::result::Result<VulkanBackend, Strin
              KINEMA_VK_DEVICE={})",
             v.device_name(),
             v.device_index()
-        ));
-    }
-    if !MISSING_KERNELS.is_empty() {
-        return Err(format!(
-            "Vulkan device {} has no kernels yet for {}",
-            v.device_name(),
-            MISSING_KERNELS.join(", ")
         ));
     }
     Ok(v)

@@ -130,6 +130,8 @@ mod bodies {
             (1, 1, 1, 1, false, false),
             (3, 5, 7, 9, true, false),
             (2, 17, 33, 19, false, true),
+            // More than one tile along m, n and k.
+            (2, 70, 65, 40, true, true),
         ] {
             let a = r.vec(batch * m * k, -1.0, 1.0);
             let bv = r.vec(if bcast { k * n } else { batch * k * n }, -1.0, 1.0);
@@ -157,7 +159,7 @@ mod bodies {
 
     pub fn norms<B: Backend>(b: &B) {
         let mut r = Rng(3);
-        for &(rows, cols) in &[(1, 1), (3, 17), (606, 1024)] {
+        for &(rows, cols) in &[(1, 1), (3, 17), (606, 1024), (3, 4500)] {
             let x: Vec<f32> = r.vec(rows * cols, -3.0, 5.0);
             let g = r.vec(cols, 0.5, 1.5);
             let be = r.vec(cols, -0.5, 0.5);
@@ -177,13 +179,31 @@ mod bodies {
             cpu::norm::reference::rms_norm(&p, &x, Some(&g), &mut want);
             run(b, |rec| b.rms_norm(rec, &p, &xb, Some(&gb), &y));
             assert_close("rms_norm", &download_f32(b, &y), &want, 1e-5, REL_F32);
+            // Without the optional affine operands.
+            cpu::norm::reference::layer_norm(&p, &x, None, None, &mut want);
+            run(b, |rec| b.layer_norm(rec, &p, &xb, None, None, &y));
+            assert_close(
+                "layer_norm plain",
+                &download_f32(b, &y),
+                &want,
+                1e-5,
+                REL_F32,
+            );
+            cpu::norm::reference::rms_norm(&p, &x, None, &mut want);
+            run(b, |rec| b.rms_norm(rec, &p, &xb, None, &y));
+            assert_close("rms_norm plain", &download_f32(b, &y), &want, 1e-5, REL_F32);
         }
     }
 
     pub fn softmax<B: Backend>(b: &B) {
         let mut r = Rng(4);
-        for &(rows, cols) in &[(1, 1), (5, 33), (64, 254)] {
-            let x = r.vec(rows * cols, -20.0, 20.0);
+        // 70000 rows need more workgroups than one grid dimension may hold (65535).
+        for &(rows, cols) in &[(1, 1), (5, 33), (64, 254), (3, 5000), (70_000, 3)] {
+            let mut x = r.vec(rows * cols, -20.0, 20.0);
+            // Masked logits: -inf entries get probability 0 (every row keeps a finite one).
+            for v in x.iter_mut().skip(1).step_by(7) {
+                *v = f32::NEG_INFINITY;
+            }
             let p = SoftmaxParams {
                 rows,
                 cols,
@@ -204,12 +224,20 @@ mod bodies {
             (2, 9, 9, 4, 2, 16, MaskKind::Causal),
             (3, 21, 21, 2, 2, 32, MaskKind::KeyPadding),
             (1, 5, 12, 8, 1, 64, MaskKind::Causal),
+            // Several query blocks and key tiles; head_dim 128; more queries than keys, so
+            // the first causal rows see no key; a GQA group of 4.
+            (1, 40, 70, 4, 2, 128, MaskKind::Causal),
+            (2, 37, 23, 4, 1, 64, MaskKind::Causal),
+            (2, 45, 77, 2, 2, 40, MaskKind::KeyPadding),
         ] {
             // q, k and v are column slices of one fused [tokens, qh+2kh heads] buffer.
             let width = (qh + 2 * kh) * d;
             let fused_q = r.vec(batch * ql * width, -1.0, 1.0);
             let fused_kv = r.vec(batch * kl * width, -1.0, 1.0);
-            let m: Vec<u32> = (0..batch * kl).map(|i| u32::from(i % 3 != 1)).collect();
+            // Every third key hidden, and all keys of batch 2 (its queries output zeros).
+            let m: Vec<u32> = (0..batch * kl)
+                .map(|i| u32::from(i % 3 != 1 && i / kl != 2))
+                .collect();
             let p = AttentionParams {
                 batch,
                 q_len: ql,
@@ -291,10 +319,15 @@ mod bodies {
 
     pub fn rope<B: Backend>(b: &B) {
         let mut r = Rng(7);
-        for pairing in [RopePairing::RotateHalf, RopePairing::Interleaved] {
+        // The last case reaches position 40990: large angles need an accurate reduction.
+        for (pairing, step) in [
+            (RopePairing::RotateHalf, 37),
+            (RopePairing::Interleaved, 37),
+            (RopePairing::RotateHalf, 4099),
+        ] {
             let (tokens, heads, d) = (11, 3, 16);
             let x = r.vec(tokens * heads * d, -1.0, 1.0);
-            let pos: Vec<i32> = (0..tokens as i32).map(|t| t * 37).collect();
+            let pos: Vec<i32> = (0..tokens as i32).map(|t| t * step).collect();
             let f: Vec<f32> = (0..d / 2)
                 .map(|i| 10000f32.powf(-((2 * i) as f32) / d as f32))
                 .collect();
@@ -833,7 +866,13 @@ macro_rules! vulkan_tests {
 
 vulkan_tests!(
     vulkan_linear => linear,
+    vulkan_batched_matmul => batched_matmul,
+    vulkan_norms => norms,
+    vulkan_softmax => softmax,
+    vulkan_attention => attention,
     vulkan_activations => activations,
+    vulkan_swiglu => swiglu,
+    vulkan_rope => rope,
     vulkan_elementwise => elementwise,
     vulkan_copy => copy,
     vulkan_conv => conv,
@@ -1173,5 +1212,90 @@ fn vulkan_posenc_sweep() {
         let mut rec = b.begin().unwrap();
         let e = b.posenc(&mut rec, &p, &out).unwrap_err().to_string();
         assert!(e.contains("2^24"), "{e}");
+    }
+}
+
+/// Batched ops split over several dispatches: a storage-buffer binding capped at 4 KiB holds
+/// only a few of their batches.
+#[test]
+fn vulkan_batches_split() {
+    for d in vulkan_backends() {
+        let mut o = VulkanOptions::new(Precision::Strict);
+        o.device = Some(d.device_index());
+        o.max_binding = Some(4096);
+        let b = VulkanBackend::with_options(o).unwrap();
+        let mut r = Rng(13);
+
+        let p = BatchedMatmulParams {
+            batch: 20,
+            m: 8,
+            n: 12,
+            k: 16,
+            trans_b: false,
+            alpha: 1.5,
+            a_batch_stride: 8 * 16,
+            b_batch_stride: 16 * 12,
+        };
+        let a = r.vec(20 * 8 * 16, -1.0, 1.0);
+        let bv = r.vec(20 * 16 * 12, -1.0, 1.0);
+        let mut want = vec![0f32; 20 * 8 * 12];
+        cpu::matmul::reference::batched_matmul(&p, &a, &bv, &mut want);
+        let (ab, bb, c) = (
+            upload_f32(&b, &a),
+            upload_f32(&b, &bv),
+            alloc(&b, DType::F32, want.len()),
+        );
+        let mut rec = b.begin().unwrap();
+        b.batched_matmul(&mut rec, &p, &ab, &bb, &c).unwrap();
+        assert!(rec.dispatches() > 1, "{} dispatches", rec.dispatches());
+        b.submit(&rec).unwrap();
+        assert_close(
+            "batched_matmul split",
+            &download_f32(&b, &c),
+            &want,
+            1e-5,
+            REL_F32,
+        );
+
+        // q, k, v: column slices of fused [tokens, 4 heads of 16] rows (1.3 KiB per batch).
+        let (batch, ql, kl, d, width) = (5, 5, 6, 16, 64);
+        let p = AttentionParams {
+            batch,
+            q_len: ql,
+            kv_len: kl,
+            q_heads: 2,
+            kv_heads: 1,
+            head_dim: d,
+            scale: 0.25,
+            mask: MaskKind::KeyPadding,
+            q_row_stride: width,
+            kv_row_stride: width,
+        };
+        let fq = r.vec(batch * ql * width, -1.0, 1.0);
+        let fkv = r.vec(batch * kl * width, -1.0, 1.0);
+        let m: Vec<u32> = (0..batch * kl).map(|i| u32::from(i % 4 != 0)).collect();
+        let mut want = vec![0f32; batch * ql * 2 * d];
+        let (kf, vf) = (&fkv[2 * d..], &fkv[3 * d..]);
+        cpu::attention::reference::attention(&p, &fq, kf, vf, Some(&m), &mut want);
+        let (qb, kvb, mb) = (
+            upload_f32(&b, &fq),
+            upload_f32(&b, &fkv),
+            upload_u32(&b, &m),
+        );
+        let kb = kvb.slice(2 * d, kvb.len - 2 * d).unwrap();
+        let vb = kvb.slice(3 * d, kvb.len - 3 * d).unwrap();
+        let out = alloc(&b, DType::F32, want.len());
+        let mut rec = b.begin().unwrap();
+        b.attention(&mut rec, &p, &qb, &kb, &vb, Some(&mb), &out)
+            .unwrap();
+        assert!(rec.dispatches() > 1, "{} dispatches", rec.dispatches());
+        b.submit(&rec).unwrap();
+        assert_close(
+            "attention split",
+            &download_f32(&b, &out),
+            &want,
+            1e-5,
+            REL_F32,
+        );
     }
 }

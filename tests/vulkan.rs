@@ -330,7 +330,7 @@ fn host_transfers_round_trip() {
 /// and buffers or recordings of another backend.
 #[test]
 fn bad_input_is_refused_when_recorded() {
-    for (i, b) in backends().iter().enumerate() {
+    for b in backends().iter() {
         let x = alloc(b, DType::F32, 8);
         let y = alloc(b, DType::F32, 8);
         let u = alloc(b, DType::U32, 8);
@@ -385,26 +385,6 @@ fn bad_input_is_refused_when_recorded() {
         assert!(e.contains("another Vulkan backend"), "{e}");
         assert!(b.submit(&rec2).is_err());
         assert!(other.read(&x, &mut [0; 32]).is_err());
-        let e = b.batched_matmul(
-            &mut b.begin().unwrap(),
-            &BatchedMatmulParams {
-                batch: 1,
-                m: 1,
-                n: 1,
-                k: 1,
-                trans_b: false,
-                alpha: 1.0,
-                a_batch_stride: 1,
-                b_batch_stride: 1,
-            },
-            &x,
-            &x,
-            &y,
-        );
-        assert!(
-            e.unwrap_err().to_string().contains("no Vulkan kernel yet"),
-            "device {i}"
-        );
     }
 }
 

@@ -8,7 +8,7 @@ use kinema::backend::{AnyBackend, BackendChoice, Precision, Selection};
 use kinema::bench::{self, Measurement};
 use kinema::cpu::{CpuBackend, Isa, ThreadPool, isa};
 use kinema::tensor::DType;
-use kinema::vulkan::{MISSING_KERNELS, VulkanBackend};
+use kinema::vulkan::VulkanBackend;
 
 #[derive(Parser)]
 #[command(
@@ -138,7 +138,6 @@ fn info(json: bool) -> kinema::Result<()> {
                 "devices": devices,
                 "unavailable_because": vk.as_ref().err(),
                 "backend": backend_json(),
-                "ops_without_kernels": MISSING_KERNELS,
             },
             "auto_backend": auto_choice(),
         });
@@ -216,9 +215,6 @@ fn info(json: bool) -> kinema::Result<()> {
                     }
                 ),
                 Err(e) => println!("  backend           : unusable: {e}"),
-            }
-            if !MISSING_KERNELS.is_empty() {
-                println!("  no kernels yet    : {}", MISSING_KERNELS.join(", "));
             }
         }
         Err(why) => println!("  unavailable: {why}"),
@@ -308,14 +304,8 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
     }
     if let AnyBackend::Vulkan(b) = &selection.backend {
         for (op, shape, dt) in &cases {
-            match bench::measure(b, op, shape, *dt, o.samples, Duration::from_millis(40)) {
-                Ok(m) if o.json => println!("{}", m.to_json()),
-                Ok(m) => println!("{}", m.table_row()),
-                Err(e) if kinema::vulkan::is_missing_kernel(&e) => {
-                    eprintln!("kinema: skipped {op}: {e}")
-                }
-                Err(e) => return Err(e),
-            }
+            let m = bench::measure(b, op, shape, *dt, o.samples, Duration::from_millis(40))?;
+            println!("{}", if o.json { m.to_json() } else { m.table_row() });
         }
         return Ok(());
     }

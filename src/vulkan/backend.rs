@@ -17,19 +17,6 @@ use crate::error::{Error, Result};
 use crate::ops::*;
 use crate::tensor::{DType, HostTensor};
 
-/// The ops that have no Vulkan kernel yet: recording one returns an error.
-pub const MISSING_KERNELS: &[&str] = &[
-    "batched_matmul",
-    "layer_norm",
-    "rms_norm",
-    "softmax",
-    "attention",
-    "swiglu",
-    "rope",
-];
-
-const NO_KERNEL: &str = "has no Vulkan kernel yet";
-
 /// How far the Vulkan gumbel noise `g(u) = -ln(max(-ln(max(u, 1e-20)), 1e-20))` may lie from
 /// the CPU backend's, in ulp of the CPU's value beyond 2^-22 absolute: each `ln` is within
 /// 0.82 ulp on either side (FreeBSD's logf on the device, glibc's on the CPU; neither is
@@ -40,15 +27,6 @@ pub const GUMBEL_NOISE_ULP: f32 = 2.0;
 /// [-1, 1]): the angles are identical, the device's sin/cos are within 7.5e-8 of the true
 /// values (`kernels/glsl/posenc.comp`) and the CPU's libm within about half an ulp (3e-8).
 pub const POSENC_ABS: f32 = 2.4e-7;
-
-fn no_kernel(op: &str) -> Error {
-    backend_error(format!("{op} {NO_KERNEL}"))
-}
-
-/// Whether `e` says an op has no Vulkan kernel yet (benches skip such ops).
-pub fn is_missing_kernel(e: &Error) -> bool {
-    matches!(e, Error::Backend { backend: "vulkan", msg } if msg.ends_with(NO_KERNEL))
-}
 
 /// How to set up a [`VulkanBackend`]. [`VulkanOptions::from_env`] reads the `KINEMA_*`
 /// variables named on each field.
@@ -414,55 +392,59 @@ impl Backend for VulkanBackend {
 
     fn batched_matmul(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &BatchedMatmulParams,
         a: &BufRef<VulkanBuffer>,
         b: &BufRef<VulkanBuffer>,
         c: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::batched_matmul(p, a, b, c)?;
-        Err(no_kernel("batched_matmul"))
+        self.rec_check(rec)?;
+        let (a, b, c) = check::batched_matmul(p, a, b, c)?;
+        kernels::batched_matmul(rec, p, &a, &b, &c)
     }
 
     fn layer_norm(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &NormParams,
         x: &BufRef<VulkanBuffer>,
         gamma: Option<&BufRef<VulkanBuffer>>,
         beta: Option<&BufRef<VulkanBuffer>>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::layer_norm(p, x, gamma, beta, y)?;
-        Err(no_kernel("layer_norm"))
+        self.rec_check(rec)?;
+        let (x, g, b, y) = check::layer_norm(p, x, gamma, beta, y)?;
+        kernels::layer_norm(rec, p, &x, g.as_ref(), b.as_ref(), &y)
     }
 
     fn rms_norm(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &NormParams,
         x: &BufRef<VulkanBuffer>,
         gamma: Option<&BufRef<VulkanBuffer>>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::rms_norm(p, x, gamma, y)?;
-        Err(no_kernel("rms_norm"))
+        self.rec_check(rec)?;
+        let (x, g, y) = check::rms_norm(p, x, gamma, y)?;
+        kernels::rms_norm(rec, p, &x, g.as_ref(), &y)
     }
 
     fn softmax(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &SoftmaxParams,
         x: &BufRef<VulkanBuffer>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::softmax(p, x, y)?;
-        Err(no_kernel("softmax"))
+        self.rec_check(rec)?;
+        let (x, y) = check::softmax(p, x, y)?;
+        kernels::softmax(rec, p, &x, &y)
     }
 
     fn attention(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &AttentionParams,
         q: &BufRef<VulkanBuffer>,
         k: &BufRef<VulkanBuffer>,
@@ -470,8 +452,9 @@ impl Backend for VulkanBackend {
         mask: Option<&BufRef<VulkanBuffer>>,
         out: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::attention(p, q, k, v, mask, out)?;
-        Err(no_kernel("attention"))
+        self.rec_check(rec)?;
+        let (q, k, v, m, o) = check::attention(p, q, k, v, mask, out)?;
+        kernels::attention(rec, p, &q, &k, &v, m.as_ref(), &o)
     }
 
     fn activation(
@@ -488,26 +471,28 @@ impl Backend for VulkanBackend {
 
     fn swiglu(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         gate: &BufRef<VulkanBuffer>,
         up: &BufRef<VulkanBuffer>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::swiglu(gate, up, y)?;
-        Err(no_kernel("swiglu"))
+        self.rec_check(rec)?;
+        let (g, u, y) = check::swiglu(gate, up, y)?;
+        kernels::swiglu(rec, &g, &u, &y)
     }
 
     fn rope(
         &self,
-        _rec: &mut VulkanRecording,
+        rec: &mut VulkanRecording,
         p: &RopeParams,
         x: &BufRef<VulkanBuffer>,
         positions: &BufRef<VulkanBuffer>,
         inv_freq: &BufRef<VulkanBuffer>,
         y: &BufRef<VulkanBuffer>,
     ) -> Result<()> {
-        check::rope(p, x, positions, inv_freq, y)?;
-        Err(no_kernel("rope"))
+        self.rec_check(rec)?;
+        let (x, pos, f, y) = check::rope(p, x, positions, inv_freq, y)?;
+        kernels::rope(rec, p, &x, &pos, &f, &y)
     }
 
     fn conv1d(

@@ -165,6 +165,177 @@ pub(crate) fn cfg(rec: &mut VulkanRecording, p: &CfgParams, rows: &Ref, out: &Re
     elementwise(rec, OP, Shader::Cfg, &[In(rows), Out(out)], push, p.n)
 }
 
+pub(crate) fn swiglu(rec: &mut VulkanRecording, gate: &Ref, up: &Ref, y: &Ref) -> Result<()> {
+    const OP: &str = "swiglu";
+    let push = push::Swiglu {
+        n: u32_of(OP, "n", gate.len)?,
+        ..Default::default()
+    };
+    elementwise(
+        rec,
+        OP,
+        Shader::Swiglu,
+        &[In(gate), In(up), Out(y)],
+        push,
+        gate.len,
+    )
+}
+
+/// `x`, `positions`, `inv_freq`, `y` as checked by `check::rope`: one invocation per rotated
+/// pair.
+pub(crate) fn rope(
+    rec: &mut VulkanRecording,
+    p: &RopeParams,
+    x: &Ref,
+    positions: &Ref,
+    inv_freq: &Ref,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "rope";
+    u32_of(OP, "element count", x.len)?;
+    let pairs = x.len / 2;
+    let push = push::Rope {
+        pairs: pairs as u32,
+        heads: u32_of(OP, "heads", p.heads)?,
+        half_dim: u32_of(OP, "head_dim / 2", p.head_dim / 2)?,
+        interleaved: u32::from(p.pairing == RopePairing::Interleaved),
+        ..Default::default()
+    };
+    elementwise(
+        rec,
+        OP,
+        Shader::Rope,
+        &[In(x), In(positions), In(inv_freq), Out(y)],
+        push,
+        pairs,
+    )
+}
+
+/// Workgroup size of the one-workgroup-per-row shaders (norms, softmax): a power of two (their
+/// tree reductions need one) of at least 32 and at most 256 invocations, no wider than the
+/// row needs, within the device's limits. Longer rows loop in workgroup-size strides.
+fn row_workgroup(cols: usize, l: &Limits) -> u32 {
+    let cap = 256
+        .min(l.max_workgroup_size[0])
+        .min(l.max_workgroup_invocations);
+    let cap = 1u32 << cap.ilog2();
+    (cols.clamp(32, 256).next_power_of_two() as u32).min(cap)
+}
+
+/// One workgroup per row of a `rows x cols` operand (the shaders index rows over x and y).
+fn row_dispatch<P: bytemuck::Pod>(
+    rec: &mut VulkanRecording,
+    op: &'static str,
+    shader: Shader,
+    args: &[super::recording::Arg<'_>],
+    push: P,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    let wg = row_workgroup(cols, rec.limits());
+    let groups = rec.grid(op, rows as u64 * u64::from(wg), wg)?;
+    rec.dispatch(Dispatch {
+        op,
+        shader,
+        spec: &[wg],
+        args,
+        push,
+        groups,
+    })
+}
+
+/// The element count of a `rows x cols` operand as a u32 (the shaders index with u32).
+fn row_elements(op: &'static str, rows: usize, cols: usize) -> Result<()> {
+    u32_of(op, "rows * cols", rows * cols).map(|_| ())
+}
+
+pub(crate) fn layer_norm(
+    rec: &mut VulkanRecording,
+    p: &NormParams,
+    x: &Ref,
+    gamma: Option<&Ref>,
+    beta: Option<&Ref>,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "layer_norm";
+    row_elements(OP, p.rows, p.cols)?;
+    let push = push::LayerNorm {
+        rows: u32_of(OP, "rows", p.rows)?,
+        cols: u32_of(OP, "cols", p.cols)?,
+        eps: p.eps,
+        has_gamma: u32::from(gamma.is_some()),
+        has_beta: u32::from(beta.is_some()),
+        ..Default::default()
+    };
+    row_dispatch(
+        rec,
+        OP,
+        Shader::LayerNorm,
+        &[
+            In(x),
+            gamma.map_or(Absent, In),
+            beta.map_or(Absent, In),
+            Out(y),
+        ],
+        push,
+        p.rows,
+        p.cols,
+    )
+}
+
+pub(crate) fn rms_norm(
+    rec: &mut VulkanRecording,
+    p: &NormParams,
+    x: &Ref,
+    gamma: Option<&Ref>,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "rms_norm";
+    row_elements(OP, p.rows, p.cols)?;
+    let push = push::RmsNorm {
+        rows: u32_of(OP, "rows", p.rows)?,
+        cols: u32_of(OP, "cols", p.cols)?,
+        eps: p.eps,
+        has_gamma: u32::from(gamma.is_some()),
+        ..Default::default()
+    };
+    let g = gamma.map_or(Absent, In);
+    row_dispatch(
+        rec,
+        OP,
+        Shader::RmsNorm,
+        &[In(x), g, Out(y)],
+        push,
+        p.rows,
+        p.cols,
+    )
+}
+
+pub(crate) fn softmax(
+    rec: &mut VulkanRecording,
+    p: &SoftmaxParams,
+    x: &Ref,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "softmax";
+    row_elements(OP, p.rows, p.cols)?;
+    let push = push::Softmax {
+        rows: u32_of(OP, "rows", p.rows)?,
+        cols: u32_of(OP, "cols", p.cols)?,
+        scale: p.scale,
+        ..Default::default()
+    };
+    row_dispatch(
+        rec,
+        OP,
+        Shader::Softmax,
+        &[In(x), Out(y)],
+        push,
+        p.rows,
+        p.cols,
+    )
+}
+
 /// `src` and `dst` as checked by `check::copy` (each starting at the op's buffer offset).
 pub(crate) fn copy(rec: &mut VulkanRecording, p: &CopyParams, src: &Ref, dst: &Ref) -> Result<()> {
     const OP: &str = "copy";
@@ -478,7 +649,7 @@ pub(crate) fn mean_pool(
 
 /// Workgroup size of the one-row-per-workgroup reductions (argmax.glsl): a power of two,
 /// 64 for short rows so few invocations idle, 256 for long ones.
-fn row_workgroup(rec: &VulkanRecording, cols: usize) -> u32 {
+fn argmax_workgroup(rec: &VulkanRecording, cols: usize) -> u32 {
     let l = rec.limits();
     let want: u32 = if cols <= 512 { 64 } else { 256 };
     let cap = want
@@ -500,7 +671,7 @@ pub(crate) fn argmax(
         ..Default::default()
     };
     u32_of(OP, "rows * cols", p.rows * p.cols)?;
-    let wg = row_workgroup(rec, p.cols);
+    let wg = argmax_workgroup(rec, p.cols);
     let groups = rec.grid(OP, p.rows as u64, 1)?;
     rec.dispatch(Dispatch {
         op: OP,
@@ -663,7 +834,7 @@ pub(crate) fn gumbel(
 ) -> Result<()> {
     const OP: &str = "gumbel";
     let push = gumbel_push(OP, p, uniforms.is_some())?;
-    let wg = row_workgroup(rec, p.cols);
+    let wg = argmax_workgroup(rec, p.cols);
     let groups = rec.grid(OP, p.rows as u64, 1)?;
     let u_arg = match uniforms {
         Some(u) => In(u),
@@ -708,6 +879,231 @@ pub(crate) fn gumbel_noise(
     })
 }
 
+/// How many consecutive batches of an operand (`size` elements each, `stride` apart) one
+/// binding of `usable` elements holds: unbounded for a broadcast operand, 0 when not even one.
+fn batches_per_binding(usable: usize, stride: usize, size: usize) -> usize {
+    match usable.checked_sub(size) {
+        None => 0,
+        Some(room) => room.checked_div(stride).map_or(usize::MAX, |n| n + 1),
+    }
+}
+
+/// `a`, `b`, `c` as checked by `check::batched_matmul`: the linear shader's tiles and tile
+/// choice, with the batch on z. (The shader pads each shared row by one float: 2 BK floats
+/// more than [`LinearTile::shared_bytes`], far inside the 16 KiB every device has.) Batches
+/// are split into several dispatches when they exceed the device's z workgroup count or one
+/// storage-buffer binding.
+pub(crate) fn batched_matmul(
+    rec: &mut VulkanRecording,
+    p: &BatchedMatmulParams,
+    a: &Ref,
+    b: &Ref,
+    c: &Ref,
+) -> Result<()> {
+    const OP: &str = "batched_matmul";
+    if p.m == 0 || p.n == 0 {
+        return Ok(());
+    }
+    let limits = rec.limits();
+    let tile = linear_tile(p.m, limits);
+    let usable = (limits
+        .max_binding
+        .saturating_sub(limits.min_storage_offset_align + 4)
+        / 4) as usize;
+    let (mk, kn, mn) = (p.m * p.k, p.k * p.n, p.m * p.n);
+    let chunk = [
+        batches_per_binding(usable, p.a_batch_stride, mk),
+        batches_per_binding(usable, p.b_batch_stride, kn),
+        batches_per_binding(usable, mn, mn),
+        limits.max_workgroup_count[2] as usize,
+    ]
+    .into_iter()
+    .min()
+    .unwrap_or(0)
+    .min(p.batch);
+    if chunk == 0 {
+        return Err(backend_error(format!(
+            "{OP}: one {}x{}x{} matrix product does not fit this device's {}-byte \
+             storage-buffer binding limit",
+            p.m, p.n, p.k, limits.max_binding
+        )));
+    }
+    let spec = [
+        tile.invocations(),
+        tile.bm,
+        tile.bn,
+        tile.bk,
+        tile.tm,
+        tile.tn,
+        u32::from(p.trans_b),
+    ];
+    let groups_xy = [
+        u32_of(OP, "column tiles", p.n.div_ceil(tile.bn as usize))?,
+        u32_of(OP, "row tiles", p.m.div_ceil(tile.bm as usize))?,
+    ];
+    for z0 in (0..p.batch).step_by(chunk) {
+        let nb = chunk.min(p.batch - z0);
+        let aslice = a.slice(z0 * p.a_batch_stride, (nb - 1) * p.a_batch_stride + mk)?;
+        let bslice = b.slice(z0 * p.b_batch_stride, (nb - 1) * p.b_batch_stride + kn)?;
+        let cslice = c.slice(z0 * mn, nb * mn)?;
+        let push = push::BatchedMatmul {
+            m: u32_of(OP, "m", p.m)?,
+            n: u32_of(OP, "n", p.n)?,
+            k: u32_of(OP, "k", p.k)?,
+            a_stride: u32_of(OP, "a batch stride", p.a_batch_stride)?,
+            b_stride: u32_of(OP, "b batch stride", p.b_batch_stride)?,
+            alpha: p.alpha,
+            ..Default::default()
+        };
+        rec.dispatch(Dispatch {
+            op: OP,
+            shader: Shader::BatchedMatmul,
+            spec: &spec,
+            args: &[In(&aslice), In(&bslice), Out(&cslice)],
+            push,
+            groups: [groups_xy[0], groups_xy[1], nb as u32],
+        })?;
+    }
+    Ok(())
+}
+
+/// Tile shape of the attention shader: `bq` query rows per workgroup, keys `bkv` at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct AttentionTile {
+    workgroup: u32,
+    bq: u32,
+    bkv: u32,
+}
+
+impl AttentionTile {
+    /// Shared memory of the shader's arrays: q block, padded k tile, v tile, scores, two
+    /// per-row values.
+    fn shared_bytes(&self, head_dim: u32) -> u32 {
+        let (bq, bkv, d) = (self.bq, self.bkv, head_dim);
+        4 * (bq * d + bkv * (d + 1) + bkv * d + bq * bkv + 2 * bq)
+    }
+}
+
+/// The largest attention tile that fits the device's shared memory for `head_dim` (128
+/// invocations, the minimum every Vulkan device allows), or `None` when even the smallest
+/// does not.
+fn attention_tile(head_dim: usize, l: &Limits) -> Option<AttentionTile> {
+    let d = u32::try_from(head_dim).ok()?;
+    [(32, 32), (16, 32), (16, 16), (8, 16), (8, 8), (4, 4)]
+        .into_iter()
+        .map(|(bq, bkv)| AttentionTile {
+            workgroup: 128,
+            bq,
+            bkv,
+        })
+        .find(|t| {
+            t.workgroup <= l.max_workgroup_invocations
+                && t.workgroup <= l.max_workgroup_size[0]
+                && t.shared_bytes(d) <= l.max_shared_memory
+        })
+}
+
+/// `q`, `k`, `v`, `mask`, `out` as checked by `check::attention`. One workgroup per (query
+/// block, query head, batch); batches are split over several dispatches when they exceed the
+/// device's z workgroup count or one storage-buffer binding.
+pub(crate) fn attention(
+    rec: &mut VulkanRecording,
+    p: &AttentionParams,
+    q: &Ref,
+    k: &Ref,
+    v: &Ref,
+    mask: Option<&Ref>,
+    out: &Ref,
+) -> Result<()> {
+    const OP: &str = "attention";
+    let limits = rec.limits();
+    let tile = attention_tile(p.head_dim, limits).ok_or_else(|| {
+        backend_error(format!(
+            "{OP}: head_dim {} needs more shared memory than this device's {} bytes",
+            p.head_dim, limits.max_shared_memory
+        ))
+    })?;
+    let usable = (limits
+        .max_binding
+        .saturating_sub(limits.min_storage_offset_align + 4)
+        / 4) as usize;
+    let d = p.head_dim;
+    // Elements from one batch to the next, and the span one batch reads or writes.
+    let q_step = p.q_len * p.q_row_stride;
+    let q_span = (p.q_len - 1) * p.q_row_stride + p.q_heads * d;
+    let kv_step = p.kv_len * p.kv_row_stride;
+    let kv_span = (p.kv_len - 1) * p.kv_row_stride + p.kv_heads * d;
+    let o_step = p.q_len * p.q_heads * d;
+    let chunk = [
+        batches_per_binding(usable, q_step, q_span),
+        batches_per_binding(usable, kv_step, kv_span),
+        batches_per_binding(usable, p.kv_len, p.kv_len),
+        batches_per_binding(usable, o_step, o_step),
+        limits.max_workgroup_count[2] as usize,
+    ]
+    .into_iter()
+    .min()
+    .unwrap_or(0)
+    .min(p.batch);
+    if chunk == 0 {
+        return Err(backend_error(format!(
+            "{OP}: one batch does not fit this device's {}-byte storage-buffer binding limit",
+            limits.max_binding
+        )));
+    }
+    let spec = [
+        tile.workgroup,
+        u32_of(OP, "head_dim", d)?,
+        tile.bq,
+        tile.bkv,
+    ];
+    let mask_kind = match p.mask {
+        MaskKind::None => 0,
+        MaskKind::KeyPadding => 1,
+        MaskKind::Causal => 2,
+    };
+    let groups_xy = [
+        u32_of(OP, "query blocks", p.q_len.div_ceil(tile.bq as usize))?,
+        u32_of(OP, "q_heads", p.q_heads)?,
+    ];
+    for z0 in (0..p.batch).step_by(chunk) {
+        let nb = chunk.min(p.batch - z0);
+        let qs = q.slice(z0 * q_step, (nb - 1) * q_step + q_span)?;
+        let ks = k.slice(z0 * kv_step, (nb - 1) * kv_step + kv_span)?;
+        let vs = v.slice(z0 * kv_step, (nb - 1) * kv_step + kv_span)?;
+        let ms = mask
+            .map(|m| m.slice(z0 * p.kv_len, nb * p.kv_len))
+            .transpose()?;
+        let os = out.slice(z0 * o_step, nb * o_step)?;
+        let push = push::Attention {
+            q_len: u32_of(OP, "q_len", p.q_len)?,
+            kv_len: u32_of(OP, "kv_len", p.kv_len)?,
+            q_heads: groups_xy[1],
+            group: (p.q_heads / p.kv_heads) as u32,
+            q_stride: u32_of(OP, "q_row_stride", p.q_row_stride)?,
+            kv_stride: u32_of(OP, "kv_row_stride", p.kv_row_stride)?,
+            scale: p.scale,
+            mask_kind,
+            ..Default::default()
+        };
+        rec.dispatch(Dispatch {
+            op: OP,
+            shader: Shader::Attention,
+            spec: &spec,
+            args: &[
+                In(&qs),
+                In(&ks),
+                In(&vs),
+                ms.as_ref().map_or(Absent, In),
+                Out(&os),
+            ],
+            push,
+            groups: [groups_xy[0], groups_xy[1], nb as u32],
+        })?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -725,6 +1121,38 @@ mod tests {
             timestamp_period_ns: 1.0,
             timestamp_valid_bits: 64,
         }
+    }
+
+    #[test]
+    fn batch_chunks_fit_a_binding() {
+        assert_eq!(batches_per_binding(100, 0, 40), usize::MAX);
+        assert_eq!(batches_per_binding(100, 40, 40), 2);
+        assert_eq!(batches_per_binding(100, 30, 40), 3);
+        assert_eq!(batches_per_binding(100, 30, 101), 0);
+    }
+
+    #[test]
+    fn row_workgroups_are_powers_of_two_within_limits() {
+        let l = limits(1024, 32768);
+        assert_eq!(row_workgroup(1, &l), 32);
+        assert_eq!(row_workgroup(100, &l), 128);
+        assert_eq!(row_workgroup(5000, &l), 256);
+        assert_eq!(row_workgroup(5000, &limits(200, 32768)), 128);
+    }
+
+    #[test]
+    fn attention_tiles_fit_shared_memory() {
+        let l = limits(1024, 32768);
+        for d in [8, 64, 80, 128, 256] {
+            let t = attention_tile(d, &l).unwrap();
+            assert!(t.shared_bytes(d as u32) <= 32768, "{d}: {t:?}");
+            assert!(t.bq <= t.workgroup);
+        }
+        assert_eq!(attention_tile(64, &l).unwrap().bq, 32);
+        assert_eq!(attention_tile(128, &l).unwrap().bkv, 16);
+        let t = attention_tile(128, &limits(1024, 49152)).unwrap();
+        assert_eq!((t.bq, t.bkv), (16, 32));
+        assert_eq!(attention_tile(4096, &l), None);
     }
 
     #[test]

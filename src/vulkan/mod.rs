@@ -32,9 +32,7 @@ mod shaders;
 
 use ash::vk;
 
-pub use backend::{
-    GUMBEL_NOISE_ULP, MISSING_KERNELS, POSENC_ABS, VulkanBackend, VulkanOptions, is_missing_kernel,
-};
+pub use backend::{GUMBEL_NOISE_ULP, POSENC_ABS, VulkanBackend, VulkanOptions};
 pub use memory::VulkanBuffer;
 pub use probe::{DeviceSummary, probe};
 pub use profile::ProfileRow;

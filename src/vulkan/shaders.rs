@@ -25,7 +25,9 @@ macro_rules! spirv {
 pub(crate) enum Shader {
     Activation,
     Argmax,
+    Attention,
     Axpby,
+    BatchedMatmul,
     Binary,
     Cfg,
     Conv1d,
@@ -33,10 +35,15 @@ pub(crate) enum Shader {
     Ddim,
     Embedding,
     Gumbel,
+    LayerNorm,
     Linear,
     MeanPool,
     PosEnc,
+    RmsNorm,
+    Rope,
     Scale,
+    Softmax,
+    Swiglu,
     UpsampleNearest2x,
 }
 
@@ -68,10 +75,12 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 15] = [
+    pub const ALL: [Shader; 22] = [
         Shader::Activation,
         Shader::Argmax,
+        Shader::Attention,
         Shader::Axpby,
+        Shader::BatchedMatmul,
         Shader::Binary,
         Shader::Cfg,
         Shader::Conv1d,
@@ -79,10 +88,15 @@ impl Shader {
         Shader::Ddim,
         Shader::Embedding,
         Shader::Gumbel,
+        Shader::LayerNorm,
         Shader::Linear,
         Shader::MeanPool,
         Shader::PosEnc,
+        Shader::RmsNorm,
+        Shader::Rope,
         Shader::Scale,
+        Shader::Softmax,
+        Shader::Swiglu,
         Shader::UpsampleNearest2x,
     ];
 
@@ -90,7 +104,10 @@ impl Shader {
         use push::*;
         static ACTIVATION: ShaderInfo = info::<Activation>("activation", spirv!("activation"), 2);
         static ARGMAX: ShaderInfo = info::<Argmax>("argmax", spirv!("argmax"), 2);
+        static ATTENTION: ShaderInfo = info::<Attention>("attention", spirv!("attention"), 5);
         static AXPBY: ShaderInfo = info::<Axpby>("axpby", spirv!("axpby"), 3);
+        static BATCHED_MATMUL: ShaderInfo =
+            info::<BatchedMatmul>("batched_matmul", spirv!("batched_matmul"), 3);
         static BINARY: ShaderInfo = info::<Binary>("binary", spirv!("binary"), 3);
         static CFG: ShaderInfo = info::<Cfg>("cfg", spirv!("cfg"), 2);
         static CONV1D: ShaderInfo = info::<Conv1d>("conv1d", spirv!("conv1d"), 4);
@@ -98,16 +115,23 @@ impl Shader {
         static DDIM: ShaderInfo = info::<Ddim>("ddim", spirv!("ddim"), 4);
         static EMBEDDING: ShaderInfo = info::<Embedding>("embedding", spirv!("embedding"), 4);
         static GUMBEL: ShaderInfo = info::<Gumbel>("gumbel", spirv!("gumbel"), 3);
+        static LAYER_NORM: ShaderInfo = info::<LayerNorm>("layer_norm", spirv!("layer_norm"), 4);
         static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
         static MEAN_POOL: ShaderInfo = info::<MeanPool>("mean_pool", spirv!("mean_pool"), 3);
         static POSENC: ShaderInfo = info::<PosEnc>("posenc", spirv!("posenc"), 2);
+        static RMS_NORM: ShaderInfo = info::<RmsNorm>("rms_norm", spirv!("rms_norm"), 3);
+        static ROPE: ShaderInfo = info::<Rope>("rope", spirv!("rope"), 4);
         static SCALE: ShaderInfo = info::<Scale>("scale", spirv!("scale"), 2);
+        static SOFTMAX: ShaderInfo = info::<Softmax>("softmax", spirv!("softmax"), 2);
+        static SWIGLU: ShaderInfo = info::<Swiglu>("swiglu", spirv!("swiglu"), 3);
         static UPSAMPLE: ShaderInfo =
             info::<Upsample>("upsample_nearest2x", spirv!("upsample_nearest2x"), 2);
         match self {
             Shader::Activation => &ACTIVATION,
             Shader::Argmax => &ARGMAX,
+            Shader::Attention => &ATTENTION,
             Shader::Axpby => &AXPBY,
+            Shader::BatchedMatmul => &BATCHED_MATMUL,
             Shader::Binary => &BINARY,
             Shader::Cfg => &CFG,
             Shader::Conv1d => &CONV1D,
@@ -115,10 +139,15 @@ impl Shader {
             Shader::Ddim => &DDIM,
             Shader::Embedding => &EMBEDDING,
             Shader::Gumbel => &GUMBEL,
+            Shader::LayerNorm => &LAYER_NORM,
             Shader::Linear => &LINEAR,
             Shader::MeanPool => &MEAN_POOL,
             Shader::PosEnc => &POSENC,
+            Shader::RmsNorm => &RMS_NORM,
+            Shader::Rope => &ROPE,
             Shader::Scale => &SCALE,
+            Shader::Softmax => &SOFTMAX,
+            Shader::Swiglu => &SWIGLU,
             Shader::UpsampleNearest2x => &UPSAMPLE,
         }
     }
@@ -284,6 +313,82 @@ pub(crate) mod push {
         pub start: u32,
         pub len: u32,
         pub dim: u32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Attention {
+        pub off: [u32; 5],
+        pub q_len: u32,
+        pub kv_len: u32,
+        pub q_heads: u32,
+        /// q_heads / kv_heads.
+        pub group: u32,
+        pub q_stride: u32,
+        pub kv_stride: u32,
+        pub scale: f32,
+        /// 0 none, 1 key padding, 2 causal.
+        pub mask_kind: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct BatchedMatmul {
+        pub off: [u32; 3],
+        pub m: u32,
+        pub n: u32,
+        pub k: u32,
+        pub a_stride: u32,
+        pub b_stride: u32,
+        pub alpha: f32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct LayerNorm {
+        pub off: [u32; 4],
+        pub rows: u32,
+        pub cols: u32,
+        pub eps: f32,
+        pub has_gamma: u32,
+        pub has_beta: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct RmsNorm {
+        pub off: [u32; 3],
+        pub rows: u32,
+        pub cols: u32,
+        pub eps: f32,
+        pub has_gamma: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Rope {
+        pub off: [u32; 4],
+        /// tokens * heads * head_dim / 2.
+        pub pairs: u32,
+        pub heads: u32,
+        pub half_dim: u32,
+        /// 0 rotate-half, 1 interleaved.
+        pub interleaved: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Softmax {
+        pub off: [u32; 2],
+        pub rows: u32,
+        pub cols: u32,
+        pub scale: f32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Swiglu {
+        pub off: [u32; 3],
+        pub n: u32,
     }
 }
 
