@@ -5,7 +5,7 @@
 
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -34,6 +34,30 @@ struct Inner {
     slot: Mutex<Slot>,
     start: Condvar,
     done: Condvar,
+    /// Mirrors of `Slot::generation` and `Slot::active`, read without the lock while spinning.
+    generation: AtomicU64,
+    active: AtomicUsize,
+}
+
+/// How long a thread spins on the atomics before it parks on a condition variable. Waking a
+/// parked thread costs tens of microseconds on a VM, more than many kernels take, so back-to-
+/// back ops of a graph should find their workers still spinning; idle workers park soon after.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// Spin until `ready()` or `SPIN` has passed; true if it became ready.
+fn spin_until(ready: impl Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        for _ in 0..64 {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() >= SPIN {
+            return ready();
+        }
+    }
 }
 
 pub struct ThreadPool {
@@ -60,6 +84,8 @@ impl ThreadPool {
             }),
             start: Condvar::new(),
             done: Condvar::new(),
+            generation: AtomicU64::new(0),
+            active: AtomicUsize::new(0),
         });
         let workers = (1..threads)
             .map(|i| {
@@ -122,11 +148,14 @@ impl ThreadPool {
             s.job = Some(job);
             s.generation += 1;
             s.active = self.workers.len();
+            self.inner.active.store(s.active, Ordering::Release);
+            self.inner.generation.store(s.generation, Ordering::Release);
             self.inner.start.notify_all();
         }
         IN_REGION.with(|r| r.set(true));
         let mine = catch_unwind(AssertUnwindSafe(|| run_tasks(job)));
         IN_REGION.with(|r| r.set(false));
+        spin_until(|| self.inner.active.load(Ordering::Acquire) == 0);
         let mut s = self.inner.slot.lock().unwrap_or_else(|e| e.into_inner());
         while s.active > 0 {
             s = self.inner.done.wait(s).unwrap_or_else(|e| e.into_inner());
@@ -198,6 +227,7 @@ fn run_tasks(job: Job) {
 fn worker(inner: &Inner) {
     let mut seen = 0u64;
     loop {
+        spin_until(|| inner.generation.load(Ordering::Acquire) != seen);
         let job = {
             let mut s = inner.slot.lock().unwrap_or_else(|e| e.into_inner());
             while s.generation == seen && !s.shutdown {
@@ -220,6 +250,7 @@ fn worker(inner: &Inner) {
             s.panic.get_or_insert(p);
         }
         s.active -= 1;
+        inner.active.store(s.active, Ordering::Release);
         if s.active == 0 {
             inner.done.notify_all();
         }
