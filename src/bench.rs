@@ -148,6 +148,8 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 struct Setup<'a, B: Backend> {
     b: &'a B,
     seed: u64,
+    /// The op's output (each op allocates exactly one).
+    out: Option<BufRef<B::Buffer>>,
 }
 
 impl<B: Backend> Setup<'_, B> {
@@ -199,7 +201,9 @@ impl<B: Backend> Setup<'_, B> {
         Ok(r)
     }
     fn out(&mut self, dtype: DType, n: usize) -> Result<BufRef<B::Buffer>> {
-        Ok(BufRef::new(self.b.alloc(dtype, n)?, dtype, n))
+        let r = BufRef::new(self.b.alloc(dtype, n)?, dtype, n);
+        self.out = Some(r.clone());
+        Ok(r)
     }
 }
 
@@ -212,14 +216,22 @@ fn dims<const N: usize>(op: &str, d: &[usize]) -> Result<[usize; N]> {
     })
 }
 
-/// Record one op on `b` with synthetic data; returns the recording, FLOPs and bytes moved.
-fn record<B: Backend>(
-    b: &B,
-    op: &str,
-    d: &[usize],
-    dtype: DType,
-) -> Result<(B::Recording, f64, f64)> {
-    let mut s = Setup { b, seed: 7 };
+/// One op recorded on a backend with synthetic inputs (the same values on every backend: they
+/// come from the SplitMix64 stream), its output buffer, and its FLOPs and bytes moved.
+pub struct Recorded<B: Backend> {
+    pub rec: B::Recording,
+    pub out: BufRef<B::Buffer>,
+    pub flops: f64,
+    pub bytes: f64,
+}
+
+/// Record one op on `b` with synthetic data.
+pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<Recorded<B>> {
+    let mut s = Setup {
+        b,
+        seed: 7,
+        out: None,
+    };
     let mut rec = b.begin()?;
     let f = |x: usize| x as f64;
     let (flops, bytes) = match op {
@@ -545,7 +557,15 @@ fn record<B: Backend>(
             )));
         }
     };
-    Ok((rec, flops, bytes))
+    let out = s
+        .out
+        .ok_or_else(|| Error::InvalidArgument(format!("{op}: no output")))?;
+    Ok(Recorded {
+        rec,
+        out,
+        flops,
+        bytes,
+    })
 }
 
 /// Time one op: calibrate iterations so a sample lasts about `target`, then take the median
@@ -559,7 +579,9 @@ pub fn measure<B: Backend>(
     target: Duration,
 ) -> Result<Measurement> {
     let d = parse_shape(shape)?;
-    let (rec, flops, bytes) = record(b, op, &d, dtype)?;
+    let Recorded {
+        rec, flops, bytes, ..
+    } = record(b, op, &d, dtype)?;
     b.submit(&rec)?;
     b.sync()?;
     let t0 = Instant::now();

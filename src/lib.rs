@@ -13,6 +13,7 @@
 pub mod backend;
 pub mod bench;
 pub mod cpu;
+pub mod drift;
 pub mod error;
 pub mod formats;
 pub mod graph;

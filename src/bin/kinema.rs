@@ -38,6 +38,22 @@ enum Cmd {
         #[command(flatten)]
         opts: KernelOpts,
     },
+    /// Run each op with the same inputs on every CPU ISA and precision and on Vulkan, and report
+    /// how far each lies from the scalar reference (max_abs, rel_L2, ULP histogram).
+    Drift {
+        /// Only this op (names as in `kinema bench --list`).
+        #[arg(long)]
+        op: Option<String>,
+        /// Shape for --op, dimensions joined by 'x'.
+        #[arg(long)]
+        shape: Option<String>,
+        /// Weight dtype for linear/embedding: f32, f16, bf16 or q8_0.
+        #[arg(long)]
+        dtype: Option<String>,
+        /// One JSON object per comparison.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -93,6 +109,12 @@ fn main() -> ExitCode {
             ..
         }
         | Cmd::Bench { what: None, opts } => bench_kernels(&opts),
+        Cmd::Drift {
+            op,
+            shape,
+            dtype,
+            json,
+        } => drift(op, shape, dtype, json),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -327,6 +349,96 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
             } else {
                 println!("{}", m.table_row());
             }
+        }
+    }
+    Ok(())
+}
+
+fn drift(
+    op: Option<String>,
+    shape: Option<String>,
+    dtype: Option<String>,
+    json: bool,
+) -> kinema::Result<()> {
+    use kinema::drift::{Drift, compare, default_cases, run_case};
+    let dtype = dtype
+        .as_deref()
+        .map(|d| {
+            DType::parse(d).ok_or_else(|| {
+                kinema::Error::InvalidArgument(format!(
+                    "unknown dtype {d:?}: expected f32, f16, bf16 or q8_0"
+                ))
+            })
+        })
+        .transpose()?;
+    let cases: Vec<(String, String, DType)> = match (&op, &shape) {
+        (Some(o), Some(s)) => vec![(o.clone(), s.clone(), dtype.unwrap_or(DType::F32))],
+        _ => default_cases()
+            .into_iter()
+            .filter(|(c, _, d)| {
+                op.as_deref().is_none_or(|o| o == *c) && dtype.is_none_or(|x| x == *d)
+            })
+            .map(|(c, s, d)| (c.to_string(), s.to_string(), d))
+            .collect(),
+    };
+    if cases.is_empty() {
+        return Err(kinema::Error::InvalidArgument(
+            "no drift case matches; give --op and --shape".into(),
+        ));
+    }
+    let threads = ThreadPool::default_threads();
+    let reference = CpuBackend::with(Isa::Scalar, 1, Precision::Strict)?;
+    let mut cpus: Vec<(String, CpuBackend)> = Vec::new();
+    for isa in Isa::available() {
+        cpus.push((
+            format!("cpu/{}/strict", isa.name()),
+            CpuBackend::with(isa, threads, Precision::Strict)?,
+        ));
+    }
+    let best = Isa::best();
+    cpus.push((
+        format!("cpu/{}/fast", best.name()),
+        CpuBackend::with(best, threads, Precision::Fast)?,
+    ));
+    let vulkan = match VulkanBackend::new(Precision::Strict) {
+        Ok(v) => Some((format!("vulkan/{}/strict", v.device_name()), v)),
+        Err(e) => {
+            eprintln!("kinema: Vulkan not compared: {e}");
+            None
+        }
+    };
+    if !json {
+        println!("reference: cpu/scalar/strict, 1 thread");
+        println!("{}", Drift::table_header());
+    }
+    let emit = |d: Drift| {
+        if json {
+            println!("{}", serde_json::to_string(&d).unwrap_or_default());
+        } else {
+            println!("{}", d.table_row());
+        }
+    };
+    for (op, shape, dt) in &cases {
+        let want = run_case(&reference, op, shape, *dt)?;
+        for (label, b) in &cpus {
+            emit(compare(
+                op,
+                shape,
+                *dt,
+                label,
+                &want,
+                &run_case(b, op, shape, *dt)?,
+            ));
+        }
+        if let Some((label, v)) = &vulkan {
+            emit(compare(
+                op,
+                shape,
+                *dt,
+                label,
+                &want,
+                &run_case(v, op, shape, *dt)?,
+            ));
         }
     }
     Ok(())
