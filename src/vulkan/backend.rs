@@ -361,7 +361,11 @@ impl Backend for VulkanBackend {
         })?;
         if self.shared.profile {
             let rows = rec.profile()?;
-            eprint!("{}", profile::table(&self.shared.ctx.name, &rows));
+            // Profiling asked for programmatically (benches) collects silently; the
+            // environment variable also prints the table.
+            if env_flag("KINEMA_PROFILE") {
+                eprint!("{}", profile::table(&self.shared.ctx.name, &rows));
+            }
             *self.last_profile.lock().unwrap_or_else(|e| e.into_inner()) = rows;
         }
         Ok(())
