@@ -257,6 +257,14 @@ mod tests {
     /// Lipschitz constant of every activation (GELU's slope peaks at 1.13, SiLU's at 1.1).
     const ACT_LIPSCHITZ: f64 = 1.2;
 
+    /// 48 cases by default; `PROPTEST_CASES` raises it (`with_cases` alone would ignore it).
+    fn config() -> ProptestConfig {
+        let cases = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok());
+        ProptestConfig::with_cases(cases.unwrap_or(48))
+    }
+
     /// splitmix64: cheap deterministic test data from a proptest seed.
     struct Rng(u64);
     impl Rng {
@@ -457,7 +465,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(config())]
 
         #[test]
         fn linear_matches_reference(c in case()) {
@@ -935,7 +943,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(config())]
 
         #[test]
         fn batched_matmul_matches_reference(c in batched_case()) {
