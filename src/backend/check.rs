@@ -300,12 +300,20 @@ pub fn attention<B: BufferInfo + Clone>(
     Ok((q, k, v, mask, out))
 }
 
+/// An elementwise f32 op of one operand: `(x, y)` with y as long as x.
+fn unary<B: BufferInfo + Clone>(
+    op: &'static str,
+    x: &Ref<B>,
+    y: &Ref<B>,
+) -> Result<(Ref<B>, Ref<B>)> {
+    let x = input(op, "x", x, F32, x.len)?;
+    let y = output(op, y, DType::F32, x.len, &[&x])?;
+    Ok((x, y))
+}
+
 /// `(x, y)`.
 pub fn activation<B: BufferInfo + Clone>(x: &Ref<B>, y: &Ref<B>) -> Result<(Ref<B>, Ref<B>)> {
-    const OP: &str = "activation";
-    let x = input(OP, "x", x, F32, x.len)?;
-    let y = output(OP, y, DType::F32, x.len, &[&x])?;
-    Ok((x, y))
+    unary("activation", x, y)
 }
 
 /// `(gate, up, y)`.
@@ -409,10 +417,7 @@ pub fn binary<B: BufferInfo + Clone>(
 
 /// `(x, y)`.
 pub fn scale<B: BufferInfo + Clone>(x: &Ref<B>, y: &Ref<B>) -> Result<(Ref<B>, Ref<B>)> {
-    const OP: &str = "scale";
-    let x = input(OP, "x", x, F32, x.len)?;
-    let y = output(OP, y, DType::F32, x.len, &[&x])?;
-    Ok((x, y))
+    unary("scale", x, y)
 }
 
 /// `(x, y, out)`.

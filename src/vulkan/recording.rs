@@ -82,14 +82,13 @@ impl RunCheck {
         let first = !self.status.mapped_word(1);
         let id = self.status.mapped_word(2);
         let vocab = self.vocab;
-        let msg = if count == 1 {
-            format!("token id {id} at position {first} is outside the {vocab}-row table")
-        } else {
-            format!(
-                "{count} token ids are outside the {vocab}-row table: the first at position \
-                 {first}, the largest {id}"
-            )
-        };
+        if count == 1 {
+            return Some(crate::cpu::embedding::bad_id(id, first as usize, vocab));
+        }
+        let msg = format!(
+            "{count} token ids are outside the {vocab}-row table: the first at position \
+             {first}, the largest {id}"
+        );
         Some(Error::Kernel {
             op: "embedding",
             msg,
