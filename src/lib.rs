@@ -17,6 +17,7 @@ pub mod drift;
 pub mod error;
 pub mod formats;
 pub mod graph;
+pub mod models;
 pub mod ops;
 pub mod tensor;
 pub mod vulkan;

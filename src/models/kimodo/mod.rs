@@ -1,0 +1,8 @@
+//! Kimodo (NVIDIA text-to-motion): a two-stage transformer denoiser run for `steps` DDIM steps
+//! with separated classifier-free guidance, decoded into skeleton motion. The study of the
+//! upstream code this port follows is `../shared/docs/upstream/kimodo.md`; citations are into
+//! `nv-tlabs/kimodo` at commit `7330e7e`.
+
+pub mod config;
+
+pub use config::{KimodoConfig, KimodoModel, MotionStats, SkeletonKind};

@@ -1,0 +1,3 @@
+//! Models built on the dispatch trait: graphs from GGUF weights plus host-side math.
+
+pub mod kimodo;
