@@ -202,3 +202,74 @@ fn missing_or_extra_checkpoint_file_is_refused() {
     let err = open(&fx2, &reference2).err().expect("refused");
     assert!(err.contains("extra.bin"), "{err}");
 }
+
+/// The synthetic-weight spec (/work/wt/SYNTH.md) as `reference/bench_kimodo_torch.py`
+/// implements it in numpy agrees bit for bit with `kinema::cpu::rng`: the vectors in
+/// `tests/fixtures/kimodo/synth_vectors.json` were written by that script
+/// (`--write-vectors`) and are recomputed here from the spec.
+#[test]
+fn synthetic_weight_vectors_match_the_rust_rng() {
+    use kinema::cpu::rng::uniform;
+
+    const SEED: u64 = 0x4B49_4D4F_444F;
+    fn fnv1a64(bytes: &[u8]) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h
+    }
+    fn value(name: &str, shape: &[usize], stream: u64, i: u64) -> f32 {
+        let u = uniform(stream, i);
+        let r = 2.0f32 * u - 1.0f32;
+        if name.ends_with("norm1.weight") || name.ends_with("norm2.weight") {
+            let t = r * 0.1f32;
+            t + 1f32
+        } else if name.ends_with("weight") {
+            r * (3.0f64 / shape[1] as f64).sqrt() as f32
+        } else if name.ends_with("bias") {
+            r * 0.02f32
+        } else if name.ends_with(".mean") {
+            r * 0.1f32
+        } else if name.ends_with(".std") {
+            0.5f32 + u
+        } else {
+            assert_eq!(name, "embedding");
+            r
+        }
+    }
+
+    let path = crate_root().join("tests/fixtures/kimodo/synth_vectors.json");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    assert_eq!(v["seed"].as_str(), Some(format!("{SEED:x}").as_str()));
+    let cases = v["cases"].as_array().unwrap();
+    assert!(cases.len() >= 8);
+    for c in cases {
+        let name = c["name"].as_str().unwrap();
+        let shape: Vec<usize> = c["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as usize)
+            .collect();
+        let stream = fnv1a64(name.as_bytes()) ^ SEED;
+        assert_eq!(
+            c["stream"].as_str().unwrap(),
+            format!("{stream:016x}"),
+            "{name}"
+        );
+        for (i, u) in c["u_first_bits"].as_array().unwrap().iter().enumerate() {
+            let want = u32::from_str_radix(u.as_str().unwrap(), 16).unwrap();
+            assert_eq!(uniform(stream, i as u64).to_bits(), want, "{name} u{i}");
+        }
+        let idx = c["index"].as_array().unwrap();
+        let bits = c["value_bits"].as_array().unwrap();
+        for (i, b) in idx.iter().zip(bits) {
+            let i = i.as_u64().unwrap();
+            let want = u32::from_str_radix(b.as_str().unwrap(), 16).unwrap();
+            let have = value(name, &shape, stream, i).to_bits();
+            assert_eq!(have, want, "{name}[{i}]: {have:08x} vs python {want:08x}");
+        }
+    }
+}
