@@ -537,6 +537,13 @@ fn infer_config(
     notes: &mut Vec<String>,
 ) -> Result<KimodoConfig> {
     let root = names::STAGES[0];
+    let num_layers = layer_count(st, root)?;
+    let body_layers = layer_count(st, names::STAGES[1])?;
+    if body_layers != num_layers {
+        return Err(bad(format!(
+            "root_model has {num_layers} encoder layers but body_model has {body_layers}"
+        )));
+    }
     let [d, llm_dim] = matrix(st, &names::stage(root, "embed_text.weight"))?;
     let [f, _] = matrix(st, &names::layer(root, 0, "linear1.weight"))?;
     let [_, root_in] = matrix(st, &names::stage(root, "input_linear.weight"))?;
@@ -547,13 +554,6 @@ fn infer_config(
         )));
     }
     let motion_dim = root_in / 2;
-    let num_layers = layer_count(st, root)?;
-    let body_layers = layer_count(st, names::STAGES[1])?;
-    if body_layers != num_layers {
-        return Err(bad(format!(
-            "root_model has {num_layers} encoder layers but body_model has {body_layers}"
-        )));
-    }
 
     let skeleton = match (opts.skeleton, settings.skeleton) {
         (Some(s), _) => s,
