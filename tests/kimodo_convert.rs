@@ -253,7 +253,7 @@ fn write_safetensors(path: &Path, tensors: &[Entry]) {
         offset += t.bytes.len();
     }
     let mut h = serde_json::to_vec(&header).unwrap();
-    while h.len() % 8 != 0 {
+    while !h.len().is_multiple_of(8) {
         h.push(b' ');
     }
     let mut out = (h.len() as u64).to_le_bytes().to_vec();
@@ -1033,7 +1033,7 @@ fn loader_refuses_bad_files() {
                 .iter_mut()
                 .find(|(n, _)| n == "body_model.linear_first_heading_angle.weight")
                 .unwrap();
-            e.1 = HostTensor::from_f32(&[2, D], &vec![0.5; 2 * D]).unwrap();
+            e.1 = HostTensor::from_f32(&[2, D], &[0.5; 2 * D]).unwrap();
         },
         &["body_model.linear_first_heading_angle.weight\" has shape [2, 16], expected [16, 2]"],
     );
