@@ -1019,6 +1019,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn finds_the_first_non_finite_value_across_blocks() {
+        let mut v: Vec<f32> = (0..5000).map(|i| i as f32 - 2500.0).collect();
+        let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        assert_eq!(first_non_finite_f32(&bytes(&v)), None);
+        v[4999] = f32::NEG_INFINITY;
+        assert_eq!(
+            first_non_finite_f32(&bytes(&v)),
+            Some((4999, f32::NEG_INFINITY))
+        );
+        v[1500] = f32::INFINITY;
+        assert_eq!(
+            first_non_finite_f32(&bytes(&v)),
+            Some((1500, f32::INFINITY))
+        );
+        v[1024] = f32::NAN;
+        let (i, x) = first_non_finite_f32(&bytes(&v)).unwrap();
+        assert!(i == 1024 && x.is_nan());
+        // The largest finite values and subnormals are finite.
+        let edge = [f32::MAX, f32::MIN, f32::MIN_POSITIVE / 2.0, -0.0];
+        assert_eq!(first_non_finite_f32(&bytes(&edge)), None);
+    }
+
+    #[test]
     fn reads_a_nested_hydra_config() {
         let s = Settings::parse(
             "# a comment\n\
