@@ -1,4 +1,4 @@
-//! The `kinema` command line: `info` and `bench`.
+//! The `kinema` command line: `info`, `bench`, `drift` and `convert`.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -53,6 +53,36 @@ enum Cmd {
         /// One JSON object per comparison.
         #[arg(long)]
         json: bool,
+    },
+    /// Convert an upstream checkpoint into a kinema GGUF model file.
+    Convert {
+        #[command(subcommand)]
+        model: ConvertCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConvertCmd {
+    /// A Kimodo checkpoint directory (the Hugging Face layout: model.safetensors,
+    /// stats/motion/..., config.yaml).
+    Kimodo {
+        /// The checkpoint directory.
+        checkpoint_dir: std::path::PathBuf,
+        /// Output GGUF file (written atomically).
+        #[arg(short, long)]
+        output: std::path::PathBuf,
+        /// soma30, g1 or smplx22 (default: config.yaml, else inferred from the motion width).
+        #[arg(long)]
+        skeleton: Option<String>,
+        /// Attention heads (default: config.yaml, else 8 as in every released model).
+        #[arg(long)]
+        num_heads: Option<usize>,
+        /// Dtype of the 2-D weight matrices: f32, f16 or bf16 (biases, norms, stats stay f32).
+        #[arg(long, default_value = "f32")]
+        dtype: String,
+        /// No progress and no notes on stderr.
+        #[arg(long)]
+        quiet: bool,
     },
 }
 
@@ -115,6 +145,17 @@ fn main() -> ExitCode {
             dtype,
             json,
         } => drift(op, shape, dtype, json),
+        Cmd::Convert {
+            model:
+                ConvertCmd::Kimodo {
+                    checkpoint_dir,
+                    output,
+                    skeleton,
+                    num_heads,
+                    dtype,
+                    quiet,
+                },
+        } => convert_kimodo(&checkpoint_dir, &output, skeleton, num_heads, &dtype, quiet),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -440,6 +481,97 @@ fn drift(
                 &run_case(v, op, shape, *dt)?,
             ));
         }
+    }
+    Ok(())
+}
+
+fn convert_kimodo(
+    dir: &std::path::Path,
+    out: &std::path::Path,
+    skeleton: Option<String>,
+    num_heads: Option<usize>,
+    dtype: &str,
+    quiet: bool,
+) -> kinema::Result<()> {
+    use kinema::models::kimodo::SkeletonKind;
+    use kinema::models::kimodo::convert::{ConvertOptions, Progress, convert};
+    use std::io::{IsTerminal, Write};
+
+    let dtype = match dtype {
+        "f32" => DType::F32,
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        d => {
+            return Err(kinema::Error::InvalidArgument(format!(
+                "unknown --dtype {d:?}: expected f32, f16 or bf16"
+            )));
+        }
+    };
+    let opts = ConvertOptions {
+        skeleton: skeleton.as_deref().map(SkeletonKind::parse).transpose()?,
+        num_heads,
+        dtype,
+    };
+    // On a terminal one line is redrawn. In a log a stage prints one line when it ends, and
+    // only for files large enough to take a while.
+    let tty = std::io::stderr().is_terminal();
+    const MIB: f64 = (1u64 << 20) as f64;
+    let mut show = |p: Progress| {
+        if quiet {
+            return;
+        }
+        let (line, finished, large) = match p {
+            Progress::Checking { done, total } => (
+                format!("checking tensors: {done} / {total}"),
+                done >= total,
+                false,
+            ),
+            Progress::Hashing { file, done, total } => (
+                format!(
+                    "hashing {file}: {:.1} / {:.1} MiB",
+                    done as f64 / MIB,
+                    total as f64 / MIB
+                ),
+                done >= total,
+                total >= 64 << 20,
+            ),
+            Progress::Writing { done, total } => (
+                format!(
+                    "writing {}: {:.1} / {:.1} MiB",
+                    out.display(),
+                    done as f64 / MIB,
+                    total as f64 / MIB
+                ),
+                done >= total,
+                total >= 64 << 20,
+            ),
+        };
+        if tty {
+            eprint!("\r\x1b[2K{line}");
+            if finished {
+                eprint!("\r\x1b[2K");
+            }
+            let _ = std::io::stderr().flush();
+        } else if finished && large {
+            eprintln!("{line}");
+        }
+    };
+    let c = convert(dir, out, &opts, &mut show)?;
+    if !quiet {
+        for n in &c.notes {
+            eprintln!("note: {n}");
+        }
+        eprintln!(
+            "wrote {}: Kimodo {} ({} layers x 2, width {}, {} heads), {} tensors, {:.1} M parameters, {} weights",
+            out.display(),
+            c.config.skeleton.name(),
+            c.config.num_layers,
+            c.config.latent_dim,
+            c.config.num_heads,
+            c.tensors,
+            c.parameters as f64 / 1e6,
+            dtype
+        );
     }
     Ok(())
 }

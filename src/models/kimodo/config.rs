@@ -25,6 +25,10 @@ pub mod keys {
     pub const CFG_TEXT: &str = "kimodo.cfg_text";
     pub const CFG_CONSTRAINT: &str = "kimodo.cfg_constraint";
     pub const CONVERTER_VERSION: &str = "kimodo.converter_version";
+    /// String array: the settings the converter assumed because neither `config.yaml` nor a
+    /// flag gave them (for example `num_heads = 8 (assumed: ...)`), so a model file says
+    /// which of its values are guesses.
+    pub const CONVERTER_NOTES: &str = "kimodo.converter_notes";
     /// Followed by the source file's path relative to the checkpoint directory.
     pub const SOURCE_SHA256_PREFIX: &str = "kimodo.source_sha256.";
 }
@@ -41,6 +45,48 @@ pub mod names {
     pub const STATS_LOCAL_STD: &str = "stats.local_root.std";
     pub const STATS_BODY_MEAN: &str = "stats.body.mean";
     pub const STATS_BODY_STD: &str = "stats.body.std";
+
+    /// The 12 per-stage tensors outside the encoder layers, after the stage prefix.
+    pub const STAGE_TENSORS: [&str; 12] = [
+        "embed_text.weight",
+        "embed_text.bias",
+        "embed_timestep.time_embed.0.weight",
+        "embed_timestep.time_embed.0.bias",
+        "embed_timestep.time_embed.2.weight",
+        "embed_timestep.time_embed.2.bias",
+        "input_linear.weight",
+        "input_linear.bias",
+        "output_linear.weight",
+        "output_linear.bias",
+        "linear_first_heading_angle.weight",
+        "linear_first_heading_angle.bias",
+    ];
+
+    /// The 12 tensors of each encoder layer, after `<stage>.seqTransEncoder.layers.<i>.`.
+    pub const LAYER_TENSORS: [&str; 12] = [
+        "self_attn.in_proj_weight",
+        "self_attn.in_proj_bias",
+        "self_attn.out_proj.weight",
+        "self_attn.out_proj.bias",
+        "linear1.weight",
+        "linear1.bias",
+        "linear2.weight",
+        "linear2.bias",
+        "norm1.weight",
+        "norm1.bias",
+        "norm2.weight",
+        "norm2.bias",
+    ];
+
+    /// `<stage>.<name>`.
+    pub fn stage(stage: &str, name: &str) -> String {
+        format!("{stage}.{name}")
+    }
+
+    /// `<stage>.seqTransEncoder.layers.<layer>.<name>`.
+    pub fn layer(stage: &str, layer: usize, name: &str) -> String {
+        format!("{stage}.seqTransEncoder.layers.{layer}.{name}")
+    }
 }
 
 /// The skeletons Kimodo models are trained on, plus SOMA77, the joint set SOMA30 outputs are
@@ -64,6 +110,13 @@ impl SkeletonKind {
         }
     }
 
+    /// The skeletons a denoiser is trained on (SOMA77 is only an output expansion).
+    pub const TRAINED: [SkeletonKind; 3] = [
+        SkeletonKind::Soma30,
+        SkeletonKind::G1,
+        SkeletonKind::Smplx22,
+    ];
+
     pub fn parse(s: &str) -> Result<SkeletonKind> {
         match s {
             "soma30" => Ok(SkeletonKind::Soma30),
@@ -74,6 +127,13 @@ impl SkeletonKind {
                 "unknown skeleton '{s}' (expected soma30, soma77, g1 or smplx22)"
             ))),
         }
+    }
+
+    /// The trained skeleton whose features are `dim` wide (273 smplx22, 369 soma30, 417 g1).
+    pub fn from_motion_dim(dim: usize) -> Option<SkeletonKind> {
+        SkeletonKind::TRAINED
+            .into_iter()
+            .find(|s| s.motion_dim() == dim)
     }
 
     pub fn num_joints(self) -> usize {
@@ -145,6 +205,122 @@ impl KimodoConfig {
     /// a sequence holds at most `5000 - prefix` frames (4948 for the released models).
     pub fn max_frames(&self) -> usize {
         5000 - self.prefix_len()
+    }
+
+    /// Check the values against each other: non-zero widths, heads dividing the width, the
+    /// motion width of the skeleton, a prefix that leaves room in the 5000-row positional
+    /// table, finite positive fps. The message names the field at fault.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::InvalidArgument(format!("Kimodo config: {msg}")));
+        for (name, v) in [
+            ("latent_dim", self.latent_dim),
+            ("ff_size", self.ff_size),
+            ("num_layers", self.num_layers),
+            ("num_heads", self.num_heads),
+            ("llm_dim", self.llm_dim),
+            ("num_text_tokens", self.num_text_tokens),
+            ("num_base_steps", self.num_base_steps),
+        ] {
+            if v == 0 {
+                return bad(format!("{name} is 0"));
+            }
+        }
+        if !self.latent_dim.is_multiple_of(self.num_heads) {
+            return bad(format!(
+                "num_heads {} does not divide latent_dim {}",
+                self.num_heads, self.latent_dim
+            ));
+        }
+        if self.motion_dim != self.skeleton.motion_dim() {
+            return bad(format!(
+                "motion_dim {} does not match skeleton {} ({} joints: 9 + 12 x {} = {})",
+                self.motion_dim,
+                self.skeleton.name(),
+                self.skeleton.num_joints(),
+                self.skeleton.num_joints(),
+                self.skeleton.motion_dim()
+            ));
+        }
+        if self.prefix_len() >= 5000 {
+            return bad(format!(
+                "num_text_tokens {} leaves no room for motion frames in the 5000-row \
+                 positional table",
+                self.num_text_tokens
+            ));
+        }
+        if !(self.fps.is_finite() && self.fps > 0.0) {
+            return bad(format!("fps {} is not a positive number", self.fps));
+        }
+        for (name, v) in [
+            ("cfg_text", self.cfg_text),
+            ("cfg_constraint", self.cfg_constraint),
+        ] {
+            if !v.is_finite() {
+                return bad(format!("{name} {v} is not finite"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every tensor a model file holds, with its row-major shape, in file order: per stage
+    /// (root, then body) the 12 stage tensors then 12 per layer, then the six statistics
+    /// (`kimodo/model/backbone.py#L103-134`; `../shared/docs/upstream/kimodo.md` section 3).
+    pub fn tensor_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let (d, f) = (self.latent_dim, self.ff_size);
+        let mut out = Vec::with_capacity(2 * 12 * (1 + self.num_layers) + 6);
+        for (stage, inp, outp) in [
+            (names::STAGES[0], self.root_in(), self.root_out()),
+            (names::STAGES[1], self.body_in(), self.body_out()),
+        ] {
+            let fixed: [Vec<usize>; 12] = [
+                vec![d, self.llm_dim],
+                vec![d],
+                vec![d, d],
+                vec![d],
+                vec![d, d],
+                vec![d],
+                vec![d, inp],
+                vec![d],
+                vec![outp, d],
+                vec![outp],
+                vec![d, 2],
+                vec![d],
+            ];
+            for (n, shape) in names::STAGE_TENSORS.iter().zip(fixed) {
+                out.push((names::stage(stage, n), shape));
+            }
+            for l in 0..self.num_layers {
+                let per_layer: [Vec<usize>; 12] = [
+                    vec![3 * d, d],
+                    vec![3 * d],
+                    vec![d, d],
+                    vec![d],
+                    vec![f, d],
+                    vec![f],
+                    vec![d, f],
+                    vec![d],
+                    vec![d],
+                    vec![d],
+                    vec![d],
+                    vec![d],
+                ];
+                for (n, shape) in names::LAYER_TENSORS.iter().zip(per_layer) {
+                    out.push((names::layer(stage, l, n), shape));
+                }
+            }
+        }
+        let body = self.motion_dim - 5;
+        for (n, w) in [
+            (names::STATS_GLOBAL_MEAN, 5),
+            (names::STATS_GLOBAL_STD, 5),
+            (names::STATS_LOCAL_MEAN, 4),
+            (names::STATS_LOCAL_STD, 4),
+            (names::STATS_BODY_MEAN, body),
+            (names::STATS_BODY_STD, body),
+        ] {
+            out.push((n.to_string(), vec![w]));
+        }
+        out
     }
 }
 

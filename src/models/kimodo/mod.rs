@@ -4,5 +4,7 @@
 //! `nv-tlabs/kimodo` at commit `7330e7e`.
 
 pub mod config;
+pub mod convert;
+mod model;
 
 pub use config::{KimodoConfig, KimodoModel, MotionStats, SkeletonKind};
