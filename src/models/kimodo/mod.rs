@@ -4,5 +4,10 @@
 //! `nv-tlabs/kimodo` at commit `7330e7e`.
 
 pub mod config;
+pub mod glb;
+pub mod motion;
+pub mod skeleton;
 
 pub use config::{KimodoConfig, KimodoModel, MotionStats, SkeletonKind};
+pub use motion::Motion;
+pub use skeleton::{Skeleton, Soma77Expansion};
