@@ -5,6 +5,11 @@
 
 pub mod config;
 pub mod convert;
+pub mod glb;
 mod model;
+pub mod motion;
+pub mod skeleton;
 
 pub use config::{KimodoConfig, KimodoModel, MotionStats, SkeletonKind};
+pub use motion::Motion;
+pub use skeleton::{Skeleton, Soma77Expansion};
