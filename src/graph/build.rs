@@ -87,6 +87,7 @@ pub enum Op {
     PosEnc(PosEncParams),
     Ddim(DdimParams),
     Cfg(CfgParams),
+    RootBridge(RootBridgeParams),
 }
 
 impl Op {
@@ -114,6 +115,7 @@ impl Op {
             Op::PosEnc(_) => "posenc",
             Op::Ddim(_) => "ddim",
             Op::Cfg(_) => "cfg",
+            Op::RootBridge(_) => "root_bridge",
         }
     }
 }
@@ -965,6 +967,34 @@ impl Graph {
             w_constraint,
         };
         self.push(Op::Cfg(p), vec![rows], DType::F32, &rs[1..])
+    }
+
+    /// Kimodo's global-to-local root bridge (see [`RootBridgeParams`]): `x [p.rows,
+    /// p.frames, 5]` -> `[p.rows, p.frames, 4]`.
+    pub fn root_bridge(&mut self, x: TensorId, p: &RootBridgeParams) -> Result<TensorId> {
+        const OP: &str = "root_bridge";
+        let xs = self.check(OP, "x", x, &[DType::F32])?.shape.clone();
+        if xs != [p.rows, p.frames, 5] {
+            return Err(self.err(
+                OP,
+                format!("x {xs:?} must be [{}, {}, 5]", p.rows, p.frames),
+            ));
+        }
+        if p.frames < 2 {
+            return Err(self.err(
+                OP,
+                format!(
+                    "{} frame(s); the root velocities need at least 2 frames",
+                    p.frames
+                ),
+            ));
+        }
+        self.push(
+            Op::RootBridge(*p),
+            vec![x],
+            DType::F32,
+            &[p.rows, p.frames, 4],
+        )
     }
 }
 

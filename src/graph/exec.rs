@@ -133,6 +133,7 @@ fn record<B: Backend>(
         Op::PosEnc(p) => b.posenc(rec, p, out),
         Op::Ddim(p) => b.ddim(rec, p, ins[0], ins[1], ins[2], out),
         Op::Cfg(p) => b.cfg(rec, p, ins[0], out),
+        Op::RootBridge(p) => b.root_bridge(rec, p, ins[0], out),
     }
 }
 
