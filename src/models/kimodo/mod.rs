@@ -4,5 +4,6 @@
 //! `nv-tlabs/kimodo` at commit `7330e7e`.
 
 pub mod config;
+pub mod schedule;
 
 pub use config::{KimodoConfig, KimodoModel, MotionStats, SkeletonKind};
