@@ -4,6 +4,8 @@
 //! `nv-tlabs/kimodo` at commit `7330e7e`.
 
 pub mod config;
+pub mod denoiser;
+pub mod sampler;
 pub mod schedule;
 
 pub use config::{KimodoConfig, KimodoModel, MotionStats, SkeletonKind};
