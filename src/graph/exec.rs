@@ -229,13 +229,20 @@ impl<B: Backend> Executable<'_, B> {
         self.write(t, bytemuck::cast_slice(v))
     }
 
-    /// Run the recorded graph once (asynchronously where the backend allows), after the
-    /// prepare pass when a constant changed since it last ran.
-    pub fn run(&self) -> Result<()> {
+    /// Run the prepare pass now if a constant changed since it last ran (a run does this
+    /// itself; calling it first keeps the one-time work out of a timed run).
+    pub fn prepare(&self) -> Result<()> {
         if self.stale.get() {
             self.backend.submit(&self.prepare)?;
             self.stale.set(false);
         }
+        Ok(())
+    }
+
+    /// Run the recorded graph once (asynchronously where the backend allows), after the
+    /// prepare pass when a constant changed since it last ran.
+    pub fn run(&self) -> Result<()> {
+        self.prepare()?;
         self.backend.submit(&self.rec)
     }
 

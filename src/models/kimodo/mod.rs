@@ -7,5 +7,6 @@ pub mod config;
 pub mod denoiser;
 pub mod sampler;
 pub mod schedule;
+pub mod synthetic;
 
 pub use config::{KimodoConfig, KimodoModel, MotionStats, SkeletonKind};
