@@ -302,6 +302,15 @@ pub trait Backend: Send + Sync {
         coef: &BufRef<Self::Buffer>,
         out: &BufRef<Self::Buffer>,
     ) -> Result<()>;
+    /// Kimodo's global-to-local root bridge: `x [rows, frames, 5]` -> `out [rows, frames, 4]`
+    /// (see [`RootBridgeParams`]).
+    fn root_bridge(
+        &self,
+        rec: &mut Self::Recording,
+        p: &RootBridgeParams,
+        x: &BufRef<Self::Buffer>,
+        out: &BufRef<Self::Buffer>,
+    ) -> Result<()>;
     /// `rows` holds `p.rows` rows of `p.n` elements.
     fn cfg(
         &self,

@@ -273,6 +273,38 @@ pub struct CfgParams {
     pub w_constraint: f32,
 }
 
+/// Kimodo's bridge between the denoiser stages, `global_root_to_local_root` with
+/// `normalized=True` (`kimodo/motion_rep/reps/base.py#L107-151`): `x [rows, frames, 5]`
+/// (normalised smooth root xyz, heading cos, sin) -> `out [rows, frames, 4]` (normalised
+/// rot_vel, vel_x, vel_z, root_y). Per row, in f32 with upstream's operation order:
+/// `g = x * sqrt(std^2 + 1e-5) + mean` (global stats), `theta = atan2(g_sin, g_cos)`,
+/// `c, s = cos(theta), sin(theta)`,
+/// `rot_vel[t] = fps * atan2(s[t+1] c[t] - c[t+1] s[t], c[t+1] c[t] + s[t+1] s[t])`
+/// (`feature_utils.py#L15-35`), `vel[t] = fps * (p[t+1] - p[t])` on x and z
+/// (`feature_utils.py#L38-72`), the last frame copying the one before, root y passed
+/// through, then `(v - mean) / sqrt(std^2 + 1e-5)` with the local stats. `frames >= 2`
+/// (upstream wraps around at one frame). The stds are the raw statistics.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RootBridgeParams {
+    pub rows: usize,
+    pub frames: usize,
+    pub fps: f32,
+    pub global_mean: [f32; 5],
+    pub global_std: [f32; 5],
+    pub local_mean: [f32; 4],
+    pub local_std: [f32; 4],
+}
+
+impl RootBridgeParams {
+    /// Upstream's epsilon under the square root (`kimodo/motion_rep/stats.py#L65-77`).
+    pub const EPS: f32 = 1e-5;
+
+    /// `sqrt(std^2 + 1e-5)` in f32, as upstream's normalisation computes it.
+    pub fn scale(std: f32) -> f32 {
+        (std * std + Self::EPS).sqrt()
+    }
+}
+
 /// Checks shared by every backend before an op is recorded.
 pub fn expect_len(op: &'static str, what: &str, got: usize, want: usize) -> Result<()> {
     if got < want {

@@ -280,3 +280,94 @@ fn diffusion_loop_reuses_one_recording() {
         state = got;
     }
 }
+
+/// The prepare pass: nodes fed only by weights and constants run once, and again only after a
+/// constant is rewritten; their values keep their buffers while the per-run part reuses
+/// slots. A carry moves the state into the per-run input at the end of every run.
+#[test]
+fn prepare_pass_and_carried_state() {
+    let mut g = Graph::new();
+    let w = g
+        .weight(
+            "w",
+            HostTensor::from_f32(&[2, 2], &[1.0, 2.0, 3.0, 4.0]).unwrap(),
+        )
+        .unwrap();
+    let c = g.constant("c", DType::F32, &[1, 2]).unwrap();
+    let x = g.input("x", DType::F32, &[1, 2]).unwrap();
+    let p = g.linear(c, w, None, Activation::None).unwrap();
+    let pe = g.posenc(0, 1, 2).unwrap();
+    let p = g.add(p, pe).unwrap();
+    let t = g.scale(x, 1.0).unwrap();
+    let y = g.add(t, p).unwrap();
+    g.carry(y, x).unwrap();
+    g.output(y);
+    let b = cpu();
+    let exe = g.compile(&b).unwrap();
+    let prepared: Vec<&str> = exe
+        .plan()
+        .live_nodes
+        .iter()
+        .filter(|&&i| exe.plan().prepared[i])
+        .map(|&i| exe.graph().nodes()[i].op.name())
+        .collect();
+    assert_eq!(prepared, ["linear", "posenc", "binary"]);
+    // PE row 0 is [sin 0, cos 0] = [0, 1]; c . w^T = [1*1 + 1*2, 1*3 + 1*4] = [3, 7].
+    exe.write_f32(c, &[1.0, 1.0]).unwrap();
+    exe.write_f32(x, &[0.0, 0.0]).unwrap();
+    for run in 1..=3 {
+        exe.run().unwrap();
+        let r = run as f32;
+        assert_eq!(exe.read_f32(y).unwrap(), [3.0 * r, 8.0 * r]);
+        assert_eq!(exe.read_f32(x).unwrap(), [3.0 * r, 8.0 * r]);
+    }
+    exe.write_f32(c, &[0.0, 0.0]).unwrap();
+    exe.run().unwrap();
+    assert_eq!(exe.read_f32(y).unwrap(), [9.0, 25.0]);
+    // A carry must land in a per-run input of the same size.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[3]).unwrap();
+    let k = g.constant("k", DType::F32, &[2]).unwrap();
+    let e = g.carry(x, k).unwrap_err().to_string();
+    assert!(e.contains("not a per-run input"), "{e}");
+    let y = g.slice(x, 0, 0, 2).unwrap();
+    let e = g.carry(y, x).unwrap_err().to_string();
+    assert!(e.contains("does not fit"), "{e}");
+}
+
+/// Attention on a fused QKV projection equals attention on the three column blocks copied
+/// out, bit for bit (same kernel, same values, other strides).
+#[test]
+fn attention_on_fused_qkv_reads_column_blocks_in_place() {
+    let (batch, len, heads, hd) = (2, 7, 2, 8);
+    let d = heads * hd;
+    let mut r = Rng(5);
+    let v = r.vec(batch * len * 3 * d, -1.0, 1.0);
+    let mut g = Graph::new();
+    let qkv = g.input("qkv", DType::F32, &[batch, len, 3 * d]).unwrap();
+    let fused = g
+        .attention_qkv(qkv, None, heads, heads, MaskKind::None)
+        .unwrap();
+    let q = g.slice(qkv, 2, 0, d).unwrap();
+    let k = g.slice(qkv, 2, d, d).unwrap();
+    let vv = g.slice(qkv, 2, 2 * d, d).unwrap();
+    let split = g
+        .attention(q, k, vv, None, heads, heads, MaskKind::None)
+        .unwrap();
+    g.output(fused);
+    g.output(split);
+    let b = cpu();
+    let exe = g.compile(&b).unwrap();
+    exe.write_f32(qkv, &v).unwrap();
+    exe.run().unwrap();
+    let (a, b) = (exe.read_f32(fused).unwrap(), exe.read_f32(split).unwrap());
+    assert_eq!(a.len(), batch * len * d);
+    assert_eq!(a, b);
+    let mut g = Graph::new();
+    let bad = g.input("qkv", DType::F32, &[1, 3, 10]).unwrap();
+    let e = g
+        .attention_qkv(bad, None, 2, 2, MaskKind::None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("attention_qkv"), "{e}");
+}

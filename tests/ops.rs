@@ -546,6 +546,69 @@ mod bodies {
         }
     }
 
+    /// Kimodo's root bridge against the scalar reference: random normalised features, the
+    /// SOMA statistics' magnitudes, headings all around the circle (the pairs are not unit
+    /// vectors, as a network's are not), 2 frames (the repeated last frame) up to 150.
+    pub fn root_bridge<B: Backend>(b: &B) {
+        let mut r = Rng(41);
+        for &(rows, frames) in &[(1, 2), (3, 3), (2, 17), (3, 150)] {
+            let p = RootBridgeParams {
+                rows,
+                frames,
+                fps: 30.0,
+                global_mean: [0.004, 0.93, 0.0002, -0.0001, 0.0005],
+                global_std: [1.45, 0.17, 1.46, 0.71, 0.71],
+                local_mean: [1.4e-5, -2.3e-4, -1.4e-4, 0.93],
+                local_std: [0.76, 0.46, 0.46, 0.17],
+            };
+            let x = r.vec(rows * frames * 5, -2.0, 2.0);
+            let mut want = vec![0f32; rows * frames * 4];
+            cpu::root_bridge::reference::root_bridge(&p, &x, &mut want);
+            // Operands at an offset inside larger buffers.
+            let mut padded = vec![7.0f32; 3];
+            padded.extend(&x);
+            let xb = upload_f32(b, &padded).slice(3, x.len()).unwrap();
+            let ob = alloc(b, DType::F32, want.len() + 5)
+                .slice(5, want.len())
+                .unwrap();
+            run(b, |rec| b.root_bridge(rec, &p, &xb, &ob));
+            let got = download_f32(b, &ob);
+            if b.info().kind == "vulkan" {
+                let what = format!("root_bridge {rows}x{frames}");
+                let bound = kinema::vulkan::ROOT_BRIDGE_ABS;
+                assert_close(&what, &got, &want, bound, bound);
+                // Velocities and height are exact products and quotients: bit for bit.
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    if i % 4 != 0 {
+                        assert_eq!(g, w, "{what}: element {i}");
+                    }
+                }
+            } else {
+                assert_eq!(got, want, "root_bridge {rows}x{frames}");
+            }
+        }
+        // One frame has no velocity (upstream would wrap around): an error at record time.
+        let p = RootBridgeParams {
+            rows: 1,
+            frames: 1,
+            fps: 30.0,
+            global_mean: [0.0; 5],
+            global_std: [1.0; 5],
+            local_mean: [0.0; 4],
+            local_std: [1.0; 4],
+        };
+        let (xb, ob) = (alloc(b, DType::F32, 5), alloc(b, DType::F32, 4));
+        let mut rec = b.begin().unwrap();
+        let e = b
+            .root_bridge(&mut rec, &p, &xb, &ob)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("root_bridge") && e.contains("at least 2 frames"),
+            "{e}"
+        );
+    }
+
     pub fn copy<B: Backend>(b: &B) {
         // Transpose a [3, 4, 5] tensor's last two dims into the middle of a larger buffer.
         let src: Vec<f32> = (0..60).map(|v| v as f32).collect();
@@ -840,6 +903,7 @@ op_tests!(
     gather_and_reduce,
     swiglu,
     posenc,
+    root_bridge,
     copy,
     operand_checks,
     bad_ids_at_run_time,
@@ -878,6 +942,7 @@ vulkan_tests!(
     vulkan_conv => conv,
     vulkan_gather_and_reduce => gather_and_reduce,
     vulkan_posenc => posenc,
+    vulkan_root_bridge => root_bridge,
     vulkan_operand_checks => operand_checks,
     vulkan_bad_ids_at_run_time => bad_ids_at_run_time,
     vulkan_resubmission => resubmission,

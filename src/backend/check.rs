@@ -582,3 +582,22 @@ pub fn cfg<B: BufferInfo + Clone>(
     let o = output(OP, out, DType::F32, p.n, &[&r])?;
     Ok((r, o))
 }
+
+/// `(x, out)`.
+pub fn root_bridge<B: BufferInfo + Clone>(
+    p: &RootBridgeParams,
+    x: &Ref<B>,
+    out: &Ref<B>,
+) -> Result<(Ref<B>, Ref<B>)> {
+    const OP: &str = "root_bridge";
+    nonzero(OP, "rows", p.rows)?;
+    if p.frames < 2 {
+        return Err(Error::Shape(format!(
+            "{OP}: {} frame(s); the root velocities need at least 2 frames",
+            p.frames
+        )));
+    }
+    let x = input(OP, "x", x, F32, mul(OP, &[p.rows, p.frames, 5])?)?;
+    let o = output(OP, out, DType::F32, mul(OP, &[p.rows, p.frames, 4])?, &[&x])?;
+    Ok((x, o))
+}

@@ -31,7 +31,8 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Benchmarks. Without a subcommand: the kernel table.
+    /// Benchmarks. Without a subcommand: the kernel table, then one Kimodo DDIM step at the
+    /// released size (T=150, 2 rows; `bench kimodo` for a full generation).
     Bench {
         #[command(subcommand)]
         what: Option<BenchCmd>,
@@ -93,6 +94,40 @@ enum BenchCmd {
         #[command(flatten)]
         opts: KernelOpts,
     },
+    /// Time a full Kimodo generation on deterministic synthetic weights at the released SOMA
+    /// size (283 M parameters; no file needed).
+    Kimodo {
+        #[command(flatten)]
+        opts: KimodoOpts,
+    },
+}
+
+#[derive(Args, Clone)]
+struct KimodoOpts {
+    /// Frames T.
+    #[arg(long, default_value_t = 150)]
+    frames: usize,
+    /// DDIM steps (1 for the one-step CPU comparison).
+    #[arg(long, default_value_t = 100)]
+    steps: usize,
+    /// Guidance rows: 2 (the exact shortcut without constraints) or 3 (upstream's rows).
+    #[arg(long, default_value_t = 2)]
+    rows: usize,
+    /// Encoder layers per stage (16 in the released models; fewer for a quick run).
+    #[arg(long, default_value_t = 16)]
+    layers: usize,
+    /// cpu, vulkan or auto.
+    #[arg(long, default_value = "auto")]
+    backend: String,
+    /// strict or fast.
+    #[arg(long, default_value = "strict")]
+    precision: String,
+    /// CPU threads (default: KINEMA_THREADS or all).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Clone)]
@@ -137,8 +172,24 @@ fn main() -> ExitCode {
         Cmd::Bench {
             what: Some(BenchCmd::Kernels { opts }),
             ..
-        }
-        | Cmd::Bench { what: None, opts } => bench_kernels(&opts),
+        } => bench_kernels(&opts),
+        Cmd::Bench {
+            what: Some(BenchCmd::Kimodo { opts }),
+            ..
+        } => bench_kimodo(&opts),
+        // The quick default: the kernel table, then one Kimodo step at the released size.
+        Cmd::Bench { what: None, opts } => bench_kernels(&opts).and_then(|()| {
+            bench_kimodo(&KimodoOpts {
+                frames: 150,
+                steps: 1,
+                rows: 2,
+                layers: 16,
+                backend: opts.backend.clone(),
+                precision: opts.precision.clone(),
+                threads: opts.threads,
+                json: opts.json,
+            })
+        }),
         Cmd::Drift {
             op,
             shape,
@@ -392,6 +443,26 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+fn bench_kimodo(o: &KimodoOpts) -> kinema::Result<()> {
+    let precision = Precision::parse(&o.precision)?;
+    let selection = match (BackendChoice::parse(&o.backend)?, o.threads) {
+        (BackendChoice::Cpu, Some(t)) | (BackendChoice::Auto, Some(t)) => Selection {
+            backend: AnyBackend::Cpu(CpuBackend::with(Isa::select()?, t, precision)?),
+            vulkan_unavailable: Some("--threads asks for the CPU".into()),
+        },
+        (choice, _) => choice.select(precision)?,
+    };
+    if let Some(why) = &selection.vulkan_unavailable {
+        eprintln!("kinema: using the CPU: {why}");
+    }
+    let r = match &selection.backend {
+        AnyBackend::Cpu(b) => bench::kimodo(b, o.frames, o.steps, o.rows, o.layers)?,
+        AnyBackend::Vulkan(b) => bench::kimodo(b, o.frames, o.steps, o.rows, o.layers)?,
+    };
+    println!("{}", if o.json { r.to_json() } else { r.text() });
     Ok(())
 }
 

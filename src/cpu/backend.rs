@@ -678,6 +678,23 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn root_bridge(
+        &self,
+        rec: &mut CpuRecording,
+        p: &RootBridgeParams,
+        x: &BufRef<CpuBuffer>,
+        out: &BufRef<CpuBuffer>,
+    ) -> Result<()> {
+        let (x, o) = check::root_bridge(p, x, out)?;
+        let p = *p;
+        rec.push(move |cx| {
+            // SAFETY: as in `linear`.
+            super::root_bridge::root_bridge(cx, &p, slice(&x), unsafe { slice_mut(&o) });
+            Ok(())
+        });
+        Ok(())
+    }
+
     fn cfg(
         &self,
         rec: &mut CpuRecording,

@@ -23,6 +23,7 @@ pub mod peak;
 pub mod pool;
 pub mod posenc;
 pub mod rng;
+pub mod root_bridge;
 pub mod rope;
 pub mod simd;
 pub mod softmax;

@@ -18,6 +18,9 @@ impl TensorId {
 pub enum TensorKind {
     /// Written by the host before each run.
     Input,
+    /// Written by the host once (or rarely): the nodes that depend only on constants and
+    /// weights run in the graph's prepare pass, again only after a constant was rewritten.
+    Constant,
     /// Bound once from a host tensor (read in place on the CPU).
     Weight(HostTensor),
     /// Produced by a node.
@@ -87,6 +90,11 @@ pub enum Op {
     PosEnc(PosEncParams),
     Ddim(DdimParams),
     Cfg(CfgParams),
+    RootBridge(RootBridgeParams),
+    /// Attention whose q, k and v are column blocks of one fused projection (input 0,
+    /// `[batch, len, (q_heads + 2 kv_heads) * head_dim]`, rows of q then k then v), read in
+    /// place through the row strides.
+    AttentionQkv(AttentionParams),
 }
 
 impl Op {
@@ -114,6 +122,8 @@ impl Op {
             Op::PosEnc(_) => "posenc",
             Op::Ddim(_) => "ddim",
             Op::Cfg(_) => "cfg",
+            Op::RootBridge(_) => "root_bridge",
+            Op::AttentionQkv(_) => "attention_qkv",
         }
     }
 }
@@ -134,6 +144,8 @@ pub struct Graph {
     pub(crate) tensors: Vec<TensorInfo>,
     pub(crate) nodes: Vec<Node>,
     pub(crate) outputs: Vec<TensorId>,
+    /// `(from, into)`: after every run, `from` is copied into the input `into`.
+    pub(crate) carries: Vec<(TensorId, TensorId)>,
 }
 
 fn numel(shape: &[usize]) -> Option<usize> {
@@ -198,6 +210,40 @@ impl Graph {
     /// A tensor the host writes before every run.
     pub fn input(&mut self, name: &str, dtype: DType, shape: &[usize]) -> Result<TensorId> {
         self.add_tensor(name, dtype, shape, TensorKind::Input)
+    }
+
+    /// A tensor the host writes once (see [`TensorKind::Constant`]).
+    pub fn constant(&mut self, name: &str, dtype: DType, shape: &[usize]) -> Result<TensorId> {
+        self.add_tensor(name, dtype, shape, TensorKind::Constant)
+    }
+
+    /// After every run, copy `from` (kept alive to the end of the run) into the input
+    /// `into`, so state such as a diffusion loop's `x_t` stays on the device between runs.
+    pub fn carry(&mut self, from: TensorId, into: TensorId) -> Result<()> {
+        const OP: &str = "carry";
+        let f = self.check(OP, "from", from, &DType::ALL)?.clone();
+        let i = self.check(OP, "into", into, &DType::ALL)?.clone();
+        if !matches!(i.kind, TensorKind::Input) {
+            return Err(self.err(OP, format!("{} is not a per-run input", i.name)));
+        }
+        if f.dtype != i.dtype || f.numel() != i.numel() {
+            return Err(self.err(
+                OP,
+                format!(
+                    "{} ({} {:?}) does not fit {} ({} {:?})",
+                    f.name, f.dtype, f.shape, i.name, i.dtype, i.shape
+                ),
+            ));
+        }
+        if self.carries.iter().any(|&(_, t)| t == into) {
+            return Err(self.err(OP, format!("{} already receives a carry", i.name)));
+        }
+        self.carries.push((from, into));
+        Ok(())
+    }
+
+    pub fn carries(&self) -> &[(TensorId, TensorId)] {
+        &self.carries
     }
 
     /// A weight bound from a host tensor (borrowed without copying on the CPU).
@@ -522,6 +568,75 @@ impl Graph {
             kv_row_stride: ks[2],
         };
         self.push(Op::Attention(p), inputs, DType::F32, &qs)
+    }
+
+    /// Attention reading q, k and v in place from one fused projection
+    /// `qkv [batch, len, (q_heads + 2 kv_heads) * head_dim]` (q columns first, then k, then
+    /// v, as PyTorch's `in_proj`); output `[batch, len, q_heads * head_dim]`.
+    pub fn attention_qkv(
+        &mut self,
+        qkv: TensorId,
+        mask: Option<TensorId>,
+        q_heads: usize,
+        kv_heads: usize,
+        kind: MaskKind,
+    ) -> Result<TensorId> {
+        const OP: &str = "attention_qkv";
+        let s = self.check(OP, "qkv", qkv, &[DType::F32])?.shape.clone();
+        let heads = q_heads + 2 * kv_heads;
+        if s.len() != 3
+            || q_heads == 0
+            || kv_heads == 0
+            || !q_heads.is_multiple_of(kv_heads)
+            || !s[2].is_multiple_of(heads)
+        {
+            return Err(self.err(
+                OP,
+                format!(
+                    "qkv {s:?} must be [batch, len, (q_heads + 2 kv_heads) * head_dim] \
+                     for {q_heads} query and {kv_heads} kv heads"
+                ),
+            ));
+        }
+        let head_dim = s[2] / heads;
+        let mut inputs = vec![qkv];
+        match (kind, mask) {
+            (MaskKind::KeyPadding, Some(m)) => {
+                let ms = &self.check(OP, "mask", m, &[DType::U32])?.shape;
+                if ms.as_slice() != [s[0], s[1]] {
+                    return Err(self.err(OP, format!("mask {ms:?} must be [{}, {}]", s[0], s[1])));
+                }
+                inputs.push(m);
+            }
+            (MaskKind::KeyPadding, None) => {
+                return Err(self.err(OP, "a key-padding mask needs a mask tensor"));
+            }
+            (_, Some(_)) => {
+                return Err(self.err(
+                    OP,
+                    format!("a mask tensor was given for mask kind {kind:?}"),
+                ));
+            }
+            (_, None) => {}
+        }
+        let p = AttentionParams {
+            batch: s[0],
+            q_len: s[1],
+            kv_len: s[1],
+            q_heads,
+            kv_heads,
+            head_dim,
+            scale: 1.0 / (head_dim as f32).sqrt(),
+            mask: kind,
+            q_row_stride: s[2],
+            kv_row_stride: s[2],
+        };
+        self.push(
+            Op::AttentionQkv(p),
+            inputs,
+            DType::F32,
+            &[s[0], s[1], q_heads * head_dim],
+        )
     }
 
     pub fn activation(&mut self, x: TensorId, act: Activation) -> Result<TensorId> {
@@ -965,6 +1080,34 @@ impl Graph {
             w_constraint,
         };
         self.push(Op::Cfg(p), vec![rows], DType::F32, &rs[1..])
+    }
+
+    /// Kimodo's global-to-local root bridge (see [`RootBridgeParams`]): `x [p.rows,
+    /// p.frames, 5]` -> `[p.rows, p.frames, 4]`.
+    pub fn root_bridge(&mut self, x: TensorId, p: &RootBridgeParams) -> Result<TensorId> {
+        const OP: &str = "root_bridge";
+        let xs = self.check(OP, "x", x, &[DType::F32])?.shape.clone();
+        if xs != [p.rows, p.frames, 5] {
+            return Err(self.err(
+                OP,
+                format!("x {xs:?} must be [{}, {}, 5]", p.rows, p.frames),
+            ));
+        }
+        if p.frames < 2 {
+            return Err(self.err(
+                OP,
+                format!(
+                    "{} frame(s); the root velocities need at least 2 frames",
+                    p.frames
+                ),
+            ));
+        }
+        self.push(
+            Op::RootBridge(*p),
+            vec![x],
+            DType::F32,
+            &[p.rows, p.frames, 4],
+        )
     }
 }
 

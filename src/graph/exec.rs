@@ -1,6 +1,9 @@
 //! Compiling a planned graph onto a backend: buffers allocated once, weights bound once, the
 //! live nodes recorded once; every run writes inputs and re-submits the same recording.
+//! Nodes that depend only on weights and constants are recorded apart, into the prepare
+//! pass, which a run submits first whenever a constant was written since the last run.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 
 use super::build::{Graph, Op, TensorId, TensorKind};
@@ -16,6 +19,9 @@ pub struct Executable<'b, B: Backend> {
     plan: Plan,
     refs: Vec<Option<BufRef<B::Buffer>>>,
     rec: B::Recording,
+    prepare: B::Recording,
+    /// Whether a constant was written since the prepare pass last ran.
+    stale: Cell<bool>,
 }
 
 impl Graph {
@@ -39,19 +45,32 @@ impl Graph {
                 used[root(&self, t).0] = true;
             }
         }
-        for o in &self.outputs {
+        for o in self
+            .outputs
+            .iter()
+            .chain(self.carries.iter().flat_map(|(f, i)| [f, i]))
+        {
             used[root(&self, *o).0] = true;
+        }
+        for &i in &plan.live_nodes {
+            if plan.prepared[i] {
+                used[root(&self, self.nodes[i].output).0] = true;
+            }
         }
         for (t, info) in self.tensors.iter().enumerate() {
             if !used[t] {
                 continue;
             }
             match &info.kind {
-                TensorKind::Input => {
+                TensorKind::Input | TensorKind::Constant => {
                     own.insert(t, backend.alloc(info.dtype, info.numel())?);
                 }
                 TensorKind::Weight(h) => {
                     own.insert(t, backend.bind_host(h)?);
+                }
+                // A prepared value keeps its own buffer from one prepare pass to the next.
+                TensorKind::Value if plan.slot_of[t].is_none() => {
+                    own.insert(t, backend.alloc(info.dtype, info.numel())?);
                 }
                 TensorKind::Value | TensorKind::Alias(_) => {}
             }
@@ -68,8 +87,14 @@ impl Graph {
             })
             .collect();
         let mut rec = backend.begin()?;
+        let mut prepare = backend.begin()?;
         for &i in &plan.live_nodes {
-            record(backend, &mut rec, &self, &refs, i).map_err(|e| match e {
+            let r = if plan.prepared[i] {
+                &mut prepare
+            } else {
+                &mut rec
+            };
+            record(backend, r, &self, &refs, i).map_err(|e| match e {
                 Error::Graph { .. } => e,
                 other => Error::Graph {
                     node: i,
@@ -78,12 +103,28 @@ impl Graph {
                 },
             })?;
         }
+        for &(from, into) in &self.carries {
+            let (f, t) = (&refs[from.0], &refs[into.0]);
+            let (Some(f), Some(t)) = (f, t) else {
+                unreachable!("carry operands are marked used above");
+            };
+            let p = crate::ops::CopyParams {
+                shape: vec![f.len],
+                src_strides: vec![1],
+                src_offset: 0,
+                dst_strides: vec![1],
+                dst_offset: 0,
+            };
+            backend.copy(&mut rec, &p, f, t)?;
+        }
         Ok(Executable {
             backend,
             graph: self,
             plan,
             refs,
             rec,
+            prepare,
+            stale: Cell::new(true),
         })
     }
 }
@@ -133,6 +174,15 @@ fn record<B: Backend>(
         Op::PosEnc(p) => b.posenc(rec, p, out),
         Op::Ddim(p) => b.ddim(rec, p, ins[0], ins[1], ins[2], out),
         Op::Cfg(p) => b.cfg(rec, p, ins[0], out),
+        Op::RootBridge(p) => b.root_bridge(rec, p, ins[0], out),
+        Op::AttentionQkv(p) => {
+            let (qw, kw) = (p.q_heads * p.head_dim, p.kv_heads * p.head_dim);
+            let x = ins[0];
+            let q = x.slice(0, x.len)?;
+            let k = x.slice(qw, x.len - qw)?;
+            let v = x.slice(qw + kw, x.len - qw - kw)?;
+            b.attention(rec, p, &q, &k, &v, ins.get(1).copied(), out)
+        }
     }
 }
 
@@ -153,14 +203,18 @@ impl<B: Backend> Executable<'_, B> {
         })
     }
 
-    /// Write an input's bytes (little-endian, exactly its size).
+    /// Write an input's or a constant's bytes (little-endian, exactly its size).
     pub fn write(&self, t: TensorId, bytes: &[u8]) -> Result<()> {
         let info = &self.graph.tensors[t.0];
-        if !matches!(info.kind, TensorKind::Input) {
-            return Err(Error::InvalidArgument(format!(
-                "tensor {} is not a graph input",
-                info.name
-            )));
+        match info.kind {
+            TensorKind::Input => {}
+            TensorKind::Constant => self.stale.set(true),
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "tensor {} is not a graph input",
+                    info.name
+                )));
+            }
         }
         self.backend.write(self.buf(t)?, bytes)
     }
@@ -175,14 +229,26 @@ impl<B: Backend> Executable<'_, B> {
         self.write(t, bytemuck::cast_slice(v))
     }
 
-    /// Run the recorded graph once (asynchronously where the backend allows).
+    /// Run the prepare pass now if a constant changed since it last ran (a run does this
+    /// itself; calling it first keeps the one-time work out of a timed run).
+    pub fn prepare(&self) -> Result<()> {
+        if self.stale.get() {
+            self.backend.submit(&self.prepare)?;
+            self.stale.set(false);
+        }
+        Ok(())
+    }
+
+    /// Run the recorded graph once (asynchronously where the backend allows), after the
+    /// prepare pass when a constant changed since it last ran.
     pub fn run(&self) -> Result<()> {
+        self.prepare()?;
         self.backend.submit(&self.rec)
     }
 
     /// Read a marked output (waits for submitted work).
     pub fn read_bytes(&self, t: TensorId) -> Result<Vec<u8>> {
-        if !self.graph.outputs.contains(&t) {
+        if !self.graph.outputs.contains(&t) && !self.graph.carries.iter().any(|c| c.1 == t) {
             return Err(Error::InvalidArgument(format!(
                 "tensor {} is not a marked output (its buffer may be reused)",
                 self.graph.tensors[t.0].name

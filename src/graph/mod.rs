@@ -5,6 +5,11 @@
 //!
 //! Nodes can only consume tensors that already exist, so insertion order is a topological
 //! order; [`Graph::compile`] executes the live nodes in that order.
+//!
+//! Two features serve loops such as diffusion sampling: nodes that depend only on weights and
+//! [`Graph::constant`] inputs form a prepare pass, run once and again only after a constant is
+//! rewritten, with their results in buffers of their own; and [`Graph::carry`] copies a value
+//! into a per-run input at the end of every run, so loop state never leaves the device.
 
 mod build;
 mod exec;

@@ -8,6 +8,9 @@ use super::build::{Graph, TensorId, TensorKind};
 pub struct Plan {
     /// Indices of the nodes to run, in execution (topological) order.
     pub live_nodes: Vec<usize>,
+    /// For every node: whether it depends only on weights and constants, so it runs in the
+    /// prepare pass and its output has a buffer of its own (never in a slot).
+    pub prepared: Vec<bool>,
     /// For every tensor: the slot holding a node-produced value (through aliases), if any.
     pub slot_of: Vec<Option<usize>>,
     /// Bytes each slot must hold.
@@ -37,7 +40,8 @@ pub fn plan(g: &Graph) -> Plan {
     let nt = g.tensors.len();
     // Liveness backwards from the outputs.
     let mut needed = vec![false; nt];
-    for &o in &g.outputs {
+    let kept = || g.outputs.iter().chain(g.carries.iter().map(|(f, _)| f));
+    for &o in kept() {
         needed[root(g, o).0] = true;
     }
     let mut live = vec![false; g.nodes.len()];
@@ -51,6 +55,42 @@ pub fn plan(g: &Graph) -> Plan {
     }
     let live_nodes: Vec<usize> = (0..g.nodes.len()).filter(|&i| live[i]).collect();
 
+    // Constant propagation: a node is prepared when all its inputs are weights, constants or
+    // prepared values; a tensor written by several nodes (concat) only when all its writers
+    // are. Repeat until nothing changes (a later dynamic writer demotes earlier ones).
+    let mut static_root = vec![false; nt];
+    for (t, info) in g.tensors.iter().enumerate() {
+        static_root[t] = matches!(info.kind, TensorKind::Weight(_) | TensorKind::Constant);
+    }
+    let mut prepared = vec![false; g.nodes.len()];
+    loop {
+        let mut changed = false;
+        for &i in &live_nodes {
+            let n = &g.nodes[i];
+            let s = n.inputs.iter().all(|&t| static_root[root(g, t).0])
+                && live_nodes.iter().all(|&j| {
+                    root(g, g.nodes[j].output) != root(g, n.output)
+                        || g.nodes[j].inputs.iter().all(|&t| static_root[root(g, t).0])
+                });
+            if s != prepared[i] {
+                prepared[i] = s;
+                changed = true;
+            }
+            let r = root(g, n.output).0;
+            let all_writers = live_nodes
+                .iter()
+                .filter(|&&j| root(g, g.nodes[j].output).0 == r)
+                .all(|&j| if j == i { s } else { prepared[j] });
+            if static_root[r] != all_writers {
+                static_root[r] = all_writers;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+
     // Last reader of every root.
     let mut last_use = vec![None::<usize>; nt];
     for &i in &live_nodes {
@@ -60,7 +100,7 @@ pub fn plan(g: &Graph) -> Plan {
     }
     let is_output: Vec<bool> = {
         let mut v = vec![false; nt];
-        for &o in &g.outputs {
+        for &o in kept() {
             v[root(g, o).0] = true;
         }
         v
@@ -70,7 +110,7 @@ pub fn plan(g: &Graph) -> Plan {
     let mut slot_bytes: Vec<usize> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     let mut values = 0;
-    for &i in &live_nodes {
+    for &i in live_nodes.iter().filter(|&&i| !prepared[i]) {
         let n = &g.nodes[i];
         let r = root(g, n.output);
         if slot_of_root[r.0].is_none() {
@@ -124,6 +164,7 @@ pub fn plan(g: &Graph) -> Plan {
         .collect();
     Plan {
         live_nodes,
+        prepared,
         slot_of,
         slot_bytes,
         values,

@@ -28,6 +28,12 @@ pub const GUMBEL_NOISE_ULP: f32 = 2.0;
 /// values (`kernels/glsl/posenc.comp`) and the CPU's libm within about half an ulp (3e-8).
 pub const POSENC_ABS: f32 = 2.4e-7;
 
+/// How far the Vulkan root bridge's heading velocity may lie from the CPU backend's,
+/// absolute, for the statistics of the released models (local scales >= 0.17): the device's
+/// atan2, sin and cos are within a few ulp, so the angle difference carries about 1e-7 rad,
+/// times fps 30 over the scale. The velocities and the height are exact (bit for bit).
+pub const ROOT_BRIDGE_ABS: f32 = 5e-5;
+
 /// How to set up a [`VulkanBackend`]. [`VulkanOptions::from_env`] reads the `KINEMA_*`
 /// variables named on each field.
 #[derive(Clone, Debug, PartialEq)]
@@ -660,6 +666,18 @@ impl Backend for VulkanBackend {
         self.rec_check(rec)?;
         let (xt, x0, c, o) = check::ddim(p, x_t, x0, coef, out)?;
         kernels::ddim(rec, p, &xt, &x0, &c, &o)
+    }
+
+    fn root_bridge(
+        &self,
+        rec: &mut VulkanRecording,
+        p: &RootBridgeParams,
+        x: &BufRef<VulkanBuffer>,
+        out: &BufRef<VulkanBuffer>,
+    ) -> Result<()> {
+        self.rec_check(rec)?;
+        let (x, o) = check::root_bridge(p, x, out)?;
+        kernels::root_bridge(rec, p, &x, &o)
     }
 
     fn cfg(

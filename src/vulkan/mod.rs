@@ -32,7 +32,7 @@ mod shaders;
 
 use ash::vk;
 
-pub use backend::{GUMBEL_NOISE_ULP, POSENC_ABS, VulkanBackend, VulkanOptions};
+pub use backend::{GUMBEL_NOISE_ULP, POSENC_ABS, ROOT_BRIDGE_ABS, VulkanBackend, VulkanOptions};
 pub use memory::VulkanBuffer;
 pub use probe::{DeviceSummary, probe};
 pub use profile::ProfileRow;

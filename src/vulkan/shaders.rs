@@ -40,6 +40,7 @@ pub(crate) enum Shader {
     MeanPool,
     PosEnc,
     RmsNorm,
+    RootBridge,
     Rope,
     Scale,
     Softmax,
@@ -75,7 +76,7 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 22] = [
+    pub const ALL: [Shader; 23] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Attention,
@@ -93,6 +94,7 @@ impl Shader {
         Shader::MeanPool,
         Shader::PosEnc,
         Shader::RmsNorm,
+        Shader::RootBridge,
         Shader::Rope,
         Shader::Scale,
         Shader::Softmax,
@@ -120,6 +122,8 @@ impl Shader {
         static MEAN_POOL: ShaderInfo = info::<MeanPool>("mean_pool", spirv!("mean_pool"), 3);
         static POSENC: ShaderInfo = info::<PosEnc>("posenc", spirv!("posenc"), 2);
         static RMS_NORM: ShaderInfo = info::<RmsNorm>("rms_norm", spirv!("rms_norm"), 3);
+        static ROOT_BRIDGE: ShaderInfo =
+            info::<RootBridge>("root_bridge", spirv!("root_bridge"), 2);
         static ROPE: ShaderInfo = info::<Rope>("rope", spirv!("rope"), 4);
         static SCALE: ShaderInfo = info::<Scale>("scale", spirv!("scale"), 2);
         static SOFTMAX: ShaderInfo = info::<Softmax>("softmax", spirv!("softmax"), 2);
@@ -144,6 +148,7 @@ impl Shader {
             Shader::MeanPool => &MEAN_POOL,
             Shader::PosEnc => &POSENC,
             Shader::RmsNorm => &RMS_NORM,
+            Shader::RootBridge => &ROOT_BRIDGE,
             Shader::Rope => &ROPE,
             Shader::Scale => &SCALE,
             Shader::Softmax => &SOFTMAX,
@@ -304,6 +309,17 @@ pub(crate) mod push {
         pub seed: [u32; 2],
         pub counter: [u32; 2],
         pub has_uniforms: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct RootBridge {
+        pub off: [u32; 2],
+        pub rows: u32,
+        pub frames: u32,
+        pub fps: f32,
+        /// f32 bits: global mean, global scale, local mean, local scale (5, 5, 4, 4).
+        pub stats: [u32; 18],
     }
 
     #[repr(C)]

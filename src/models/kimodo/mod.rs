@@ -5,10 +5,15 @@
 
 pub mod config;
 pub mod convert;
+pub mod denoiser;
+pub mod generate;
 pub mod glb;
 mod model;
 pub mod motion;
+pub mod sampler;
+pub mod schedule;
 pub mod skeleton;
+pub mod synthetic;
 
 pub use config::{KimodoConfig, KimodoModel, MotionStats, SkeletonKind};
 pub use motion::Motion;

@@ -1,0 +1,277 @@
+//! One call of Kimodo's two-stage denoiser as a graph (`kimodo/model/twostage_denoiser.py`,
+//! `kimodo/model/backbone.py`; `../shared/docs/upstream/kimodo.md` §1.2-1.3): the root stage,
+//! the global-to-local root bridge, the body stage, for `rows` classifier-free-guidance rows
+//! that share the noisy motion `x`.
+//!
+//! Row 0 carries the text; every other row is "unconditional", a zero text feature, so its 50
+//! text tokens are `embed_text.bias` (`kimodo/model/cfg.py#L94-129`). Constraints are not
+//! implemented: the constraint mask is an all-zero constant, which makes the constraint row
+//! (row 1 of 3) identical to the unconditional one.
+//!
+//! Everything that does not change between DDIM steps, the text tokens, the heading token and
+//! the positional-encoding tables, depends only on weights and [`Graph::constant`]s, so the
+//! graph computes it once per generation in its prepare pass.
+
+use super::config::{KimodoConfig, KimodoModel};
+use crate::graph::{Graph, TensorId};
+use crate::ops::{Activation, MaskKind, RootBridgeParams};
+use crate::{DType, Error, Result};
+
+/// LayerNorm epsilon of `nn.TransformerEncoderLayer` (the default, `layer_norm_eps=1e-5`).
+const LN_EPS: f32 = 1e-5;
+
+/// The tensors of one denoiser call inside a graph.
+#[derive(Clone, Copy, Debug)]
+pub struct Denoiser {
+    pub rows: usize,
+    pub frames: usize,
+    /// Input `[frames, dim]`: the noisy motion `x_t`, normalised.
+    pub x: TensorId,
+    /// Input u32 `[1]`: the network's timestep (`use_timesteps[i]`, 0..num_base_steps).
+    pub timestep: TensorId,
+    /// Constant `[1, llm_dim]`: the text feature of row 0.
+    pub embedding: TensorId,
+    /// Constant `[1, 2]`: `[cos a, sin a]` of the first heading angle `a`.
+    pub heading: TensorId,
+    /// Constant `[frames, dim]`: the constraint mask, all zero (constraints are not
+    /// implemented).
+    pub mask: TensorId,
+    /// `[rows, frames, 5]`: the root stage's normalised global root.
+    pub root_out: TensorId,
+    /// `[rows, frames, 4]`: the bridge's normalised local root.
+    pub bridge_out: TensorId,
+    /// `[rows, frames, 2 dim - 1]`: the body stage's input.
+    pub body_in: TensorId,
+    /// `[rows, frames, dim - 5]`.
+    pub body_out: TensorId,
+    /// `[rows, frames, dim]`: `cat(root_out, body_out)`.
+    pub out: TensorId,
+}
+
+/// Sinusoidal tables shared by both stages.
+struct Tables {
+    /// `PE[0 .. prefix + frames]`.
+    seq: TensorId,
+    /// The time token's `PE[timestep]`, `[1, D]`.
+    time: TensorId,
+}
+
+/// `t [1, ..]` stacked `rows` times along dimension 0.
+fn repeat_rows(g: &mut Graph, t: TensorId, rows: usize) -> Result<TensorId> {
+    if rows == 1 {
+        return Ok(t);
+    }
+    g.concat(&vec![t; rows], 0)
+}
+
+/// Checks that the hyperparameters can make a graph at all (the tensor shapes are checked as
+/// the graph is built, and a mismatch names the node).
+fn check_config(c: &KimodoConfig) -> Result<()> {
+    if c.num_heads == 0 || !c.latent_dim.is_multiple_of(c.num_heads) {
+        return Err(Error::InvalidArgument(format!(
+            "Kimodo: latent_dim {} does not split into {} heads",
+            c.latent_dim, c.num_heads
+        )));
+    }
+    if !c.latent_dim.is_multiple_of(2) || c.num_text_tokens == 0 || c.motion_dim <= 9 {
+        return Err(Error::InvalidArgument(format!(
+            "Kimodo: unusable config (latent_dim {}, {} text tokens, motion_dim {})",
+            c.latent_dim, c.num_text_tokens, c.motion_dim
+        )));
+    }
+    Ok(())
+}
+
+struct Stage<'a> {
+    model: &'a KimodoModel,
+    prefix: &'static str,
+}
+
+impl Stage<'_> {
+    fn w(&self, g: &mut Graph, name: &str) -> Result<TensorId> {
+        let full = format!("{}.{name}", self.prefix);
+        let t = self.model.tensor(&full)?.clone();
+        g.weight(&full, t)
+    }
+
+    /// `output_linear(encoder(seq))[:, prefix:]` for `motion [1 or rows, T, in]`.
+    fn run(
+        &self,
+        g: &mut Graph,
+        tables: &Tables,
+        rows: usize,
+        frames: usize,
+        motion: TensorId,
+        d: &Denoiser,
+    ) -> Result<TensorId> {
+        let c = &self.model.config;
+        let (dm, nt, prefix) = (c.latent_dim, c.num_text_tokens, c.prefix_len());
+        // Text block `[rows, nt, D]`: row 0 holds `W e + b` then `nt - 1` zero-text rows,
+        // the others `nt` zero-text rows; a zero text row projects to the bias exactly.
+        let (tw, tb) = (
+            self.w(g, "embed_text.weight")?,
+            self.w(g, "embed_text.bias")?,
+        );
+        let pe_text = g.slice(tables.seq, 0, 0, nt)?;
+        let uncond = g.add(pe_text, tb)?;
+        let real = g.linear(d.embedding, tw, Some(tb), Activation::None)?;
+        let pe0 = g.slice(tables.seq, 0, 0, 1)?;
+        let real = g.add(real, pe0)?;
+        let cond = if nt > 1 {
+            let rest = g.slice(uncond, 0, 1, nt - 1)?;
+            g.concat(&[real, rest], 0)?
+        } else {
+            real
+        };
+        let cond = g.reshape(cond, &[1, nt, dm])?;
+        let uncond = g.reshape(uncond, &[1, nt, dm])?;
+        let uncond = repeat_rows(g, uncond, rows - 1)?;
+        let text = g.concat(&[cond, uncond], 0)?;
+        // Time token: time_embed(PE[t]) + PE[nt] (`TimestepEmbedder`, backbone.py#L283-312).
+        let w0 = self.w(g, "embed_timestep.time_embed.0.weight")?;
+        let b0 = self.w(g, "embed_timestep.time_embed.0.bias")?;
+        let w2 = self.w(g, "embed_timestep.time_embed.2.weight")?;
+        let b2 = self.w(g, "embed_timestep.time_embed.2.bias")?;
+        let h = g.linear(tables.time, w0, Some(b0), Activation::Silu)?;
+        let time = g.linear(h, w2, Some(b2), Activation::None)?;
+        let pe_t = g.slice(tables.seq, 0, nt, 1)?;
+        let time = g.add(time, pe_t)?;
+        let time = g.reshape(time, &[1, 1, dm])?;
+        let mut pieces = vec![text, repeat_rows(g, time, rows)?];
+        // Heading token: linear_first_heading_angle([cos a, sin a]) + PE[nt + 1] (#L189-208).
+        if c.input_first_heading_angle {
+            let hw = self.w(g, "linear_first_heading_angle.weight")?;
+            let hb = self.w(g, "linear_first_heading_angle.bias")?;
+            let hd = g.linear(d.heading, hw, Some(hb), Activation::None)?;
+            let pe_h = g.slice(tables.seq, 0, nt + 1, 1)?;
+            let hd = g.add(hd, pe_h)?;
+            let hd = g.reshape(hd, &[1, 1, dm])?;
+            pieces.push(repeat_rows(g, hd, rows)?);
+        }
+        // Motion frames: input_linear(x) + PE[prefix + t].
+        let iw = self.w(g, "input_linear.weight")?;
+        let ib = self.w(g, "input_linear.bias")?;
+        let m = g.linear(motion, iw, Some(ib), Activation::None)?;
+        let pe_m = g.slice(tables.seq, 0, prefix, frames)?;
+        let m = g.add(m, pe_m)?;
+        let m_rows = g.tensor(m).shape[0];
+        let m = if m_rows == rows {
+            m
+        } else {
+            repeat_rows(g, m, rows)?
+        };
+        pieces.push(m);
+        let mut x = g.concat(&pieces, 1)?;
+        for l in 0..c.num_layers {
+            x = self.layer(g, x, l)?;
+        }
+        let y = g.slice(x, 1, prefix, frames)?;
+        let ow = self.w(g, "output_linear.weight")?;
+        let ob = self.w(g, "output_linear.bias")?;
+        g.linear(y, ow, Some(ob), Activation::None)
+    }
+
+    /// One post-norm `nn.TransformerEncoderLayer` (eval): `h = LN1(x + out_proj(MHA(x)))`,
+    /// `y = LN2(h + linear2(gelu(linear1(h))))`, exact GELU, no mask.
+    fn layer(&self, g: &mut Graph, x: TensorId, l: usize) -> Result<TensorId> {
+        let heads = self.model.config.num_heads;
+        let p = format!("seqTransEncoder.layers.{l}");
+        let wqkv = self.w(g, &format!("{p}.self_attn.in_proj_weight"))?;
+        let bqkv = self.w(g, &format!("{p}.self_attn.in_proj_bias"))?;
+        let wo = self.w(g, &format!("{p}.self_attn.out_proj.weight"))?;
+        let bo = self.w(g, &format!("{p}.self_attn.out_proj.bias"))?;
+        let w1 = self.w(g, &format!("{p}.linear1.weight"))?;
+        let b1 = self.w(g, &format!("{p}.linear1.bias"))?;
+        let w2 = self.w(g, &format!("{p}.linear2.weight"))?;
+        let b2 = self.w(g, &format!("{p}.linear2.bias"))?;
+        let n1w = self.w(g, &format!("{p}.norm1.weight"))?;
+        let n1b = self.w(g, &format!("{p}.norm1.bias"))?;
+        let n2w = self.w(g, &format!("{p}.norm2.weight"))?;
+        let n2b = self.w(g, &format!("{p}.norm2.bias"))?;
+        let qkv = g.linear(x, wqkv, Some(bqkv), Activation::None)?;
+        let a = g.attention_qkv(qkv, None, heads, heads, MaskKind::None)?;
+        let a = g.linear(a, wo, Some(bo), Activation::None)?;
+        let h = g.add(x, a)?;
+        let h = g.layer_norm(h, Some(n1w), Some(n1b), LN_EPS)?;
+        let f = g.linear(h, w1, Some(b1), Activation::Gelu)?;
+        let f = g.linear(f, w2, Some(b2), Activation::None)?;
+        let y = g.add(h, f)?;
+        g.layer_norm(y, Some(n2w), Some(n2b), LN_EPS)
+    }
+}
+
+/// Adds one denoiser call over `rows` CFG rows (2 or 3) and `frames` frames to `g`.
+pub fn build(g: &mut Graph, model: &KimodoModel, rows: usize, frames: usize) -> Result<Denoiser> {
+    let c = &model.config;
+    check_config(c)?;
+    if !(rows == 2 || rows == 3) {
+        return Err(Error::InvalidArgument(format!(
+            "{rows} guidance rows: Kimodo's classifier-free guidance takes 2 or 3"
+        )));
+    }
+    if !(2..=c.max_frames()).contains(&frames) {
+        return Err(Error::InvalidArgument(format!(
+            "{frames} frames: expected 2 to {} (the root velocities need 2; the positional \
+             encoding holds {} tokens after the {}-token prefix)",
+            c.max_frames(),
+            c.max_frames(),
+            c.prefix_len()
+        )));
+    }
+    let (dim, dm) = (c.motion_dim, c.latent_dim);
+    let x = g.input("kimodo.x", DType::F32, &[frames, dim])?;
+    let timestep = g.input("kimodo.timestep", DType::U32, &[1])?;
+    let embedding = g.constant("kimodo.embedding", DType::F32, &[1, c.llm_dim])?;
+    let heading = g.constant("kimodo.heading", DType::F32, &[1, 2])?;
+    let mask = g.constant("kimodo.mask", DType::F32, &[frames, dim])?;
+    let seq = g.posenc(0, c.prefix_len() + frames, dm)?;
+    let steps_pe = g.posenc(0, c.num_base_steps, dm)?;
+    let time = g.embedding(timestep, steps_pe)?;
+    let tables = Tables { seq, time };
+    let mut d = Denoiser {
+        rows,
+        frames,
+        x,
+        timestep,
+        embedding,
+        heading,
+        mask,
+        root_out: x,
+        bridge_out: x,
+        body_in: x,
+        body_out: x,
+        out: x,
+    };
+    // Root stage on cat(x, mask), the same for every row when no row has constraints.
+    let root_in = g.concat(&[x, mask], 1)?;
+    let root_in = g.reshape(root_in, &[1, frames, 2 * dim])?;
+    let root = Stage {
+        model,
+        prefix: "root_model",
+    };
+    d.root_out = root.run(g, &tables, rows, frames, root_in, &d)?;
+    let s = &model.stats;
+    let bp = RootBridgeParams {
+        rows,
+        frames,
+        fps: c.fps,
+        global_mean: s.global_mean,
+        global_std: s.global_std,
+        local_mean: s.local_mean,
+        local_std: s.local_std,
+    };
+    d.bridge_out = g.root_bridge(d.root_out, &bp)?;
+    // Body stage on cat(local_root, x[..., 5:], mask) (twostage_denoiser.py#L133-139).
+    let body_x = g.slice(x, 1, 5, dim - 5)?;
+    let body_x = g.concat(&[body_x, mask], 1)?;
+    let body_x = g.reshape(body_x, &[1, frames, 2 * dim - 5])?;
+    let body_x = repeat_rows(g, body_x, rows)?;
+    d.body_in = g.concat(&[d.bridge_out, body_x], 2)?;
+    let body = Stage {
+        model,
+        prefix: "body_model",
+    };
+    d.body_out = body.run(g, &tables, rows, frames, d.body_in, &d)?;
+    d.out = g.concat(&[d.root_out, d.body_out], 2)?;
+    Ok(d)
+}

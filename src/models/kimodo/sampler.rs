@@ -1,0 +1,377 @@
+//! Kimodo's sampling loop (`kimodo/model/kimodo_model.py` `_generate` #L578-604): DDIM with
+//! eta 0 over the respaced schedule, separated classifier-free guidance, as ONE graph recorded
+//! once and submitted once per step. Per step the host writes only the network's timestep and
+//! the four DDIM coefficients; the state `x_t` stays on the device (a graph carry copies the
+//! DDIM result into the next step's input), and nothing is read back until the end.
+
+use std::time::Instant;
+
+use super::config::KimodoModel;
+use super::denoiser::{self, Denoiser};
+use super::schedule::Schedule;
+use crate::backend::Backend;
+use crate::cpu::rng;
+use crate::graph::{Graph, TensorId};
+use crate::{Error, Result};
+
+/// What to generate and how.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SampleOptions {
+    /// Frames T, 2 to `config.max_frames()`.
+    pub frames: usize,
+    /// DDIM steps, 1 to `config.num_base_steps` (upstream's CLI default: 100).
+    pub steps: usize,
+    /// Text guidance weight (`cfg_weight[0]`, default from the model: 2).
+    pub cfg_text: f32,
+    /// Constraint guidance weight (`cfg_weight[1]`, default from the model: 2).
+    pub cfg_constraint: f32,
+    /// 3: upstream's rows `[text, constraint, uncond]`; 2: `[text, uncond]`, the exact
+    /// shortcut without constraints (the constraint row equals the unconditional one, so
+    /// `u + wt (t - u) + wc (c - u)` is `u + wt (t - u)`).
+    pub cfg_rows: usize,
+    /// First heading angle in radians (upstream's default 0).
+    pub heading: f32,
+    /// Initial noise `x_T` `[T, dim]`; when `None` it is drawn from `seed` (see
+    /// [`gaussian_noise`]).
+    pub noise: Option<Vec<f32>>,
+    pub seed: u64,
+    /// Keep the first step's stage outputs and guided prediction.
+    pub diagnostics: bool,
+}
+
+impl SampleOptions {
+    /// Upstream's defaults for `frames` frames: 100 steps, the model's CFG weights, the exact
+    /// 2-row shortcut, heading 0, noise from seed 0.
+    pub fn new(model: &KimodoModel, frames: usize) -> SampleOptions {
+        SampleOptions {
+            frames,
+            steps: 100,
+            cfg_text: model.config.cfg_text,
+            cfg_constraint: model.config.cfg_constraint,
+            cfg_rows: 2,
+            heading: 0.0,
+            noise: None,
+            seed: 0,
+            diagnostics: false,
+        }
+    }
+}
+
+/// The first denoiser call's intermediate values (rows in the order text, constraint, uncond;
+/// with 2 rows, text and uncond).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Diagnostics {
+    /// `[rows, T, 5]`.
+    pub root_stage_step0: Vec<f32>,
+    /// `[rows, T, dim - 5]`.
+    pub body_stage_step0: Vec<f32>,
+    /// `[T, dim]`: the guided clean prediction of the first step.
+    pub x0_step0: Vec<f32>,
+}
+
+/// Wall-clock seconds of the phases of [`sample`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Timings {
+    /// Building and compiling the graph (binding the weights, recording) and the
+    /// once-per-generation prepare pass.
+    pub build_s: f64,
+    /// All steps, from the first submit until the result is read.
+    pub steps_s: f64,
+    /// `steps_s` over the step count, in milliseconds.
+    pub per_step_ms: f64,
+}
+
+/// A generation's result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// `[T, dim]`: the final clean prediction, normalised features.
+    pub features: Vec<f32>,
+    pub diagnostics: Option<Diagnostics>,
+    pub timings: Timings,
+}
+
+/// The graph of one sampling step: a denoiser call over the CFG rows, the guidance
+/// combination and the DDIM update, whose result is carried into `den.x`.
+pub struct StepGraph {
+    pub graph: Graph,
+    pub den: Denoiser,
+    /// Input `[4]`: the DDIM coefficients of the step ([`Schedule::ddim_coef`]).
+    pub coef: TensorId,
+    /// `[T, dim]`: the guided clean prediction.
+    pub x0: TensorId,
+    /// `[T, dim]`: the DDIM result, copied into `den.x` at the end of every run.
+    pub x_next: TensorId,
+}
+
+/// Builds the step graph; `diagnostics` keeps the stage outputs readable.
+pub fn step_graph(
+    model: &KimodoModel,
+    frames: usize,
+    cfg_rows: usize,
+    cfg_text: f32,
+    cfg_constraint: f32,
+    diagnostics: bool,
+) -> Result<StepGraph> {
+    let mut g = Graph::new();
+    let den = denoiser::build(&mut g, model, cfg_rows, frames)?;
+    let coef = g.input("kimodo.ddim_coef", crate::DType::F32, &[4])?;
+    let x0 = g.cfg(den.out, cfg_text, cfg_constraint)?;
+    let x_next = g.ddim(den.x, x0, coef)?;
+    g.carry(x_next, den.x)?;
+    g.output(x0);
+    if diagnostics {
+        g.output(den.root_out);
+        g.output(den.body_out);
+    }
+    Ok(StepGraph {
+        graph: g,
+        den,
+        coef,
+        x0,
+        x_next,
+    })
+}
+
+/// The documented noise of `--seed`: element `k` (row-major over `[T, dim]`) is
+/// `z_k` of the Box-Muller pairs `(z_2j, z_2j+1) = r (cos 2 pi v, sin 2 pi v)` with
+/// `r = sqrt(-2 ln(1 - u))`, `u = uniform(seed, 2j)`, `v = uniform(seed, 2j + 1)`, where
+/// `uniform` is [`crate::cpu::rng::uniform`] (SplitMix64 output `i`, top 24 bits times 2^-24,
+/// so `1 - u` lies in (0, 1]). The pair is computed in f64 and each value rounded to f32.
+/// It does not reproduce `torch.randn` (pass upstream's noise explicitly for parity).
+pub fn gaussian_noise(seed: u64, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|k| {
+            let j = (k / 2) as u64;
+            let u = rng::uniform(seed, 2 * j) as f64;
+            let v = rng::uniform(seed, 2 * j + 1) as f64;
+            let r = (-2.0 * (1.0 - u).ln()).sqrt();
+            let a = 2.0 * std::f64::consts::PI * v;
+            (if k % 2 == 0 { r * a.cos() } else { r * a.sin() }) as f32
+        })
+        .collect()
+}
+
+fn check_finite(what: &str, v: &[f32]) -> Result<()> {
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        return Err(Error::InvalidArgument(format!(
+            "{what} holds a non-finite value ({}) at element {i}",
+            v[i]
+        )));
+    }
+    Ok(())
+}
+
+/// Runs the whole DDIM loop for one text feature `embedding` (`[llm_dim]` values) and returns
+/// the final normalised features. `progress(done, steps)` is called after every step.
+pub fn sample<B: Backend>(
+    backend: &B,
+    model: &KimodoModel,
+    embedding: &[f32],
+    opts: &SampleOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Sample> {
+    let c = &model.config;
+    let (frames, dim) = (opts.frames, c.motion_dim);
+    if embedding.len() != c.llm_dim {
+        return Err(Error::InvalidArgument(format!(
+            "the text embedding has {} values; this model takes {}",
+            embedding.len(),
+            c.llm_dim
+        )));
+    }
+    check_finite("the text embedding", embedding)?;
+    if !(2..=c.max_frames()).contains(&frames) {
+        return Err(Error::InvalidArgument(format!(
+            "{frames} frames: expected 2 to {}",
+            c.max_frames()
+        )));
+    }
+    if !(opts.cfg_rows == 2 || opts.cfg_rows == 3) {
+        return Err(Error::InvalidArgument(format!(
+            "{} guidance rows: expected 2 (the exact shortcut) or 3 (upstream's rows)",
+            opts.cfg_rows
+        )));
+    }
+    let schedule = Schedule::new(c.num_base_steps, opts.steps)?;
+    let noise = match &opts.noise {
+        Some(n) => {
+            if n.len() != frames * dim {
+                return Err(Error::InvalidArgument(format!(
+                    "the noise has {} values; {frames} frames of {dim} features need {}",
+                    n.len(),
+                    frames * dim
+                )));
+            }
+            check_finite("the noise", n)?;
+            n.clone()
+        }
+        None => gaussian_noise(opts.seed, frames * dim),
+    };
+    if !opts.heading.is_finite() {
+        return Err(Error::InvalidArgument(format!(
+            "the heading {} is not a finite angle",
+            opts.heading
+        )));
+    }
+
+    let t0 = Instant::now();
+    let sg = step_graph(
+        model,
+        frames,
+        opts.cfg_rows,
+        opts.cfg_text,
+        opts.cfg_constraint,
+        opts.diagnostics,
+    )?;
+    let den = sg.den;
+    let exe = sg.graph.compile(backend)?;
+    exe.write_f32(den.embedding, embedding)?;
+    // `torch.cos` / `torch.sin` of the f32 angle (backbone.py#L189-208).
+    exe.write_f32(den.heading, &[opts.heading.cos(), opts.heading.sin()])?;
+    exe.write_f32(den.mask, &vec![0.0; frames * dim])?;
+    exe.write_f32(den.x, &noise)?;
+    // The text tokens, heading token and tables: once per generation.
+    exe.prepare()?;
+    backend.sync()?;
+    let build_s = t0.elapsed().as_secs_f64();
+
+    let t1 = Instant::now();
+    let n = schedule.steps();
+    let mut diagnostics = None;
+    for (done, i) in (0..n).rev().enumerate() {
+        exe.write_u32(den.timestep, &[schedule.timesteps[i]])?;
+        exe.write_f32(sg.coef, &schedule.ddim_coef(i))?;
+        exe.run()?;
+        if done == 0 && opts.diagnostics {
+            diagnostics = Some(Diagnostics {
+                root_stage_step0: exe.read_f32(den.root_out)?,
+                body_stage_step0: exe.read_f32(den.body_out)?,
+                x0_step0: exe.read_f32(sg.x0)?,
+            });
+        }
+        progress(done + 1, n);
+    }
+    // The last step's update has prev = 1 and returns x0 (diffusion.py#L113-133); read x0
+    // itself, as upstream's final x is that prediction.
+    let features = exe.read_f32(sg.x0)?;
+    let steps_s = t1.elapsed().as_secs_f64();
+    Ok(Sample {
+        features,
+        diagnostics,
+        timings: Timings {
+            build_s,
+            steps_s,
+            per_step_ms: steps_s * 1e3 / n as f64,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Precision;
+    use crate::cpu::CpuBackend;
+    use crate::models::kimodo::{SkeletonKind, synthetic};
+
+    fn tiny() -> KimodoModel {
+        let mut c = synthetic::released_soma();
+        c.skeleton = SkeletonKind::Smplx22;
+        c.motion_dim = c.skeleton.motion_dim();
+        (c.latent_dim, c.ff_size, c.num_layers, c.num_heads) = (16, 24, 1, 2);
+        (c.llm_dim, c.num_text_tokens) = (8, 3);
+        synthetic::model(c).unwrap()
+    }
+
+    #[test]
+    fn bad_inputs_are_named() {
+        let m = tiny();
+        let b = CpuBackend::new(Precision::Strict).unwrap();
+        let emb = vec![0.5f32; 8];
+        let base = SampleOptions {
+            steps: 2,
+            ..SampleOptions::new(&m, 4)
+        };
+        let err = |emb: &[f32], o: &SampleOptions| {
+            sample(&b, &m, emb, o, &mut |_, _| {})
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err(&emb[..7], &base).contains("7 values; this model takes 8"));
+        let mut nan = emb.clone();
+        nan[3] = f32::NAN;
+        assert!(err(&nan, &base).contains("embedding holds a non-finite value (NaN) at element 3"));
+        for frames in [1, m.config.max_frames() + 1] {
+            let o = SampleOptions {
+                frames,
+                ..base.clone()
+            };
+            assert!(err(&emb, &o).contains(&format!("{frames} frames")));
+        }
+        for steps in [0, 1001] {
+            let o = SampleOptions {
+                steps,
+                ..base.clone()
+            };
+            assert!(err(&emb, &o).contains("diffusion steps"));
+        }
+        let o = SampleOptions {
+            cfg_rows: 4,
+            ..base.clone()
+        };
+        assert!(err(&emb, &o).contains("4 guidance rows"));
+        let o = SampleOptions {
+            noise: Some(vec![0.0; 5]),
+            ..base.clone()
+        };
+        assert!(err(&emb, &o).contains("noise has 5 values"));
+        let mut n = vec![0.0; 4 * 273];
+        n[7] = f32::INFINITY;
+        let o = SampleOptions {
+            noise: Some(n),
+            ..base.clone()
+        };
+        assert!(err(&emb, &o).contains("noise holds a non-finite value"));
+    }
+
+    /// The 2-row shortcut and upstream's 3 rows agree (the constraint row equals the
+    /// unconditional one), seeded noise is reproducible, and a run is deterministic.
+    #[test]
+    fn shortcut_seed_and_determinism() {
+        let m = tiny();
+        let b = CpuBackend::new(Precision::Strict).unwrap();
+        let emb: Vec<f32> = (0..8).map(|i| i as f32 * 0.1 - 0.3).collect();
+        let o = SampleOptions {
+            steps: 3,
+            seed: 7,
+            ..SampleOptions::new(&m, 5)
+        };
+        let two = sample(&b, &m, &emb, &o, &mut |_, _| {}).unwrap();
+        let again = sample(&b, &m, &emb, &o, &mut |_, _| {}).unwrap();
+        assert_eq!(two.features, again.features);
+        let o3 = SampleOptions {
+            cfg_rows: 3,
+            ..o.clone()
+        };
+        let three = sample(&b, &m, &emb, &o3, &mut |_, _| {}).unwrap();
+        let worst = two
+            .features
+            .iter()
+            .zip(&three.features)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(worst < 1e-5, "{worst}");
+        let explicit = SampleOptions {
+            noise: Some(gaussian_noise(7, 5 * 273)),
+            ..o.clone()
+        };
+        let same = sample(&b, &m, &emb, &explicit, &mut |_, _| {}).unwrap();
+        assert_eq!(same.features, two.features);
+        let z = gaussian_noise(7, 20000);
+        let mean = z.iter().map(|&v| v as f64).sum::<f64>() / 2e4;
+        let var = z.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / 2e4;
+        assert!(
+            mean.abs() < 0.03 && (var - 1.0).abs() < 0.05,
+            "{mean} {var}"
+        );
+    }
+}
