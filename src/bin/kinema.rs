@@ -1,5 +1,6 @@
-//! The `kinema` command line: `info`, `bench`, `drift` and `convert`.
+//! The `kinema` command line: `info`, `bench`, `drift`, `generate` and `convert`.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -55,11 +56,74 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Generate motion with a Kimodo model from a text feature (an LLM2Vec embedding).
+    Generate(GenerateOpts),
     /// Convert an upstream checkpoint into a kinema GGUF model file.
     Convert {
         #[command(subcommand)]
         model: ConvertCmd,
     },
+}
+
+#[derive(Args, Clone)]
+struct GenerateOpts {
+    /// The Kimodo model file (`kinema convert kimodo`).
+    #[arg(long)]
+    model: PathBuf,
+    /// Text feature: float32 .npy of shape [1, 4096] or [1, 1, 4096] (upstream's LLM2Vec
+    /// output for the prompt).
+    #[arg(long)]
+    embedding: Option<PathBuf>,
+    /// A text prompt (needs the LLM2Vec text model, which kinema does not run yet: use
+    /// --embedding).
+    #[arg(long)]
+    prompt: Option<String>,
+    /// Initial noise x_T: float32 .npy [1, T, dim] (for parity with a PyTorch run); default:
+    /// drawn from --seed.
+    #[arg(long)]
+    noise: Option<PathBuf>,
+    /// Frames at 30 fps (2 to 4948); may be omitted with --noise.
+    #[arg(long)]
+    frames: Option<usize>,
+    /// DDIM steps.
+    #[arg(long, default_value_t = 100)]
+    steps: usize,
+    /// Text guidance weight (default: the model's, 2).
+    #[arg(long)]
+    cfg_text: Option<f32>,
+    /// Constraint guidance weight (default: the model's, 2).
+    #[arg(long)]
+    cfg_constraint: Option<f32>,
+    /// Guidance rows: 2 (exact without constraints) or 3 (upstream's [text, constraint, uncond]).
+    #[arg(long, default_value_t = 2)]
+    cfg_rows: usize,
+    /// Seed of the initial noise (SplitMix64 + Box-Muller, see the README).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// First heading angle in radians.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    heading: f32,
+    /// cpu, vulkan or auto.
+    #[arg(long, default_value = "auto")]
+    backend: String,
+    /// strict or fast (fast narrows f32 weight matrices to bf16 in memory).
+    #[arg(long, default_value = "strict")]
+    precision: String,
+    /// CPU threads (default: KINEMA_THREADS or all).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Add the first step's stage outputs and guided prediction to the npz.
+    #[arg(long)]
+    diagnostics: bool,
+    /// Also write an animated glTF binary (skeleton only).
+    #[arg(long)]
+    glb: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+    /// Output npz (upstream's keys plus `features`); a JSON sidecar is written beside it.
+    #[arg(short, long)]
+    output: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -196,6 +260,7 @@ fn main() -> ExitCode {
             dtype,
             json,
         } => drift(op, shape, dtype, json),
+        Cmd::Generate(o) => generate(&o),
         Cmd::Convert {
             model:
                 ConvertCmd::Kimodo {
@@ -448,13 +513,7 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
 
 fn bench_kimodo(o: &KimodoOpts) -> kinema::Result<()> {
     let precision = Precision::parse(&o.precision)?;
-    let selection = match (BackendChoice::parse(&o.backend)?, o.threads) {
-        (BackendChoice::Cpu, Some(t)) | (BackendChoice::Auto, Some(t)) => Selection {
-            backend: AnyBackend::Cpu(CpuBackend::with(Isa::select()?, t, precision)?),
-            vulkan_unavailable: Some("--threads asks for the CPU".into()),
-        },
-        (choice, _) => choice.select(precision)?,
-    };
+    let selection = select_backend(&o.backend, precision, o.threads)?;
     if let Some(why) = &selection.vulkan_unavailable {
         eprintln!("kinema: using the CPU: {why}");
     }
@@ -463,6 +522,102 @@ fn bench_kimodo(o: &KimodoOpts) -> kinema::Result<()> {
         AnyBackend::Vulkan(b) => bench::kimodo(b, o.frames, o.steps, o.rows, o.layers)?,
     };
     println!("{}", if o.json { r.to_json() } else { r.text() });
+    Ok(())
+}
+
+/// The backend of `--backend`, `--precision` and `--threads` (threads ask for the CPU).
+fn select_backend(
+    backend: &str,
+    precision: Precision,
+    threads: Option<usize>,
+) -> kinema::Result<Selection> {
+    Ok(match (BackendChoice::parse(backend)?, threads) {
+        (BackendChoice::Cpu, Some(t)) | (BackendChoice::Auto, Some(t)) => Selection {
+            backend: AnyBackend::Cpu(CpuBackend::with(Isa::select()?, t, precision)?),
+            vulkan_unavailable: Some("--threads asks for the CPU".into()),
+        },
+        (choice, _) => choice.select(precision)?,
+    })
+}
+
+fn generate(o: &GenerateOpts) -> kinema::Result<()> {
+    use kinema::models::kimodo::generate::{GenerateRequest, describe_backend, generate};
+    use std::io::IsTerminal;
+    if o.prompt.is_some() {
+        return Err(kinema::Error::InvalidArgument(
+            "--prompt needs the LLM2Vec text model, which kinema cannot run yet; embed the \
+             prompt with upstream's LLM2Vec and pass the [1, 4096] float32 .npy with --embedding"
+                .into(),
+        ));
+    }
+    let Some(embedding) = o.embedding.clone() else {
+        return Err(kinema::Error::InvalidArgument(
+            "--embedding FILE.npy is required (the text feature of the prompt)".into(),
+        ));
+    };
+    let precision = Precision::parse(&o.precision)?;
+    let selection = select_backend(&o.backend, precision, o.threads)?;
+    let show = !o.quiet && std::io::stderr().is_terminal();
+    if let Some(why) = &selection.vulkan_unavailable
+        && !o.quiet
+    {
+        eprintln!("kinema: using the CPU: {why}");
+    }
+    let req = GenerateRequest {
+        model: o.model.clone(),
+        embedding,
+        noise: o.noise.clone(),
+        frames: o.frames,
+        steps: o.steps,
+        cfg_text: o.cfg_text,
+        cfg_constraint: o.cfg_constraint,
+        cfg_rows: o.cfg_rows,
+        seed: o.seed,
+        heading: o.heading,
+        diagnostics: o.diagnostics,
+        output: o.output.clone(),
+        glb: o.glb.clone(),
+    };
+    if show {
+        eprintln!(
+            "kinema: generating on {}",
+            describe_backend(&selection.backend.info())
+        );
+    }
+    let start = std::time::Instant::now();
+    let mut progress = |step: usize, total: usize| {
+        if show {
+            let width = 30;
+            let filled = step * width / total.max(1);
+            let el = start.elapsed().as_secs_f64();
+            let eta = if step > 0 {
+                el / step as f64 * (total - step) as f64
+            } else {
+                0.0
+            };
+            eprint!(
+                "\r  [{}{}] {step}/{total} steps  {el:.1} s  eta {eta:.1} s ",
+                "#".repeat(filled),
+                " ".repeat(width - filled)
+            );
+            if step == total {
+                eprintln!();
+            }
+        }
+    };
+    let r = generate(&req, &selection.backend, &mut progress)?;
+    if !o.quiet {
+        eprintln!(
+            "kinema: wrote {} ({} frames of {}, {} steps, {:.1} ms/step, {:.2} s total) and {}",
+            r.outputs.join(", "),
+            r.frames,
+            r.output_skeleton,
+            r.steps,
+            r.timings.per_step_ms,
+            r.timings.total_s,
+            req.sidecar().display()
+        );
+    }
     Ok(())
 }
 

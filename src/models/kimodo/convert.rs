@@ -350,7 +350,7 @@ fn sha256_file(path: &Path, file: &str, progress: &mut dyn FnMut(Progress)) -> R
 
 /// A 2-D weight in the requested dtype (round to nearest even). A value that does not fit
 /// the narrower type is refused rather than stored as infinity.
-fn cast_weight(name: &str, t: &HostTensor, dtype: DType) -> Result<HostTensor> {
+pub(crate) fn cast_weight(name: &str, t: &HostTensor, dtype: DType) -> Result<HostTensor> {
     match dtype {
         DType::F32 => Ok(t.clone()),
         DType::F16 => {

@@ -15,9 +15,9 @@ use super::motion::{self, Motion};
 use super::sampler::{self, Sample, SampleOptions};
 use super::skeleton::Skeleton;
 use super::{glb, skeleton};
-use crate::backend::{AnyBackend, Backend, BackendInfo};
+use crate::backend::{AnyBackend, BackendInfo, Precision};
 use crate::formats::{GgufFile, NpyArray, NpyDType, npy, write_atomic};
-use crate::{Error, Result};
+use crate::{DType, Error, Result};
 
 /// Everything `kinema generate` was asked for.
 #[derive(Clone, Debug)]
@@ -144,6 +144,8 @@ pub struct GenerateReport {
     /// CPU ISA or Vulkan device.
     pub device: String,
     pub precision: &'static str,
+    /// Dtype of the weight matrices as run.
+    pub weights: &'static str,
     pub threads: usize,
     pub output_skeleton: &'static str,
     pub outputs: Vec<String>,
@@ -181,7 +183,14 @@ pub fn generate(
     if let Some(g) = &req.glb {
         check_writable(g)?;
     }
-    let model = KimodoModel::load(&req.model)?;
+    let info = backend.info();
+    let mut model = KimodoModel::load(&req.model)?;
+    // Fast precision runs 16-bit weights (bf16: the f32 exponent range, so no value of an f32
+    // file can overflow); an f32 file is narrowed in memory, as `convert --dtype bf16` would.
+    if info.precision == Precision::Fast && model.weight_dtype()? == DType::F32 {
+        model = model.with_weight_dtype(DType::BF16)?;
+    }
+    let weights = model.weight_dtype()?.name();
     let cfg = &model.config;
     let embedding = read_embedding(&req.embedding, cfg.llm_dim)?;
     let noise = match &req.noise {
@@ -232,7 +241,6 @@ pub fn generate(
     opts.noise = noise.map(|(x, _)| x);
     let load_s = t0.elapsed().as_secs_f64();
 
-    let info = backend.info();
     let sample = match backend {
         AnyBackend::Cpu(b) => sampler::sample(b, &model, &embedding, &opts, progress)?,
         AnyBackend::Vulkan(b) => sampler::sample(b, &model, &embedding, &opts, progress)?,
@@ -246,7 +254,14 @@ pub fn generate(
     } else {
         skeleton::Skeleton::load(motion.skeleton)?
     };
-    write_npz(&req.output, &motion, &sample, frames, cfg.motion_dim, opts.cfg_rows)?;
+    write_npz(
+        &req.output,
+        &motion,
+        &sample,
+        frames,
+        cfg.motion_dim,
+        opts.cfg_rows,
+    )?;
     let mut outputs = vec![req.output.display().to_string()];
     if let Some(g) = &req.glb {
         glb::write_glb(g, &out_skel, &motion, cfg.fps)?;
@@ -273,6 +288,7 @@ pub fn generate(
         backend: info.kind,
         device: info.device.clone(),
         precision: info.precision.name(),
+        weights,
         threads: info.threads,
         output_skeleton: motion.skeleton.name(),
         outputs,
@@ -304,7 +320,10 @@ fn write_npz(
     rows: usize,
 ) -> Result<()> {
     let mut w = motion.npz()?;
-    w.add("features", &NpyArray::from_f32(&[frames, dim], &sample.features)?)?;
+    w.add(
+        "features",
+        &NpyArray::from_f32(&[frames, dim], &sample.features)?,
+    )?;
     if let Some(d) = &sample.diagnostics {
         w.add(
             "root_stage_step0",
@@ -314,7 +333,10 @@ fn write_npz(
             "body_stage_step0",
             &NpyArray::from_f32(&[rows, frames, dim - 5], &d.body_stage_step0)?,
         )?;
-        w.add("x0_step0", &NpyArray::from_f32(&[frames, dim], &d.x0_step0)?)?;
+        w.add(
+            "x0_step0",
+            &NpyArray::from_f32(&[frames, dim], &d.x0_step0)?,
+        )?;
     }
     w.write(path)
 }
@@ -322,7 +344,9 @@ fn write_npz(
 /// The model file's identity: size, skeleton, converter, and the source hashes the converter
 /// recorded (read again from the memory-mapped header).
 fn identity(path: &Path, model: &KimodoModel) -> Result<ModelIdentity> {
-    let bytes = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+    let bytes = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .len();
     let gguf = GgufFile::open(path)?;
     let sources = gguf
         .metadata()

@@ -51,7 +51,10 @@ impl KimodoModel {
     /// The weight tensors borrow the map.
     pub fn load(path: impl AsRef<Path>) -> Result<KimodoModel> {
         let path = path.as_ref();
-        let f = GgufFile::open(path)?;
+        let f = GgufFile::open(path).map_err(|e| match e {
+            Error::Io { .. } => e,
+            e => bad(format!("{}: {e}", path.display())),
+        })?;
         let arch = meta(&f, path, keys::ARCHITECTURE, GgufFile::get_str)?;
         if arch != keys::ARCH_NAME {
             return Err(bad(format!(
@@ -128,6 +131,34 @@ impl KimodoModel {
             ));
         }
         Ok(())
+    }
+
+    /// The same model with its 2-D weight matrices in `dtype` (round to nearest even; biases,
+    /// norms and statistics stay f32), as `kinema convert kimodo --dtype` would have written
+    /// it. Fast precision runs f16/bf16 weights; this narrows an f32 file in memory.
+    pub fn with_weight_dtype(self, dtype: DType) -> Result<KimodoModel> {
+        let mut tensors = BTreeMap::new();
+        for (name, t) in self.tensors {
+            let narrow = t.shape.len() == 2 && !name.starts_with("stats.") && t.dtype != dtype;
+            let t = if narrow {
+                super::convert::cast_weight(&name, &t, dtype)?
+            } else {
+                t
+            };
+            tensors.insert(name, t);
+        }
+        Ok(KimodoModel {
+            config: self.config,
+            stats: self.stats,
+            tensors,
+        })
+    }
+
+    /// The dtype of the 2-D weight matrices (the first stage's input projection).
+    pub fn weight_dtype(&self) -> Result<DType> {
+        Ok(self
+            .tensor(&names::stage(names::STAGES[0], "input_linear.weight"))?
+            .dtype)
     }
 
     /// Weights and biases of both stages (statistics not counted).
