@@ -987,8 +987,8 @@ impl AttentionTile {
     }
 
     fn fits(&self, head_dim: u32, l: &Limits) -> bool {
-        self.bq % 4 == 0
-            && self.bkv % 2 == 0
+        self.bq.is_multiple_of(4)
+            && self.bkv.is_multiple_of(2)
             && self.bq > 0
             && self.bkv > 0
             && self.workgroup > 0
