@@ -229,6 +229,12 @@ mod bodies {
             (1, 40, 70, 4, 2, 128, MaskKind::Causal),
             (2, 37, 23, 4, 1, 64, MaskKind::Causal),
             (2, 45, 77, 2, 2, 40, MaskKind::KeyPadding),
+            // Kimodo's shape (3 CFG rows, 202 tokens, 8 heads of 128) and odd lengths that
+            // leave partial query blocks and key tiles.
+            (3, 202, 202, 8, 8, 128, MaskKind::None),
+            (3, 202, 202, 8, 8, 128, MaskKind::KeyPadding),
+            (1, 254, 254, 8, 4, 128, MaskKind::Causal),
+            (1, 131, 255, 3, 1, 72, MaskKind::KeyPadding),
         ] {
             // q, k and v are column slices of one fused [tokens, qh+2kh heads] buffer.
             let width = (qh + 2 * kh) * d;

@@ -999,7 +999,8 @@ pub(crate) fn batched_matmul(
     Ok(())
 }
 
-/// Tile shape of the attention shader: `bq` query rows per workgroup, keys `bkv` at a time.
+/// Tile shape of the attention shader: `bq` query rows per workgroup (a multiple of 4), keys
+/// `bkv` at a time (a multiple of 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct AttentionTile {
     workgroup: u32,
@@ -1008,31 +1009,71 @@ struct AttentionTile {
 }
 
 impl AttentionTile {
-    /// Shared memory of the shader's arrays: q block, padded k tile, v tile, scores, two
-    /// per-row values.
-    fn shared_bytes(&self, head_dim: u32) -> u32 {
-        let (bq, bkv, d) = (self.bq, self.bkv, head_dim);
-        4 * (bq * d + bkv * (d + 1) + bkv * d + bq * bkv + 2 * bq)
+    /// Shared memory of the shader's arrays (`attention.comp`): the q block and the k tile
+    /// (rows of the head dimension padded to a multiple of 8, plus one vec4), the v tile, the
+    /// probabilities, the per-key-pair row maxima and the per-row factors.
+    fn shared_bytes(&self, head_dim: u32) -> u64 {
+        let (bq, bkv) = (u64::from(self.bq), u64::from(self.bkv));
+        let d4 = u64::from(head_dim).div_ceil(8) * 2;
+        16 * (bq * (d4 + 1) + bkv * (d4 + 1) + bkv * d4 + bkv * bq / 4 + bq / 4) + 4 * bkv / 2 * bq
+    }
+
+    fn fits(&self, head_dim: u32, l: &Limits) -> bool {
+        self.bq.is_multiple_of(4)
+            && self.bkv.is_multiple_of(2)
+            && self.bq > 0
+            && self.bkv > 0
+            && self.workgroup > 0
+            && self.workgroup <= l.max_workgroup_invocations
+            && self.workgroup <= l.max_workgroup_size[0]
+            && self.shared_bytes(head_dim) <= u64::from(l.max_shared_memory)
     }
 }
 
-/// The largest attention tile that fits the device's shared memory for `head_dim` (128
-/// invocations, the minimum every Vulkan device allows), or `None` when even the smallest
-/// does not.
-fn attention_tile(head_dim: usize, l: &Limits) -> Option<AttentionTile> {
-    let d = u32::try_from(head_dim).ok()?;
-    [(32, 32), (16, 32), (16, 16), (8, 16), (8, 8), (4, 4)]
+/// Attention tiles (bq, bkv, workgroup) from the largest down; each workgroup has one
+/// invocation per 2 x 2 score tile (`bq * bkv / 4`). Measured on the H200 (48 KiB) at Kimodo's
+/// shape (3 x 202 tokens x 8 heads of 128): 64 x 8 86.7 us, 32 x 16 96.9 us, 16 x 32 97.5 us,
+/// 16 x 16 137 us (more, smaller workgroups were slower). lavapipe (32 KiB) takes 16 x 16.
+const ATTENTION_TILES: [(u32, u32, u32); 6] = [
+    (64, 8, 128),
+    (32, 16, 128),
+    (16, 16, 64),
+    (8, 8, 32),
+    (4, 4, 32),
+    (4, 2, 32),
+];
+
+/// The attention tile for `head_dim`: `KINEMA_VK_ATTENTION_TILE=bq,bkv,workgroup` when set
+/// (for tuning on a new device; an error when it does not fit), else the largest of
+/// [`ATTENTION_TILES`] that fits the device's shared memory and workgroup limits (`None` when
+/// even the smallest does not).
+fn attention_tile(head_dim: usize, l: &Limits) -> Result<Option<AttentionTile>> {
+    let Ok(d) = u32::try_from(head_dim) else {
+        return Ok(None);
+    };
+    if let Ok(s) = std::env::var("KINEMA_VK_ATTENTION_TILE") {
+        let v: Vec<u32> = s.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+        let t = match v[..] {
+            [bq, bkv, workgroup] => AttentionTile { workgroup, bq, bkv },
+            _ => {
+                return Err(backend_error(format!(
+                    "KINEMA_VK_ATTENTION_TILE={s:?}: expected bq,bkv,workgroup"
+                )));
+            }
+        };
+        if !t.fits(d, l) {
+            return Err(backend_error(format!(
+                "KINEMA_VK_ATTENTION_TILE={s:?}: bq must be a multiple of 4 and bkv of 2, and \
+                 the tile must fit this device ({} bytes of shared memory, {} invocations)",
+                l.max_shared_memory, l.max_workgroup_invocations
+            )));
+        }
+        return Ok(Some(t));
+    }
+    Ok(ATTENTION_TILES
         .into_iter()
-        .map(|(bq, bkv)| AttentionTile {
-            workgroup: 128,
-            bq,
-            bkv,
-        })
-        .find(|t| {
-            t.workgroup <= l.max_workgroup_invocations
-                && t.workgroup <= l.max_workgroup_size[0]
-                && t.shared_bytes(d) <= l.max_shared_memory
-        })
+        .map(|(bq, bkv, workgroup)| AttentionTile { workgroup, bq, bkv })
+        .find(|t| t.fits(d, l)))
 }
 
 /// `q`, `k`, `v`, `mask`, `out` as checked by `check::attention`. One workgroup per (query
@@ -1049,7 +1090,7 @@ pub(crate) fn attention(
 ) -> Result<()> {
     const OP: &str = "attention";
     let limits = rec.limits();
-    let tile = attention_tile(p.head_dim, limits).ok_or_else(|| {
+    let tile = attention_tile(p.head_dim, limits)?.ok_or_else(|| {
         backend_error(format!(
             "{OP}: head_dim {} needs more shared memory than this device's {} bytes",
             p.head_dim, limits.max_shared_memory
@@ -1174,17 +1215,19 @@ mod tests {
 
     #[test]
     fn attention_tiles_fit_shared_memory() {
+        let tile = |d, l: &Limits| attention_tile(d, l).unwrap();
         let l = limits(1024, 32768);
         for d in [8, 64, 80, 128, 256] {
-            let t = attention_tile(d, &l).unwrap();
+            let t = tile(d, &l).unwrap();
             assert!(t.shared_bytes(d as u32) <= 32768, "{d}: {t:?}");
-            assert!(t.bq <= t.workgroup);
         }
-        assert_eq!(attention_tile(64, &l).unwrap().bq, 32);
-        assert_eq!(attention_tile(128, &l).unwrap().bkv, 16);
-        let t = attention_tile(128, &limits(1024, 49152)).unwrap();
-        assert_eq!((t.bq, t.bkv), (16, 32));
-        assert_eq!(attention_tile(4096, &l), None);
+        // lavapipe: 32 KiB; the H200: 48 KiB.
+        assert_eq!(tile(128, &l).unwrap().bq, 16);
+        let t = tile(128, &limits(1024, 49152)).unwrap();
+        assert_eq!((t.bq, t.bkv, t.workgroup), (64, 8, 128));
+        assert_eq!(tile(256, &limits(1024, 49152)).unwrap().bq, 8);
+        assert_eq!(tile(64, &limits(32, 32768)).unwrap().bq, 8);
+        assert_eq!(tile(4096, &l), None);
     }
 
     #[test]
