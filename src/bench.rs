@@ -694,6 +694,8 @@ pub struct KimodoBench {
     pub device: String,
     pub threads: usize,
     pub precision: String,
+    /// Dtype of the weight matrices (f32 in strict precision, bf16 in fast).
+    pub weights: String,
     pub frames: usize,
     pub steps: usize,
     pub rows: usize,
@@ -717,12 +719,13 @@ impl KimodoBench {
     }
     pub fn text(&self) -> String {
         format!(
-            "kimodo {} ({}, {} threads, {}): {} layers/stage, {:.1} M params, T={} steps={} rows={}: \
+            "kimodo {} ({}, {} threads, {}, {} weights): {} layers/stage, {:.1} M params, T={} steps={} rows={}: \
              {:.3} s ({:.1} ms/step, {:.2} TFLOP/s effective; weights {:.1} s, build {:.2} s)",
             self.backend,
             self.device,
             self.threads,
             self.precision,
+            self.weights,
             self.layers,
             self.parameters as f64 / 1e6,
             self.frames,
@@ -755,7 +758,12 @@ pub fn kimodo<B: Backend>(
     }
     config.num_layers = layers;
     let t = Instant::now();
-    let model = synthetic::model(config.clone())?;
+    let mut model = synthetic::model(config.clone())?;
+    // Fast precision runs bf16 weight matrices, as `kinema generate` does.
+    if b.info().precision == crate::Precision::Fast {
+        model = model.with_weight_dtype(crate::DType::BF16)?;
+    }
+    let weights = model.weight_dtype()?.name().to_string();
     let embedding = synthetic::embedding(&config);
     let weights_s = t.elapsed().as_secs_f64();
     let mut opts = sampler::SampleOptions::new(&model, frames);
@@ -769,6 +777,7 @@ pub fn kimodo<B: Backend>(
         device: info.device,
         threads: info.threads,
         precision: info.precision.name().to_string(),
+        weights,
         frames,
         steps,
         rows,
