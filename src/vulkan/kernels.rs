@@ -378,8 +378,8 @@ pub(crate) fn copy(rec: &mut VulkanRecording, p: &CopyParams, src: &Ref, dst: &R
     })
 }
 
-/// Tile shape of the linear shader: a BM x BN output tile per workgroup of
-/// (BM / TM) * (BN / TN) invocations, k in steps of BK.
+/// Tile shape of a BM x BN output tile per workgroup of (BM / TM) * (BN / TN) invocations,
+/// k in steps of BK: the conv1d shader's tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LinearTile {
     pub bm: u32,
@@ -404,20 +404,6 @@ impl LinearTile {
     }
 }
 
-const TILE_LARGE: LinearTile = LinearTile {
-    bm: 64,
-    bn: 64,
-    bk: 16,
-    tm: 4,
-    tn: 4,
-};
-const TILE_SMALL: LinearTile = LinearTile {
-    bm: 16,
-    bn: 64,
-    bk: 16,
-    tm: 2,
-    tn: 4,
-};
 // 64 invocations and 3 KiB of shared memory: within every device's guaranteed minimums.
 const TILE_TINY: LinearTile = LinearTile {
     bm: 16,
@@ -427,18 +413,67 @@ const TILE_TINY: LinearTile = LinearTile {
     tn: 4,
 };
 
-/// The largest tile the device allows, and a short one when there are few rows.
-pub(crate) fn linear_tile(m: usize, l: &Limits) -> LinearTile {
-    let candidates: &[LinearTile] = if m <= 16 {
-        &[TILE_SMALL, TILE_TINY]
-    } else {
-        &[TILE_LARGE, TILE_SMALL, TILE_TINY]
-    };
-    candidates
+/// Tile of the strict f32 GEMM shared by linear and batched_matmul (`gemm_f32.glsl`): the
+/// same fields as [`LinearTile`], with TM and TN multiples of 4 (outputs are read from shared
+/// memory as vec4) and two k-major shared buffers whose rows are padded by one vec4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GemmTile(pub LinearTile);
+
+impl GemmTile {
+    pub fn invocations(&self) -> u32 {
+        self.0.invocations()
+    }
+    pub fn shared_bytes(&self) -> u32 {
+        let t = &self.0;
+        2 * t.bk * (t.bm + 4 + t.bn + 4) * 4
+    }
+    fn fits(&self, l: &Limits) -> bool {
+        let n = self.invocations();
+        n <= l.max_workgroup_invocations
+            && n <= l.max_workgroup_size[0]
+            && self.shared_bytes() <= l.max_shared_memory
+    }
+    /// The shader's specialization constants 0..=5.
+    fn spec(&self) -> [u32; 6] {
+        let t = &self.0;
+        [self.invocations(), t.bm, t.bn, t.bk, t.tm, t.tn]
+    }
+    const fn new(bm: u32, bn: u32, bk: u32, tm: u32, tn: u32) -> GemmTile {
+        GemmTile(LinearTile { bm, bn, bk, tm, tn })
+    }
+}
+
+/// Strict GEMM tiles, largest first. 128 x 128 with 8 x 8 outputs per invocation is the
+/// classic SGEMM blocking (64 FMAs per 4 vec4 shared loads); BK 16 halves the barriers where
+/// 33 KiB of shared memory is allowed (the H200 has 48), BK 8 fits lavapipe's 32 KiB.
+const GEMM_TILES: [GemmTile; 6] = [
+    GemmTile::new(128, 128, 16, 8, 8),
+    GemmTile::new(128, 128, 8, 8, 8),
+    GemmTile::new(64, 64, 16, 4, 4),
+    GemmTile::new(32, 64, 16, 4, 4),
+    GemmTile::new(16, 64, 16, 4, 4),
+    // 32 invocations and 3.6 KiB: within every device's guaranteed minimums.
+    GemmTile::new(16, 32, 8, 4, 4),
+];
+
+/// Workgroups a large GPU needs to keep busy (the H200 has 132 SMs, each running two
+/// 256-invocation workgroups of the strict GEMM): a tile is taken only when the grid has at
+/// least this many, unless no smaller tile exists.
+const GEMM_MIN_WORKGROUPS: usize = 264;
+
+/// The strict GEMM tile for an m x n output (times `batch`): the largest that the device
+/// allows and that still gives [`GEMM_MIN_WORKGROUPS`] workgroups, else the one giving the
+/// most; never a tile taller than needed for a few rows.
+pub(crate) fn gemm_tile(m: usize, n: usize, batch: usize, l: &Limits) -> GemmTile {
+    let fitting: Vec<GemmTile> = GEMM_TILES.iter().copied().filter(|t| t.fits(l)).collect();
+    let last = *fitting.last().unwrap_or(&GEMM_TILES[GEMM_TILES.len() - 1]);
+    let groups = |t: &GemmTile| m.div_ceil(t.0.bm as usize) * n.div_ceil(t.0.bn as usize) * batch;
+    fitting
         .iter()
         .copied()
-        .find(|t| t.fits(l))
-        .unwrap_or(TILE_TINY)
+        .filter(|t| m > (t.0.bm / 2) as usize || t.0.bm <= 16)
+        .find(|t| groups(t) >= GEMM_MIN_WORKGROUPS)
+        .unwrap_or(last)
 }
 
 /// `x`, `w`, `bias`, `y` as checked by `check::linear`. When the weight matrix does not fit
@@ -456,7 +491,7 @@ pub(crate) fn linear(
     if p.m == 0 || p.n == 0 {
         return Ok(());
     }
-    let tile = linear_tile(p.m, rec.limits());
+    let tile = gemm_tile(p.m, p.n, 1, rec.limits());
     let w_dtype = match w.dtype {
         DType::F32 => 0,
         DType::F16 => 1,
@@ -479,15 +514,8 @@ pub(crate) fn linear(
         )));
     }
     let (act, slope) = act_code(p.activation);
-    let spec = [
-        tile.invocations(),
-        tile.bm,
-        tile.bn,
-        tile.bk,
-        tile.tm,
-        tile.tn,
-        w_dtype,
-    ];
+    let [wg, bm, bn, bk, tm, tn] = tile.spec();
+    let spec = [wg, bm, bn, bk, tm, tn, w_dtype];
     for n0 in (0..p.n).step_by(rows) {
         let nc = rows.min(p.n - n0);
         let ws = w.slice(n0 * p.k, nc * p.k)?;
@@ -505,8 +533,8 @@ pub(crate) fn linear(
             ..Default::default()
         };
         let groups = [
-            u32_of(OP, "column tiles", nc.div_ceil(tile.bn as usize))?,
-            u32_of(OP, "row tiles", p.m.div_ceil(tile.bm as usize))?,
+            u32_of(OP, "column tiles", nc.div_ceil(bn as usize))?,
+            u32_of(OP, "row tiles", p.m.div_ceil(bm as usize))?,
             1,
         ];
         let b_arg = match &bs {
@@ -888,11 +916,9 @@ fn batches_per_binding(usable: usize, stride: usize, size: usize) -> usize {
     }
 }
 
-/// `a`, `b`, `c` as checked by `check::batched_matmul`: the linear shader's tiles and tile
-/// choice, with the batch on z. (The shader pads each shared row by one float: 2 BK floats
-/// more than [`LinearTile::shared_bytes`], far inside the 16 KiB every device has.) Batches
-/// are split into several dispatches when they exceed the device's z workgroup count or one
-/// storage-buffer binding.
+/// `a`, `b`, `c` as checked by `check::batched_matmul`: the strict GEMM tile of linear
+/// ([`gemm_tile`]), with the batch on z. Batches are split into several dispatches when they
+/// exceed the device's z workgroup count or one storage-buffer binding.
 pub(crate) fn batched_matmul(
     rec: &mut VulkanRecording,
     p: &BatchedMatmulParams,
@@ -905,7 +931,7 @@ pub(crate) fn batched_matmul(
         return Ok(());
     }
     let limits = rec.limits();
-    let tile = linear_tile(p.m, limits);
+    let tile = gemm_tile(p.m, p.n, p.batch, limits);
     let usable = (limits
         .max_binding
         .saturating_sub(limits.min_storage_offset_align + 4)
@@ -928,18 +954,11 @@ pub(crate) fn batched_matmul(
             p.m, p.n, p.k, limits.max_binding
         )));
     }
-    let spec = [
-        tile.invocations(),
-        tile.bm,
-        tile.bn,
-        tile.bk,
-        tile.tm,
-        tile.tn,
-        u32::from(p.trans_b),
-    ];
+    let [wg, bm, bn, bk, tm, tn] = tile.spec();
+    let spec = [wg, bm, bn, bk, tm, tn, u32::from(p.trans_b)];
     let groups_xy = [
-        u32_of(OP, "column tiles", p.n.div_ceil(tile.bn as usize))?,
-        u32_of(OP, "row tiles", p.m.div_ceil(tile.bm as usize))?,
+        u32_of(OP, "column tiles", p.n.div_ceil(bn as usize))?,
+        u32_of(OP, "row tiles", p.m.div_ceil(bm as usize))?,
     ];
     for z0 in (0..p.batch).step_by(chunk) {
         let nb = chunk.min(p.batch - z0);
@@ -1157,15 +1176,43 @@ mod tests {
 
     #[test]
     fn tiles_respect_limits() {
-        for t in [TILE_LARGE, TILE_SMALL, TILE_TINY, CONV_TILES[0]] {
+        for t in [TILE_TINY, CONV_TILES[0]] {
             assert_eq!(t.bm % t.tm, 0);
             assert_eq!(t.bn % t.tn, 0);
         }
-        assert_eq!(linear_tile(100, &limits(1024, 32768)), TILE_LARGE);
-        assert_eq!(linear_tile(3, &limits(1024, 32768)), TILE_SMALL);
-        assert_eq!(linear_tile(100, &limits(128, 16384)), TILE_SMALL);
-        assert_eq!(linear_tile(100, &limits(64, 16384)), TILE_TINY);
         assert!(TILE_TINY.fits(&limits(128, 16384)));
+        // What gemm_f32.glsl needs of a tile.
+        for GemmTile(t) in GEMM_TILES {
+            assert_eq!((t.tm % 4, t.tn % 4), (0, 0), "{t:?}");
+            assert_eq!((t.bm % t.tm, t.bn % t.tn), (0, 0), "{t:?}");
+            let wg = GemmTile(t).invocations();
+            assert_eq!((t.bm * t.bk % wg, t.bn * t.bk % wg), (0, 0), "{t:?}");
+        }
+        let smallest = GEMM_TILES[GEMM_TILES.len() - 1];
+        assert!(smallest.fits(&limits(128, 16384)));
+    }
+
+    #[test]
+    fn gemm_tiles_follow_the_device_and_the_shape() {
+        let h200 = limits(1024, 49152);
+        let lavapipe = limits(1024, 32768);
+        let big = gemm_tile(4096, 4096, 1, &h200).0;
+        assert_eq!((big.bm, big.bn, big.bk), (128, 128, 16));
+        let big = gemm_tile(4096, 4096, 1, &lavapipe).0;
+        assert_eq!((big.bm, big.bn, big.bk), (128, 128, 8));
+        // 5 x 24 tiles of 128 would leave most of a large GPU idle.
+        assert_eq!(gemm_tile(606, 3072, 1, &h200).0.bm, 64);
+        // A few rows take the shortest tile.
+        assert_eq!(gemm_tile(3, 1 << 20, 1, &h200).0.bm, 16);
+        assert_eq!(
+            gemm_tile(4096, 4096, 1, &limits(64, 16384)),
+            GemmTile::new(16, 64, 16, 4, 4)
+        );
+        for (m, n, b) in [(1, 1, 1), (202, 202, 24), (4096, 4096, 1)] {
+            for l in [&h200, &lavapipe, &limits(128, 16384)] {
+                assert!(gemm_tile(m, n, b, l).fits(l), "{m}x{n}x{b}");
+            }
+        }
     }
 }
 
