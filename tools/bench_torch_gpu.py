@@ -6,8 +6,14 @@ Vulkan benches, timed with CUDA events, one JSON object per line.
   baseline) at 4096^3 and the Kimodo shapes (M = 3 CFG rows x 202 tokens);
 - torch.nn.functional.scaled_dot_product_attention in f32 at Kimodo's attention shape
   (3 rows, 8 heads of 128, S = 202 and 254).
+
+With --kinema FILE (kinema's `bench --json` lines of the same run), also prints to stderr the
+ratios the Vulkan targets are stated in: strict f32 GEMM / torch f32 (TF32 off), fast GEMM /
+torch bf16, at each shape both measured.
 """
+import argparse
 import json
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +35,33 @@ def timed(fn, reps=50, warm=5):
     return times[len(times) // 2]
 
 
+def ratios(kinema_file, torch_rows):
+    """kinema GFLOP/s over torch GFLOP/s for each GEMM both measured (strict vs torch f32,
+    fast vs torch bf16)."""
+    torch_by = {(r["shape"], r["dtype"]): r for r in torch_rows if r["op"] == "torch_linear"}
+    lines = [f"{'shape':<16} {'kinema':<24} {'GFLOP/s':>10} {'torch':<6} {'GFLOP/s':>10} {'ratio':>6}"]
+    for line in open(kinema_file):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        if r.get("op") != "linear" or r.get("backend") != "vulkan":
+            continue
+        want = "f32" if r["precision"] == "strict" else "bf16"
+        t = torch_by.get((r["shape"], want))
+        if t is None:
+            continue
+        path = f"{r['precision']}{'+coopmat' if r.get('cooperative_matrix') else ''} {r['dtype']}"
+        lines.append(f"{r['shape']:<16} {path:<24} {r['gflops']:>10.0f} {want:<6} "
+                     f"{t['gflops']:>10.0f} {r['gflops'] / t['gflops']:>6.2f}")
+    return "\n".join(lines)
+
+
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kinema", help="kinema bench --json output of the same run")
+    args = ap.parse_args()
+    rows = []
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
@@ -39,15 +71,18 @@ def main():
         for dt, name in [(torch.float32, "f32"), (torch.bfloat16, "bf16")]:
             xa, wa = x.to(dt), w.to(dt)
             s = timed(lambda: F.linear(xa, wa))
-            print(json.dumps({"op": "torch_linear", "shape": f"{m}x{n}x{k}", "dtype": name,
-                              "median_s": s, "gflops": 2 * m * n * k / s / 1e9,
-                              "torch": torch.__version__, "tf32": False}))
+            rows.append({"op": "torch_linear", "shape": f"{m}x{n}x{k}", "dtype": name,
+                         "median_s": s, "gflops": 2 * m * n * k / s / 1e9,
+                         "torch": torch.__version__, "tf32": False})
+            print(json.dumps(rows[-1]), flush=True)
     for s_len in (202, 254):
         q, k_, v = (torch.randn(3, 8, s_len, 128, device=dev) for _ in range(3))
         t = timed(lambda: F.scaled_dot_product_attention(q, k_, v))
         print(json.dumps({"op": "torch_sdpa", "shape": f"3x{s_len}x8x128", "dtype": "f32",
                           "median_s": t, "gflops": 4 * 3 * 8 * s_len * s_len * 128 / t / 1e9,
                           "torch": torch.__version__}))
+    if args.kinema:
+        print(ratios(args.kinema, rows), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 use super::backend_error;
 use super::context::Limits;
 use super::memory::VulkanBuffer;
+use super::probe::CoopMatShape;
 use super::recording::Arg::{Absent, In, Out};
 use super::recording::{Dispatch, RunCheck, VulkanRecording};
 use super::shaders::{Shader, push};
@@ -461,10 +462,33 @@ const GEMM_TILES: [GemmTile; 6] = [
 /// least this many, unless no smaller tile exists.
 const GEMM_MIN_WORKGROUPS: usize = 264;
 
+/// A strict GEMM tile forced by `KINEMA_VK_GEMM_TILE=BMxBNxBKxTMxTN` (for tuning on a new
+/// device), when it is one `gemm_f32.glsl` accepts and the device fits.
+fn forced_gemm_tile(l: &Limits) -> Option<GemmTile> {
+    let v = std::env::var("KINEMA_VK_GEMM_TILE").ok()?;
+    let d: Vec<u32> = v.split('x').filter_map(|d| d.parse().ok()).collect();
+    let &[bm, bn, bk, tm, tn] = d.as_slice() else {
+        return None;
+    };
+    let t = GemmTile::new(bm, bn, bk, tm, tn);
+    let wg = (tm > 0 && tn > 0).then(|| t.invocations())?;
+    let valid = tm % 4 == 0
+        && tn % 4 == 0
+        && bm % tm == 0
+        && bn % tn == 0
+        && wg > 0
+        && (bm * bk) % wg == 0
+        && (bn * bk) % wg == 0;
+    (valid && t.fits(l)).then_some(t)
+}
+
 /// The strict GEMM tile for an m x n output (times `batch`): the largest that the device
 /// allows and that still gives [`GEMM_MIN_WORKGROUPS`] workgroups, else the one giving the
 /// most; never a tile taller than needed for a few rows.
 pub(crate) fn gemm_tile(m: usize, n: usize, batch: usize, l: &Limits) -> GemmTile {
+    if let Some(t) = forced_gemm_tile(l) {
+        return t;
+    }
     let fitting: Vec<GemmTile> = GEMM_TILES.iter().copied().filter(|t| t.fits(l)).collect();
     let last = *fitting.last().unwrap_or(&GEMM_TILES[GEMM_TILES.len() - 1]);
     let groups = |t: &GemmTile| m.div_ceil(t.0.bm as usize) * n.div_ceil(t.0.bn as usize) * batch;
@@ -476,9 +500,80 @@ pub(crate) fn gemm_tile(m: usize, n: usize, batch: usize, l: &Limits) -> GemmTil
         .unwrap_or(last)
 }
 
-/// `x`, `w`, `bias`, `y` as checked by `check::linear`. When the weight matrix does not fit
-/// one storage-buffer binding (lavapipe allows 128 MiB) it is split into groups of output
-/// columns (weight rows), one dispatch each.
+/// Tile of the cooperative-matrix linear shader (`linear_coopmat.comp`): a BM x BN output
+/// tile per workgroup of (BM / WM) (BN / WN) subgroups, each a WM x WN block of the device's
+/// CM x CN accumulators; k in steps of BK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CoopTile {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub wm: u32,
+    pub wn: u32,
+}
+
+impl CoopTile {
+    fn subgroups(&self) -> u32 {
+        (self.bm / self.wm) * (self.bn / self.wn)
+    }
+    /// The f16 A and B tiles (rows padded by 8 halves) and the f32 staging blocks.
+    fn shared_bytes(&self, s: &CoopMatShape) -> u32 {
+        (self.bm + self.bn) * (self.bk + 8) * 2 + self.subgroups() * s.m * s.n * 4
+    }
+    fn fits(&self, s: &CoopMatShape, l: &Limits) -> bool {
+        let wg = self.subgroups() * l.subgroup_size;
+        self.wm.is_multiple_of(s.m)
+            && self.wn.is_multiple_of(s.n)
+            && self.bk.is_multiple_of(s.k)
+            && (self.bm * self.bk).is_multiple_of(wg)
+            && (self.bn * self.bk).is_multiple_of(wg)
+            && wg <= l.max_workgroup_invocations
+            && wg <= l.max_workgroup_size[0]
+            && self.shared_bytes(s) <= l.max_shared_memory
+    }
+}
+
+/// Cooperative-matrix tiles, largest first: 128 x 128 with 8 subgroups of 64 x 32 (16 f32
+/// accumulators of 16 x 16 each on NVIDIA: 32 registers a lane), and 64 x 64 with 4 subgroups
+/// of 32 x 32 for outputs too small to fill the GPU with the first.
+const COOP_TILES: [CoopTile; 2] = [
+    CoopTile {
+        bm: 128,
+        bn: 128,
+        bk: 32,
+        wm: 64,
+        wn: 32,
+    },
+    CoopTile {
+        bm: 64,
+        bn: 64,
+        bk: 32,
+        wm: 32,
+        wn: 32,
+    },
+];
+
+/// The cooperative-matrix tile for an m x n output, as [`gemm_tile`] chooses: the largest that
+/// fits the device and still gives [`GEMM_MIN_WORKGROUPS`] workgroups, else the smallest that
+/// fits; `None` when none fits (the strict kernel runs then).
+pub(crate) fn coop_tile(m: usize, n: usize, s: &CoopMatShape, l: &Limits) -> Option<CoopTile> {
+    let fitting: Vec<CoopTile> = COOP_TILES
+        .iter()
+        .copied()
+        .filter(|t| t.fits(s, l))
+        .collect();
+    let groups = |t: &CoopTile| m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize);
+    fitting
+        .iter()
+        .copied()
+        .find(|t| groups(t) >= GEMM_MIN_WORKGROUPS)
+        .or(fitting.last().copied())
+}
+
+/// `x`, `w`, `bias`, `y` as checked by `check::linear`, on cooperative matrices of shape
+/// `coopmat` when given (fast mode on a device that has them), else on the strict f32
+/// kernel. When the weight matrix does not fit one storage-buffer binding (lavapipe allows
+/// 128 MiB) it is split into groups of output columns (weight rows), one dispatch each.
 pub(crate) fn linear(
     rec: &mut VulkanRecording,
     p: &LinearParams,
@@ -486,12 +581,13 @@ pub(crate) fn linear(
     w: &Ref,
     bias: Option<&Ref>,
     y: &Ref,
+    coopmat: Option<CoopMatShape>,
 ) -> Result<()> {
     const OP: &str = "linear";
     if p.m == 0 || p.n == 0 {
         return Ok(());
     }
-    let tile = gemm_tile(p.m, p.n, 1, rec.limits());
+    let coop = coopmat.and_then(|s| Some((s, coop_tile(p.m, p.n, &s, rec.limits())?)));
     let w_dtype = match w.dtype {
         DType::F32 => 0,
         DType::F16 => 1,
@@ -514,8 +610,34 @@ pub(crate) fn linear(
         )));
     }
     let (act, slope) = act_code(p.activation);
-    let [wg, bm, bn, bk, tm, tn] = tile.spec();
-    let spec = [wg, bm, bn, bk, tm, tn, w_dtype];
+    let (shader, spec, bm, bn) = match coop {
+        Some((s, t)) => {
+            let sg = limits.subgroup_size;
+            let spec = vec![
+                t.subgroups() * sg,
+                t.bm,
+                t.bn,
+                t.bk,
+                t.wm,
+                t.wn,
+                w_dtype,
+                s.m,
+                s.n,
+                s.k,
+                sg,
+            ];
+            (Shader::LinearCoopmat, spec, t.bm, t.bn)
+        }
+        None => {
+            let [wg, bm, bn, bk, tm, tn] = gemm_tile(p.m, p.n, 1, limits).spec();
+            (
+                Shader::Linear,
+                vec![wg, bm, bn, bk, tm, tn, w_dtype],
+                bm,
+                bn,
+            )
+        }
+    };
     for n0 in (0..p.n).step_by(rows) {
         let nc = rows.min(p.n - n0);
         let ws = w.slice(n0 * p.k, nc * p.k)?;
@@ -543,7 +665,7 @@ pub(crate) fn linear(
         };
         rec.dispatch(Dispatch {
             op: OP,
-            shader: Shader::Linear,
+            shader,
             spec: &spec,
             args: &[In(x), In(&ws), b_arg, Out(&ys)],
             push,
