@@ -38,6 +38,7 @@ uint m0;
 uint n0;
 uint a0;
 uint b0;
+uint c0;
 
 float load_a(uint r, uint kk) {
     uint gr = m0 + r;
@@ -52,6 +53,14 @@ float load_b(uint col, uint kk) {
     return TRANS_B != 0u ? b[b0 + gc * p.k + kk] : b[b0 + kk * p.n + gc];
 }
 
+void store_c(uint r, uint col, float v) {
+    uint row = m0 + r;
+    uint gc = n0 + col;
+    if (row < p.m && gc < p.n) {
+        c[c0 + row * p.n + gc] = p.alpha * v;
+    }
+}
+
 #include "gemm_f32.glsl"
 
 void main() {
@@ -60,20 +69,6 @@ void main() {
     uint z = gl_WorkGroupID.z;
     a0 = p.a_off + z * p.a_stride;
     b0 = p.b_off + z * p.b_stride;
-    uint tr = gl_LocalInvocationID.x / COLS;
-    uint tc = gl_LocalInvocationID.x % COLS;
-    gemm_tile(tr, tc);
-    uint c0 = p.c_off + z * p.m * p.n;
-    [[unroll]] for (uint i = 0u; i < TM; i++) {
-        uint row = m0 + gemm_row(i, tr);
-        if (row >= p.m) {
-            continue;
-        }
-        [[unroll]] for (uint j = 0u; j < TN; j++) {
-            uint col = n0 + gemm_col(j, tc);
-            if (col < p.n) {
-                c[c0 + row * p.n + col] = p.alpha * acc[i * TN + j];
-            }
-        }
-    }
+    c0 = p.c_off + z * p.m * p.n;
+    gemm_f32();
 }

@@ -11,15 +11,22 @@
 //   products of tile t, then stored into the other buffer, one barrier per tile;
 // - out-of-range elements of A and B read as zero, so edge tiles need no other care.
 //
+// Accumulators and prefetch registers are local to gemm_f32() (not module-scope arrays) and
+// the accumulators are vec4 (one vector fma per 4 outputs), so a driver keeps them in
+// registers.
+//
 // The including shader defines, before including this file: the spec constants BM, BN, BK,
 // TM, TN (TM and TN multiples of 4; BM * BK and BN * BK multiples of WORKGROUP_SIZE =
 // (BM / TM) (BN / TN)), the bool constant B_K_CONTIGUOUS (whether consecutive k of one column
-// of B are adjacent in memory, so loads walk k fastest for coalescing), and the functions
+// of B are adjacent in memory, so loads walk k fastest for coalescing), the functions
 // `float load_a(uint row, uint kk)` and `float load_b(uint col, uint kk)` (tile-relative row
-// or column, absolute kk; both return 0 outside the matrix), and the uint `p.k`.
+// or column, absolute kk; both return 0 outside the matrix) and
+// `void store_c(uint row, uint col, float v)` (tile-relative; it checks the bounds), and the
+// uint `p.k`. main() calls gemm_f32().
 
 const uint ROWS = BM / TM;
 const uint COLS = BN / TN;
+const uint TN4 = TN / 4u;
 const uint AS4 = BM / 4u + 1u;
 const uint BS4 = BN / 4u + 1u;
 const uint A_LOADS = BM * BK / WORKGROUP_SIZE;
@@ -27,10 +34,6 @@ const uint B_LOADS = BN * BK / WORKGROUP_SIZE;
 
 shared vec4 as4[2u * BK * AS4];
 shared vec4 bs4[2u * BK * BS4];
-
-float acc[TM * TN];
-float a_reg[A_LOADS];
-float b_reg[B_LOADS];
 
 // Tile element `l` of this invocation: (row or column, kk) within the tile.
 uvec2 a_slot(uint l) {
@@ -43,78 +46,69 @@ uvec2 b_slot(uint l) {
     return B_K_CONTIGUOUS ? uvec2(i / BK, i % BK) : uvec2(i % BN, i / BN);
 }
 
-void load_tile(uint k0) {
-    [[unroll]] for (uint l = 0u; l < A_LOADS; l++) {
-        uvec2 s = a_slot(l);
-        a_reg[l] = load_a(s.x, k0 + s.y);
-    }
-    [[unroll]] for (uint l = 0u; l < B_LOADS; l++) {
-        uvec2 s = b_slot(l);
-        b_reg[l] = load_b(s.x, k0 + s.y);
-    }
-}
-
-void store_tile(uint buf) {
-    [[unroll]] for (uint l = 0u; l < A_LOADS; l++) {
-        uvec2 s = a_slot(l);
-        uint e = (buf * BK + s.y) * AS4 * 4u + s.x;
-        as4[e >> 2u][e & 3u] = a_reg[l];
-    }
-    [[unroll]] for (uint l = 0u; l < B_LOADS; l++) {
-        uvec2 s = b_slot(l);
-        uint e = (buf * BK + s.y) * BS4 * 4u + s.x;
-        bs4[e >> 2u][e & 3u] = b_reg[l];
-    }
-}
-
-void multiply_tile(uint buf, uint tr, uint tc) {
-    [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
-        vec4 a[TM / 4u];
-        vec4 b[TN / 4u];
-        [[unroll]] for (uint i = 0u; i < TM / 4u; i++) {
-            a[i] = as4[(buf * BK + kk) * AS4 + i * ROWS + tr];
-        }
-        [[unroll]] for (uint j = 0u; j < TN / 4u; j++) {
-            b[j] = bs4[(buf * BK + kk) * BS4 + j * COLS + tc];
-        }
-        [[unroll]] for (uint i = 0u; i < TM; i++) {
-            [[unroll]] for (uint j = 0u; j < TN; j++) {
-                acc[i * TN + j] = fma(a[i >> 2u][i & 3u], b[j >> 2u][j & 3u], acc[i * TN + j]);
-            }
-        }
-    }
-}
-
-// Fills acc; output acc[i * TN + j] is row gemm_row(i, tr), column gemm_col(j, tc) of the tile.
-void gemm_tile(uint tr, uint tc) {
-    [[unroll]] for (uint i = 0u; i < TM * TN; i++) {
-        acc[i] = 0.0;
+void gemm_f32() {
+    uint tr = gl_LocalInvocationID.x / COLS;
+    uint tc = gl_LocalInvocationID.x % COLS;
+    // acc[i * TN4 + j] holds row 4 ((i / 4) ROWS + tr) + i % 4, columns 4 (j COLS + tc) .. +3.
+    vec4 acc[TM * TN4];
+    float a_reg[A_LOADS];
+    float b_reg[B_LOADS];
+    [[unroll]] for (uint i = 0u; i < TM * TN4; i++) {
+        acc[i] = vec4(0.0);
     }
     uint tiles = (p.k + BK - 1u) / BK;
-    if (tiles == 0u) {
-        return;
-    }
-    load_tile(0u);
-    store_tile(0u);
-    barrier();
-    for (uint t = 0u; t < tiles; t++) {
-        uint cur = t & 1u;
-        bool more = t + 1u < tiles;
-        if (more) {
-            load_tile((t + 1u) * BK);
+    for (uint t = 0u; t <= tiles; t++) {
+        // Step t loads tile t (if any) into registers, multiplies tile t - 1 (if any) from
+        // buffer (t - 1) & 1, then stores tile t into buffer t & 1: one barrier per tile.
+        if (t < tiles) {
+            [[unroll]] for (uint l = 0u; l < A_LOADS; l++) {
+                uvec2 s = a_slot(l);
+                a_reg[l] = load_a(s.x, t * BK + s.y);
+            }
+            [[unroll]] for (uint l = 0u; l < B_LOADS; l++) {
+                uvec2 s = b_slot(l);
+                b_reg[l] = load_b(s.x, t * BK + s.y);
+            }
         }
-        multiply_tile(cur, tr, tc);
-        if (more) {
-            store_tile(cur ^ 1u);
+        if (t > 0u) {
+            uint buf = (t - 1u) & 1u;
+            [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+                vec4 a[TM / 4u];
+                vec4 b[TN4];
+                [[unroll]] for (uint i = 0u; i < TM / 4u; i++) {
+                    a[i] = as4[(buf * BK + kk) * AS4 + i * ROWS + tr];
+                }
+                [[unroll]] for (uint j = 0u; j < TN4; j++) {
+                    b[j] = bs4[(buf * BK + kk) * BS4 + j * COLS + tc];
+                }
+                [[unroll]] for (uint i = 0u; i < TM; i++) {
+                    [[unroll]] for (uint j = 0u; j < TN4; j++) {
+                        acc[i * TN4 + j] = fma(vec4(a[i >> 2u][i & 3u]), b[j], acc[i * TN4 + j]);
+                    }
+                }
+            }
+        }
+        if (t < tiles) {
+            uint buf = t & 1u;
+            [[unroll]] for (uint l = 0u; l < A_LOADS; l++) {
+                uvec2 s = a_slot(l);
+                uint e = (buf * BK + s.y) * AS4 * 4u + s.x;
+                as4[e >> 2u][e & 3u] = a_reg[l];
+            }
+            [[unroll]] for (uint l = 0u; l < B_LOADS; l++) {
+                uvec2 s = b_slot(l);
+                uint e = (buf * BK + s.y) * BS4 * 4u + s.x;
+                bs4[e >> 2u][e & 3u] = b_reg[l];
+            }
         }
         barrier();
     }
-}
-
-uint gemm_row(uint i, uint tr) {
-    return ((i >> 2u) * ROWS + tr) * 4u + (i & 3u);
-}
-
-uint gemm_col(uint j, uint tc) {
-    return ((j >> 2u) * COLS + tc) * 4u + (j & 3u);
+    [[unroll]] for (uint i = 0u; i < TM; i++) {
+        uint row = ((i >> 2u) * ROWS + tr) * 4u + (i & 3u);
+        [[unroll]] for (uint j = 0u; j < TN4; j++) {
+            [[unroll]] for (uint c = 0u; c < 4u; c++) {
+                store_c(row, (j * COLS + tc) * 4u + c, acc[i * TN4 + j][c]);
+            }
+        }
+    }
 }

@@ -62,29 +62,21 @@ float load_b(uint c, uint kk) {
     return (gc < p.n && kk < p.k) ? load_w(gc * p.k + kk) : 0.0;
 }
 
+void store_c(uint r, uint c, float v) {
+    uint row = m0 + r;
+    uint col = n0 + c;
+    if (row < p.m && col < p.n) {
+        if (p.has_bias != 0u) {
+            v += bias[p.b_off + col];
+        }
+        y[p.y_off + row * p.ldy + col] = activate(p.act, p.slope, v);
+    }
+}
+
 #include "gemm_f32.glsl"
 
 void main() {
     m0 = gl_WorkGroupID.y * BM;
     n0 = gl_WorkGroupID.x * BN;
-    uint tr = gl_LocalInvocationID.x / COLS;
-    uint tc = gl_LocalInvocationID.x % COLS;
-    gemm_tile(tr, tc);
-    [[unroll]] for (uint i = 0u; i < TM; i++) {
-        uint row = m0 + gemm_row(i, tr);
-        if (row >= p.m) {
-            continue;
-        }
-        [[unroll]] for (uint j = 0u; j < TN; j++) {
-            uint col = n0 + gemm_col(j, tc);
-            if (col >= p.n) {
-                continue;
-            }
-            float v = acc[i * TN + j];
-            if (p.has_bias != 0u) {
-                v += bias[p.b_off + col];
-            }
-            y[p.y_off + row * p.ldy + col] = activate(p.act, p.slope, v);
-        }
-    }
+    gemm_f32();
 }

@@ -11,8 +11,8 @@
 // to registers before the products of tile t (one shared buffer, two barriers per tile). Rows
 // of the shared tiles are padded by 8 halves (16 bytes) so the matrix loads of consecutive
 // rows start on different banks. Each invocation moves groups of 4 consecutive k: one 16-byte
-// (x, f32 weights) or 8-byte (f16 weights) load when k and the operand's offset allow it
-// (uniform branches), element loads otherwise. Results leave through a per-subgroup CM x CN f32 staging
+// (x, f32 weights) or 8-byte (f16, bf16 weights) load when k and the operand's offset allow
+// it (uniform branches), element loads otherwise (and for q8_0). Results leave through a per-subgroup CM x CN f32 staging
 // block, where bias, activation and the m/n edges are applied.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -35,6 +35,9 @@ layout(constant_id = 7) const uint CM = 16;
 layout(constant_id = 8) const uint CN = 16;
 layout(constant_id = 9) const uint CK = 16;
 layout(constant_id = 10) const uint SG = 32;
+// 1 when bindings start on 16-byte boundaries (minStorageBufferOffsetAlignment a multiple of
+// 16), so the vector views below are aligned with the scalar ones.
+layout(constant_id = 11) const uint VEC_OK = 1;
 
 layout(set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(set = 0, binding = 1) readonly buffer W { uint w[]; };
@@ -91,11 +94,11 @@ float load_w(uint e) {
 
 // Whether the groups of 4 k can be read as vectors (k and the offsets multiples of 4).
 bool a_vec() {
-    return p.k % 4u == 0u && p.x_off % 4u == 0u;
+    return VEC_OK != 0u && p.k % 4u == 0u && p.x_off % 4u == 0u;
 }
 
 bool b_vec() {
-    return (W_DTYPE == 0u || W_DTYPE == 1u) && p.k % 4u == 0u && p.w_off % 4u == 0u;
+    return VEC_OK != 0u && W_DTYPE <= 2u && p.k % 4u == 0u && p.w_off % 4u == 0u;
 }
 
 vec4 load_a4(uint gr, uint gk) {
@@ -126,7 +129,12 @@ vec4 load_b4(uint gc, uint gk) {
             return w4[(p.w_off + e) >> 2u];
         }
         uvec2 h = w2[(p.w_off + e) >> 2u];
-        return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+        if (W_DTYPE == 1u) {
+            return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+        }
+        // bf16: the top half of an f32 (element 2j is the low half of word j).
+        return uintBitsToFloat(uvec4(h.x << 16u, h.x & 0xffff0000u, h.y << 16u,
+                                     h.y & 0xffff0000u));
     }
     vec4 v;
     [[unroll]] for (uint c = 0u; c < 4u; c++) {

@@ -445,10 +445,9 @@ impl GemmTile {
 }
 
 /// Strict GEMM tiles, largest first. 128 x 128 with 8 x 8 outputs per invocation is the
-/// classic SGEMM blocking (64 FMAs per 4 vec4 shared loads); BK 16 halves the barriers where
-/// 33 KiB of shared memory is allowed (the H200 has 48), BK 8 fits lavapipe's 32 KiB.
-const GEMM_TILES: [GemmTile; 6] = [
-    GemmTile::new(128, 128, 16, 8, 8),
+/// classic SGEMM blocking (64 FMAs per 4 vec4 shared loads), with BK 8 (17 KiB of shared
+/// memory, within lavapipe's 32 KiB; `KINEMA_VK_GEMM_TILE` tries others).
+const GEMM_TILES: [GemmTile; 5] = [
     GemmTile::new(128, 128, 8, 8, 8),
     GemmTile::new(64, 64, 16, 4, 4),
     GemmTile::new(32, 64, 16, 4, 4),
@@ -525,8 +524,9 @@ impl CoopTile {
         self.wm.is_multiple_of(s.m)
             && self.wn.is_multiple_of(s.n)
             && self.bk.is_multiple_of(s.k)
-            && (self.bm * self.bk).is_multiple_of(wg)
-            && (self.bn * self.bk).is_multiple_of(wg)
+            && self.bk.is_multiple_of(4)
+            && (self.bm * self.bk / 4).is_multiple_of(wg)
+            && (self.bn * self.bk / 4).is_multiple_of(wg)
             && wg <= l.max_workgroup_invocations
             && wg <= l.max_workgroup_size[0]
             && self.shared_bytes(s) <= l.max_shared_memory
@@ -553,10 +553,26 @@ const COOP_TILES: [CoopTile; 2] = [
     },
 ];
 
+/// A cooperative-matrix tile forced by `KINEMA_VK_COOP_TILE=BMxBNxBKxWMxWN` (for tuning on a
+/// new device), when the device fits it.
+fn forced_coop_tile(s: &CoopMatShape, l: &Limits) -> Option<CoopTile> {
+    let v = std::env::var("KINEMA_VK_COOP_TILE").ok()?;
+    let d: Vec<u32> = v.split('x').filter_map(|d| d.parse().ok()).collect();
+    let &[bm, bn, bk, wm, wn] = d.as_slice() else {
+        return None;
+    };
+    let t = CoopTile { bm, bn, bk, wm, wn };
+    let valid = wm > 0 && wn > 0 && bm % wm == 0 && bn % wn == 0 && bk % 4 == 0;
+    (valid && t.fits(s, l)).then_some(t)
+}
+
 /// The cooperative-matrix tile for an m x n output, as [`gemm_tile`] chooses: the largest that
 /// fits the device and still gives [`GEMM_MIN_WORKGROUPS`] workgroups, else the smallest that
 /// fits; `None` when none fits (the strict kernel runs then).
 pub(crate) fn coop_tile(m: usize, n: usize, s: &CoopMatShape, l: &Limits) -> Option<CoopTile> {
+    if let Some(t) = forced_coop_tile(s, l) {
+        return Some(t);
+    }
     let fitting: Vec<CoopTile> = COOP_TILES
         .iter()
         .copied()
@@ -625,6 +641,7 @@ pub(crate) fn linear(
                 s.n,
                 s.k,
                 sg,
+                u32::from(limits.min_storage_offset_align.is_multiple_of(16)),
             ];
             (Shader::LinearCoopmat, spec, t.bm, t.bn)
         }
@@ -1315,13 +1332,39 @@ mod tests {
     }
 
     #[test]
+    fn coop_tiles_follow_the_device_and_the_shape() {
+        use ash::vk::ComponentTypeKHR as T;
+        let s = CoopMatShape {
+            m: 16,
+            n: 16,
+            k: 16,
+            a: T::FLOAT16,
+            b: T::FLOAT16,
+            c: T::FLOAT32,
+            result: T::FLOAT32,
+            subgroup_scope: true,
+        };
+        let mut h200 = limits(1024, 49152);
+        h200.subgroup_size = 32;
+        assert_eq!(coop_tile(4096, 4096, &s, &h200), Some(COOP_TILES[0]));
+        assert_eq!(coop_tile(606, 3072, &s, &h200), Some(COOP_TILES[1]));
+        for t in COOP_TILES {
+            assert!(t.fits(&s, &h200), "{t:?}");
+        }
+        // 128-invocation devices take the 4-subgroup tile; none fits 8 KiB of shared memory.
+        h200.max_workgroup_invocations = 128;
+        assert_eq!(coop_tile(4096, 4096, &s, &h200), Some(COOP_TILES[1]));
+        assert_eq!(coop_tile(4096, 4096, &s, &limits(1024, 8192)), None);
+    }
+
+    #[test]
     fn gemm_tiles_follow_the_device_and_the_shape() {
         let h200 = limits(1024, 49152);
         let lavapipe = limits(1024, 32768);
-        let big = gemm_tile(4096, 4096, 1, &h200).0;
-        assert_eq!((big.bm, big.bn, big.bk), (128, 128, 16));
-        let big = gemm_tile(4096, 4096, 1, &lavapipe).0;
-        assert_eq!((big.bm, big.bn, big.bk), (128, 128, 8));
+        for l in [&h200, &lavapipe] {
+            let big = gemm_tile(4096, 4096, 1, l).0;
+            assert_eq!((big.bm, big.bn, big.bk, big.tm), (128, 128, 8, 8));
+        }
         // 5 x 24 tiles of 128 would leave most of a large GPU idle.
         assert_eq!(gemm_tile(606, 3072, 1, &h200).0.bm, 64);
         // A few rows take the shortest tile.
