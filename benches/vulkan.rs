@@ -1,8 +1,10 @@
 //! Criterion benches of every Vulkan kernel at the models' shapes (`kinema::bench`'s default
 //! list), timed on the GPU: each sample sums the per-op timestamp-query times of the submitted
 //! recordings (`VulkanOptions::profile`), so host submission overhead is not counted.
-//! Throughput is FLOP/s for compute-bound ops and bytes/s for the others. Without a Vulkan
-//! device the bench says why and measures nothing.
+//! Throughput is FLOP/s for compute-bound ops and bytes/s for the others. Every op runs in
+//! strict mode; the GEMMs (linear, batched_matmul) again in fast mode (cooperative matrices
+//! where the device has them). Without a Vulkan device the bench says why and measures
+//! nothing.
 
 use std::time::Duration;
 
@@ -13,7 +15,13 @@ use kinema::bench::{default_cases, parse_shape, record};
 use kinema::vulkan::{VulkanBackend, VulkanOptions};
 
 fn vulkan_kernels(c: &mut Criterion) {
-    let mut o = match VulkanOptions::from_env(Precision::Strict) {
+    for precision in [Precision::Strict, Precision::Fast] {
+        vulkan_kernels_in(c, precision);
+    }
+}
+
+fn vulkan_kernels_in(c: &mut Criterion, precision: Precision) {
+    let mut o = match VulkanOptions::from_env(precision) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("vulkan bench skipped: {e}");
@@ -29,7 +37,15 @@ fn vulkan_kernels(c: &mut Criterion) {
         }
     };
     let device = b.device_name().to_string();
+    let mode = if b.info().cooperative_matrix {
+        "fast, cooperative matrix"
+    } else {
+        precision.name()
+    };
     for (op, shape, dtype) in default_cases() {
+        if precision == Precision::Fast && !op.starts_with("linear") && !op.starts_with("batched") {
+            continue;
+        }
         let Ok(dims) = parse_shape(&shape) else {
             continue;
         };
@@ -45,7 +61,7 @@ fn vulkan_kernels(c: &mut Criterion) {
         } else {
             ("bytes/s", Throughput::Bytes(r.bytes as u64))
         };
-        let mut g = c.benchmark_group(format!("{op}/vulkan ({unit}, GPU time)"));
+        let mut g = c.benchmark_group(format!("{op}/vulkan {mode} ({unit}, GPU time)"));
         g.sample_size(10)
             .measurement_time(Duration::from_secs(1))
             .warm_up_time(Duration::from_millis(300))

@@ -50,6 +50,48 @@ impl Precision {
     }
 }
 
+/// The `--precision` choice: a mode, or `auto`, which each backend resolves when created: the
+/// CPU to [`Precision::Strict`], Vulkan to [`Precision::Fast`] on a device with cooperative
+/// matrices and to strict otherwise. [`BackendInfo::precision`] is always the resolved mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PrecisionChoice {
+    Strict,
+    Fast,
+    Auto,
+}
+
+impl PrecisionChoice {
+    pub fn parse(s: &str) -> Result<PrecisionChoice> {
+        match s {
+            "auto" => Ok(PrecisionChoice::Auto),
+            _ => Precision::parse(s).map(PrecisionChoice::from).map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "unknown precision {s:?}: expected strict, fast or auto"
+                ))
+            }),
+        }
+    }
+    /// The mode on a backend that runs fast mode profitably (`fast_available`), else strict
+    /// for `Auto`; an explicit mode is kept.
+    pub fn resolve(self, fast_available: bool) -> Precision {
+        match self {
+            PrecisionChoice::Strict => Precision::Strict,
+            PrecisionChoice::Fast => Precision::Fast,
+            PrecisionChoice::Auto if fast_available => Precision::Fast,
+            PrecisionChoice::Auto => Precision::Strict,
+        }
+    }
+}
+
+impl From<Precision> for PrecisionChoice {
+    fn from(p: Precision) -> PrecisionChoice {
+        match p {
+            Precision::Strict => PrecisionChoice::Strict,
+            Precision::Fast => PrecisionChoice::Fast,
+        }
+    }
+}
+
 /// A typed range of a backend buffer: `len` elements of `dtype` starting `offset` elements in.
 #[derive(Clone, Debug)]
 pub struct BufRef<B> {
@@ -93,8 +135,13 @@ pub struct BackendInfo {
     pub kind: &'static str,
     /// ISA (CPU) or device name (Vulkan).
     pub device: String,
+    /// The resolved mode this backend runs.
     pub precision: Precision,
     pub threads: usize,
+    /// Whether fast-mode GEMMs run on cooperative matrices (Vulkan with
+    /// `VK_KHR_cooperative_matrix` in [`Precision::Fast`]); false where they run the strict
+    /// kernels (strict mode, the CPU, devices without cooperative matrices).
+    pub cooperative_matrix: bool,
 }
 
 /// Every op a backend provides. Both backends implement all of it.
@@ -345,8 +392,12 @@ impl BackendChoice {
     /// `Auto` takes Vulkan only when it can run every op on a real GPU (a CPU implementation
     /// such as lavapipe is slower than the CPU kernels unless `KINEMA_VK_DEVICE` asks for it),
     /// and otherwise falls back to the CPU and says why in [`Selection::vulkan_unavailable`].
-    pub fn select(self, precision: Precision) -> Result<Selection> {
-        let cpu = || -> Result<AnyBackend> { Ok(AnyBackend::Cpu(CpuBackend::new(precision)?)) };
+    /// `precision` is resolved by the backend chosen (auto: strict on the CPU).
+    pub fn select(self, precision: impl Into<PrecisionChoice>) -> Result<Selection> {
+        let precision = precision.into();
+        let cpu = || -> Result<AnyBackend> {
+            Ok(AnyBackend::Cpu(CpuBackend::new(precision.resolve(false))?))
+        };
         match self {
             BackendChoice::Cpu => Ok(Selection {
                 backend: cpu()?,
@@ -371,7 +422,7 @@ impl BackendChoice {
 }
 
 /// The Vulkan backend for `--backend auto`, or why it is not used.
-fn auto_vulkan(precision: Precision) -> std::result::Result<VulkanBackend, String> {
+fn auto_vulkan(precision: PrecisionChoice) -> std::result::Result<VulkanBackend, String> {
     let opts = VulkanOptions::from_env(precision).map_err(|e| e.to_string())?;
     let requested = opts.device.is_some();
     let v = VulkanBackend::with_options(opts).map_err(|e| e.to_string())?;

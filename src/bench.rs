@@ -21,7 +21,10 @@ pub struct Measurement {
     pub backend: String,
     pub isa: String,
     pub threads: usize,
+    /// The resolved precision mode.
     pub precision: String,
+    /// Whether GEMMs ran on cooperative matrices (fast mode on a device that has them).
+    pub cooperative_matrix: bool,
     pub median_s: f64,
     pub min_s: f64,
     pub samples: usize,
@@ -35,7 +38,11 @@ pub struct Measurement {
 /// The ops `kinema bench kernels` knows, with what `--shape` means for each.
 pub const OPS: &[(&str, &str)] = &[
     ("linear", "MxNxK: x [M,K] . W[N,K]^T (weights in --dtype)"),
-    ("batched_matmul", "BxMxNxK"),
+    ("batched_matmul", "BxMxNxK: a [B,M,K] . b [B,K,N]"),
+    (
+        "batched_matmul_tb",
+        "BxMxNxK: a [B,M,K] . b [B,N,K]^T (attention scores)",
+    ),
     ("layer_norm", "RxC"),
     ("rms_norm", "RxC"),
     ("softmax", "RxC"),
@@ -94,6 +101,7 @@ pub fn default_cases() -> Vec<(&'static str, String, DType)> {
     }
     let rest: &[(&str, &str)] = &[
         ("batched_matmul", "24x202x202x128"),
+        ("batched_matmul_tb", "24x202x202x128"),
         ("layer_norm", "606x1024"),
         ("rms_norm", "606x1024"),
         ("softmax", "4848x254"),
@@ -259,8 +267,9 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
             let wbytes = dtype.bytes_for(n * k).unwrap_or(0) as f64;
             (2.0 * f(m) * f(n) * f(k), 4.0 * f(m * k + m * n) + wbytes)
         }
-        "batched_matmul" => {
+        "batched_matmul" | "batched_matmul_tb" => {
             let [bt, m, n, k] = dims(op, d)?;
+            let trans_b = op == "batched_matmul_tb";
             let (a, bb, c) = (
                 s.f32s(bt * m * k)?,
                 s.f32s(bt * k * n)?,
@@ -271,7 +280,7 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
                 m,
                 n,
                 k,
-                trans_b: false,
+                trans_b,
                 alpha: 1.0,
                 a_batch_stride: m * k,
                 b_batch_stride: k * n,
@@ -609,6 +618,7 @@ pub fn measure<B: Backend>(
         isa: info.device,
         threads: info.threads,
         precision: info.precision.name().to_string(),
+        cooperative_matrix: info.cooperative_matrix,
         median_s: median,
         min_s: times[0],
         samples: times.len(),
@@ -664,6 +674,7 @@ pub fn peak_measurements(isa: crate::cpu::Isa, threads: usize) -> Vec<Measuremen
         isa: isa.name().to_string(),
         threads,
         precision: "strict".to_string(),
+        cooperative_matrix: false,
         median_s: d.as_secs_f64(),
         min_s: d.as_secs_f64(),
         samples: 1,

@@ -1,5 +1,6 @@
 //! `kinema drift`: the same op with the same inputs on every CPU ISA and precision and on
-//! Vulkan, each compared with the scalar reference path (CPU `scalar` ISA, strict, one
+//! Vulkan in each precision (fast mode on cooperative matrices where the device has them,
+//! labelled `+coopmat`), each compared with the scalar reference path (CPU `scalar` ISA, strict, one
 //! thread): largest absolute difference, relative L2 error and a histogram of ULP distances.
 //! Integer outputs (argmax, gumbel) count mismatching elements instead.
 
@@ -16,9 +17,11 @@ pub const ULP_BINS: [u64; 5] = [0, 1, 3, 15, 255];
 pub fn default_cases() -> Vec<(&'static str, &'static str, DType)> {
     vec![
         ("linear", "64x256x256", DType::F32),
+        ("linear", "64x256x256", DType::F16),
         ("linear", "64x256x256", DType::BF16),
         ("linear", "64x256x256", DType::Q8_0),
         ("batched_matmul", "8x64x64x64", DType::F32),
+        ("batched_matmul_tb", "8x64x64x64", DType::F32),
         ("layer_norm", "64x1024", DType::F32),
         ("rms_norm", "64x1024", DType::F32),
         ("softmax", "64x254", DType::F32),

@@ -106,8 +106,11 @@ mod bodies {
                     let bb = upload_f32(b, &bias);
                     let y = alloc(b, DType::F32, m * n);
                     run(b, |rec| b.linear(rec, &p, &xb, &wbuf, Some(&bb), &y));
-                    // bf16 weights in fast mode round x to bf16 as well (8-bit mantissa).
-                    let tol = if dt == DType::BF16 && b.info().precision == Precision::Fast {
+                    // bf16 weights in fast mode on the CPU round x to bf16 as well (8-bit
+                    // mantissa); cooperative matrices round x and w to f16 (11-bit).
+                    let info = b.info();
+                    let fast_bf16 = dt == DType::BF16 && info.precision == Precision::Fast;
+                    let tol = if fast_bf16 || info.cooperative_matrix {
                         1e-2
                     } else {
                         REL_F32
@@ -854,8 +857,9 @@ fn cpu_backends() -> Vec<CpuBackend> {
 }
 
 /// Every Vulkan device on this machine (lavapipe in CI), shared by the tests of this binary:
-/// each with its defaults, and again with host transfers through the staging buffer and
-/// descriptor pools (the paths of a discrete GPU without push descriptors). None prints why, and fails when `KINEMA_REQUIRE_VULKAN=1` (set by `.ci/run`, which
+/// each with its defaults, again with host transfers through the staging buffer and
+/// descriptor pools (the paths of a discrete GPU without push descriptors), and in fast mode
+/// (cooperative-matrix GEMMs where the device has them, the strict kernels otherwise). None prints why, and fails when `KINEMA_REQUIRE_VULKAN=1` (set by `.ci/run`, which
 /// installs lavapipe) so CI cannot silently skip the Vulkan bodies.
 fn vulkan_backends() -> &'static [VulkanBackend] {
     static BACKENDS: OnceLock<Vec<VulkanBackend>> = OnceLock::new();
@@ -871,9 +875,16 @@ fn vulkan_backends() -> &'static [VulkanBackend] {
         };
         devices
             .iter()
-            .flat_map(|d| [false, true].map(|discrete| (d, discrete)))
-            .map(|(d, discrete)| {
-                let mut o = VulkanOptions::new(Precision::Strict);
+            .flat_map(|d| {
+                [
+                    (false, Precision::Strict),
+                    (true, Precision::Strict),
+                    (false, Precision::Fast),
+                ]
+                .map(|(discrete, precision)| (d, discrete, precision))
+            })
+            .map(|(d, discrete, precision)| {
+                let mut o = VulkanOptions::new(precision);
                 o.device = Some(d.index);
                 o.force_staging = discrete;
                 o.descriptor_pools = discrete;

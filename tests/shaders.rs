@@ -83,8 +83,17 @@ fn every_module_passes_spirv_val() {
         .collect();
     assert!(!modules.is_empty());
     for m in modules {
+        // SPIR-V 1.6 modules (cooperative-matrix shaders, compiled for Vulkan 1.3) are
+        // validated as such, the others (SPIR-V 1.5) under Vulkan 1.2.
+        let bytes = std::fs::read(&m).unwrap();
+        let version = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
+        let env = if version >= 0x0001_0600 {
+            "vulkan1.3"
+        } else {
+            "vulkan1.2"
+        };
         let out = match std::process::Command::new("spirv-val")
-            .args(["--target-env", "vulkan1.2"])
+            .args(["--target-env", env])
             .arg(&m)
             .output()
         {
@@ -94,6 +103,22 @@ fn every_module_passes_spirv_val() {
                 return;
             }
         };
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Debian 12's spirv-tools (2023.1) predates SPV_KHR_cooperative_matrix and rejects
+        // its capability (6022) as unknown: such a module cannot be checked by that validator.
+        if !out.status.success() && text.contains("Invalid capability operand: 6022") {
+            eprintln!(
+                "skipping spirv-val of {}: this spirv-val does not know \
+                 SPV_KHR_cooperative_matrix ({})",
+                m.display(),
+                text.trim()
+            );
+            continue;
+        }
         assert!(
             out.status.success(),
             "spirv-val rejects {}: {}{}",

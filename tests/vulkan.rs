@@ -593,3 +593,224 @@ impl<B: Backend> Run for kinema::graph::Executable<'_, B> {
         self.run().unwrap();
     }
 }
+
+/// f64 reference of `a . op(b)` (a row-major `m x k`; b `n x k` when `bt`, else `k x n`) and,
+/// per output, `sum |a_i b_i|`, the scale of its rounding error.
+fn gemm_f64(a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize), bt: bool) -> [Vec<f64>; 2] {
+    let (mut y, mut s) = (vec![0f64; m * n], vec![0f64; m * n]);
+    for i in 0..m {
+        for j in 0..n {
+            for l in 0..k {
+                let bv = if bt { b[j * k + l] } else { b[l * n + j] };
+                let p = a[i * k + l] as f64 * bv as f64;
+                y[i * n + j] += p;
+                s[i * n + j] += p.abs();
+            }
+        }
+    }
+    [y, s]
+}
+
+/// Every output within `rel * sum |a_i b_i| + abs` of the f64 reference.
+fn assert_gemm(what: &str, got: &[f32], [want, scale]: &[Vec<f64>; 2], rel: f64, abs: f64) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    let mut worst = 0f64;
+    for (i, &g) in got.iter().enumerate() {
+        let bound = rel * scale[i] + abs;
+        let e = (g as f64 - want[i]).abs();
+        assert!(
+            e <= bound,
+            "{what}: output {i} is {g}, reference {}, error {e:e} > bound {bound:e}",
+            want[i]
+        );
+        worst = worst.max(e / bound);
+    }
+    eprintln!("{what}: worst error {worst:.3} of the bound");
+}
+
+/// Relative error of a strict GEMM output over `k` terms, in units of `sum |a_i b_i|`: each of
+/// the k f32 fmas of the ascending sum rounds once (k u, u = 2^-24), and the reference's f64
+/// rounding adds nothing visible.
+fn strict_gemm_rel(k: usize) -> f64 {
+    (k + 1) as f64 * 2f64.powi(-24)
+}
+
+/// The strict GEMM at shapes that select each of its tiles on the device (the tile grows with
+/// the output: see `gemm_tile` in src/vulkan/kernels.rs), with m, n and k off every tile
+/// multiple, f32 and f16 weights, and batched_matmul with both layouts of b.
+#[test]
+fn strict_gemm_tiles_and_edges() {
+    let mut r = Rng(31);
+    for b in backends() {
+        for (m, n, k) in [
+            (2100, 2060, 11),
+            (1100, 1030, 19),
+            (700, 1000, 13),
+            (5, 77, 9),
+        ] {
+            let x = r.vec(m * k, -1.0, 1.0);
+            let w = r.vec(n * k, -1.0, 1.0);
+            let w16: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+            let w16f: Vec<f32> = w16.iter().map(|v| v.to_f32()).collect();
+            let p = LinearParams {
+                m,
+                n,
+                k,
+                activation: Activation::None,
+            };
+            let xb = upload_f32(&b, &x);
+            for (dt, bytes, wf) in [
+                (DType::F32, bytemuck::cast_slice(&w).to_vec(), &w),
+                (DType::F16, bytemuck::cast_slice(&w16).to_vec(), &w16f),
+            ] {
+                let wb = upload(&b, dt, &bytes, n * k);
+                let y = alloc(&b, DType::F32, m * n);
+                let mut rec = b.begin().unwrap();
+                b.linear(&mut rec, &p, &xb, &wb, None, &y).unwrap();
+                b.submit(&rec).unwrap();
+                let want = gemm_f64(&x, wf, (m, n, k), true);
+                let what = format!("linear {m}x{n}x{k} {dt}");
+                assert_gemm(&what, &download_f32(&b, &y), &want, strict_gemm_rel(k), 0.0);
+            }
+            if m > 1000 {
+                continue;
+            }
+            for trans_b in [false, true] {
+                let batch = 2;
+                let a = r.vec(batch * m * k, -1.0, 1.0);
+                let bv = r.vec(batch * n * k, -1.0, 1.0);
+                let p = BatchedMatmulParams {
+                    batch,
+                    m,
+                    n,
+                    k,
+                    trans_b,
+                    alpha: 1.0,
+                    a_batch_stride: m * k,
+                    b_batch_stride: n * k,
+                };
+                let c = alloc(&b, DType::F32, batch * m * n);
+                let mut rec = b.begin().unwrap();
+                let (ab, bb) = (upload_f32(&b, &a), upload_f32(&b, &bv));
+                b.batched_matmul(&mut rec, &p, &ab, &bb, &c).unwrap();
+                b.submit(&rec).unwrap();
+                let got = download_f32(&b, &c);
+                for z in 0..batch {
+                    let want = gemm_f64(
+                        &a[z * m * k..][..m * k],
+                        &bv[z * n * k..][..n * k],
+                        (m, n, k),
+                        trans_b,
+                    );
+                    assert_gemm(
+                        &format!("batched_matmul {m}x{n}x{k} trans_b {trans_b} batch {z}"),
+                        &got[z * m * n..][..m * n],
+                        &want,
+                        strict_gemm_rel(k),
+                        0.0,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Error of a cooperative-matrix linear output (f16 x f16 products, f32 sums) relative to
+/// `sum |x_i w_i|`, beyond the f32 sums' [`strict_gemm_rel`]: x and w are rounded to f16 when
+/// staged, each by at most 2^-11 of itself (2^-10 allowed, should a device not round to
+/// nearest), so a product is off by at most (1 + 2^-10)^2 - 1 < 2^-9 + 2^-20 of itself.
+const COOPMAT_F16_INPUT_REL: f64 = 1.0 / 512.0 + 1.0 / 1_048_576.0;
+
+/// Absolute error per term from f16's subnormal range: an input below 2^-14 in magnitude is
+/// rounded to a multiple of 2^-24, off by up to 2^-25 (2^-24 allowed), times the other
+/// factor (at most 1 in these tests).
+const COOPMAT_F16_SUBNORMAL_ABS: f64 = 1.0 / 16_777_216.0;
+
+/// Fast-mode linear on cooperative matrices against the f64 reference, within the f16 input
+/// rounding bound, for f32/f16/bf16/q8_0 weights, k a multiple of 4 or not (vector or
+/// element loads), and m, n, k off the tile multiples. On a device without cooperative
+/// matrices (lavapipe) fast mode must run the strict kernel: its result is checked to be
+/// the strict backend's bit for bit, with a notice that the cooperative-matrix path was not
+/// tested.
+#[test]
+fn coopmat_linear_within_f16_rounding() {
+    let mut r = Rng(37);
+    for o in devices() {
+        let mut fast_o = o.clone();
+        fast_o.precision = Precision::Fast.into();
+        let fast = VulkanBackend::with_options(fast_o).unwrap();
+        let strict = VulkanBackend::with_options(o).unwrap();
+        assert_eq!(fast.info().precision, Precision::Fast);
+        let coop = fast.info().cooperative_matrix;
+        if !coop {
+            eprintln!(
+                "NOTICE: {} has no cooperative matrix: the cooperative-matrix GEMM is not \
+                 tested here (run this test on a GPU that has VK_KHR_cooperative_matrix); \
+                 checking that fast mode falls back to the strict kernel instead",
+                fast.device_name()
+            );
+        }
+        for (m, n, k) in [(606, 384, 1024), (130, 70, 40), (33, 17, 30), (1, 5, 64)] {
+            let x = r.vec(m * k, -1.0, 1.0);
+            let w = r.vec(n * k, -1.0, 1.0);
+            let w16: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+            let wb: Vec<half::bf16> = w.iter().map(|&v| half::bf16::from_f32(v)).collect();
+            let mut cases = vec![
+                (DType::F32, bytemuck::cast_slice(&w).to_vec(), w.clone()),
+                (
+                    DType::F16,
+                    bytemuck::cast_slice(&w16).to_vec(),
+                    w16.iter().map(|v| v.to_f32()).collect::<Vec<f32>>(),
+                ),
+                (
+                    DType::BF16,
+                    bytemuck::cast_slice(&wb).to_vec(),
+                    wb.iter().map(|v| v.to_f32()).collect(),
+                ),
+            ];
+            if k % 32 == 0 {
+                let mut wq = vec![0u8; n * k / 32 * Q8_0_BLOCK_BYTES];
+                for (blk, out) in w.chunks(32).zip(wq.chunks_mut(Q8_0_BLOCK_BYTES)) {
+                    q8_0_quantize_block(blk, out);
+                }
+                let mut wqf = vec![0f32; n * k];
+                Weights::Q8_0(&wq).widen_into(0, &mut wqf);
+                cases.push((DType::Q8_0, wq, wqf));
+            }
+            let p = LinearParams {
+                m,
+                n,
+                k,
+                activation: Activation::None,
+            };
+            for (dt, bytes, wf) in cases {
+                let run = |b: &VulkanBackend| {
+                    let (xb, wbuf) = (upload_f32(b, &x), upload(b, dt, &bytes, n * k));
+                    let y = alloc(b, DType::F32, m * n);
+                    let mut rec = b.begin().unwrap();
+                    b.linear(&mut rec, &p, &xb, &wbuf, None, &y).unwrap();
+                    b.submit(&rec).unwrap();
+                    download_f32(b, &y)
+                };
+                let got = run(&fast);
+                let what = format!("fast linear {m}x{n}x{k} {dt} on {}", fast.device_name());
+                if coop {
+                    let want = gemm_f64(&x, &wf, (m, n, k), true);
+                    let rel = COOPMAT_F16_INPUT_REL + strict_gemm_rel(k);
+                    let abs = k as f64 * COOPMAT_F16_SUBNORMAL_ABS;
+                    assert_gemm(&what, &got, &want, rel, abs);
+                } else {
+                    let want = run(&strict);
+                    let same = got
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(
+                        same,
+                        "{what}: fast mode without cooperative matrices must be strict"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -10,10 +10,13 @@ Vulkan benches, timed with CUDA events, one JSON object per line.
   of 100 back-to-back calls is reported (`mean_s_back_to_back`): at these sizes launch gaps
   are a visible part of a single call.
 
-`--only linear` or `--only sdpa` runs one part.
+`--only linear` or `--only sdpa` runs one part. With --kinema FILE (kinema's `bench --json`
+lines of the same run), also prints to stderr the ratios the Vulkan targets are stated in:
+strict f32 GEMM / torch f32 (TF32 off), fast GEMM / torch bf16, at each shape both measured.
 """
 import argparse
 import json
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -48,16 +51,41 @@ def back_to_back(fn, reps=100, warm=5):
     return start.elapsed_time(end) / 1e3 / reps
 
 
+def ratios(kinema_file, torch_rows):
+    """kinema GFLOP/s over torch GFLOP/s for each GEMM both measured (strict vs torch f32,
+    fast vs torch bf16)."""
+    torch_by = {(r["shape"], r["dtype"]): r for r in torch_rows if r["op"] == "torch_linear"}
+    lines = [f"{'shape':<16} {'kinema':<24} {'GFLOP/s':>10} {'torch':<6} {'GFLOP/s':>10} {'ratio':>6}"]
+    for line in open(kinema_file):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        if r.get("op") != "linear" or r.get("backend") != "vulkan":
+            continue
+        want = "f32" if r["precision"] == "strict" else "bf16"
+        t = torch_by.get((r["shape"], want))
+        if t is None:
+            continue
+        path = f"{r['precision']}{'+coopmat' if r.get('cooperative_matrix') else ''} {r['dtype']}"
+        lines.append(f"{r['shape']:<16} {path:<24} {r['gflops']:>10.0f} {want:<6} "
+                     f"{t['gflops']:>10.0f} {r['gflops'] / t['gflops']:>6.2f}")
+    return "\n".join(lines)
+
+
 def linear(dev):
+    rows = []
     for m, n, k in [(4096, 4096, 4096), (606, 3072, 1024), (606, 2048, 1024), (606, 1024, 2048)]:
         x = torch.randn(m, k, device=dev)
         w = torch.randn(n, k, device=dev)
         for dt, name in [(torch.float32, "f32"), (torch.bfloat16, "bf16")]:
             xa, wa = x.to(dt), w.to(dt)
             s = timed(lambda: F.linear(xa, wa))
-            print(json.dumps({"op": "torch_linear", "shape": f"{m}x{n}x{k}", "dtype": name,
-                              "median_s": s, "gflops": 2 * m * n * k / s / 1e9,
-                              "torch": torch.__version__, "tf32": False}))
+            rows.append({"op": "torch_linear", "shape": f"{m}x{n}x{k}", "dtype": name,
+                         "median_s": s, "gflops": 2 * m * n * k / s / 1e9,
+                         "torch": torch.__version__, "tf32": False})
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 def sdpa(dev):
@@ -76,14 +104,19 @@ def sdpa(dev):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", choices=["linear", "sdpa"])
-    only = ap.parse_args().only
+    ap.add_argument("--kinema", help="kinema bench --json output of the same run")
+    args = ap.parse_args()
+    only = args.only
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
+    rows = []
     if only in (None, "linear"):
-        linear(dev)
+        rows = linear(dev)
     if only in (None, "sdpa"):
         sdpa(dev)
+    if args.kinema and rows:
+        print(ratios(args.kinema, rows), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use kinema::backend::{AnyBackend, BackendChoice, Precision, Selection};
+use kinema::backend::{AnyBackend, Backend, BackendChoice, Precision, PrecisionChoice, Selection};
 use kinema::bench::{self, Measurement};
 use kinema::cpu::{CpuBackend, Isa, ThreadPool, isa};
 use kinema::tensor::DType;
@@ -218,8 +218,9 @@ struct KernelOpts {
     /// CPU threads (default: KINEMA_THREADS or all).
     #[arg(long)]
     threads: Option<usize>,
-    /// strict or fast.
-    #[arg(long, default_value = "strict")]
+    /// strict, fast or auto (fast on a Vulkan device with cooperative matrices, else strict;
+    /// the CPU resolves auto to strict). Every result records the resolved mode.
+    #[arg(long, default_value = "auto")]
     precision: String,
     /// Samples per measurement (the median is reported).
     #[arg(long, default_value_t = 7)]
@@ -298,6 +299,8 @@ fn info(json: bool) -> kinema::Result<()> {
                         "max_push_constants": d.max_push_constants,
                         "max_storage_buffer_range": d.max_storage_buffer_range,
                         "cooperative_matrix": d.cooperative_matrix,
+                        "cooperative_matrix_shapes": d.cooperative_matrix_shapes,
+                        "extensions": d.extensions,
                     })
                 })
                 .collect(),
@@ -376,23 +379,31 @@ fn info(json: bool) -> kinema::Result<()> {
                     if d.cooperative_matrix { "yes" } else { "no" }
                 );
             }
-            match VulkanBackend::new(Precision::Strict) {
-                Ok(b) => println!(
-                    "  backend uses      : [{}] {} ({}; binding limit {} MiB){}",
-                    b.device_index(),
-                    b.device_name(),
-                    if b.uses_push_descriptors() {
-                        "push descriptors"
-                    } else {
-                        "descriptor pools"
-                    },
-                    b.max_binding() >> 20,
-                    if std::env::var_os("KINEMA_VK_DEVICE").is_some() {
-                        " (KINEMA_VK_DEVICE)"
-                    } else {
-                        ""
-                    }
-                ),
+            match VulkanBackend::new(PrecisionChoice::Auto) {
+                Ok(b) => {
+                    println!(
+                        "  backend uses      : [{}] {} ({}; binding limit {} MiB){}",
+                        b.device_index(),
+                        b.device_name(),
+                        if b.uses_push_descriptors() {
+                            "push descriptors"
+                        } else {
+                            "descriptor pools"
+                        },
+                        b.max_binding() >> 20,
+                        if std::env::var_os("KINEMA_VK_DEVICE").is_some() {
+                            " (KINEMA_VK_DEVICE)"
+                        } else {
+                            ""
+                        }
+                    );
+                    println!(
+                        "  cooperative matrix: {}",
+                        b.cooperative_matrix()
+                            .unwrap_or_else(|| "none (fast mode runs the strict GEMMs)".into())
+                    );
+                    println!("  --precision auto  : {}", b.info().precision.name());
+                }
                 Err(e) => println!("  backend           : unusable: {e}"),
             }
         }
@@ -404,11 +415,13 @@ fn info(json: bool) -> kinema::Result<()> {
 
 /// The Vulkan backend `--backend vulkan` would use, or why it cannot.
 fn backend_json() -> serde_json::Value {
-    match VulkanBackend::new(Precision::Strict) {
+    match VulkanBackend::new(PrecisionChoice::Auto) {
         Ok(b) => serde_json::json!({
             "device_index": b.device_index(), "device": b.device_name(),
             "push_descriptors": b.uses_push_descriptors(), "max_binding": b.max_binding(),
             "subgroup_size": b.subgroup_size(),
+            "cooperative_matrix": b.cooperative_matrix(),
+            "auto_precision": b.info().precision.name(),
         }),
         Err(e) => serde_json::json!({ "error": e.to_string() }),
     }
@@ -416,15 +429,24 @@ fn backend_json() -> serde_json::Value {
 
 /// What `--backend auto` picks, and why.
 fn auto_choice() -> String {
-    match BackendChoice::Auto.select(Precision::Strict) {
+    match BackendChoice::Auto.select(PrecisionChoice::Auto) {
         Ok(Selection {
             backend,
             vulkan_unavailable,
         }) => {
             let i = backend.info();
+            let mode = format!(
+                "precision {}{}",
+                i.precision.name(),
+                if i.cooperative_matrix {
+                    ", cooperative matrix"
+                } else {
+                    ""
+                }
+            );
             match vulkan_unavailable {
-                Some(why) => format!("{} ({}), because {why}", i.kind, i.device),
-                None => format!("{} ({})", i.kind, i.device),
+                Some(why) => format!("{} ({}, {mode}), because {why}", i.kind, i.device),
+                None => format!("{} ({}, {mode})", i.kind, i.device),
             }
         }
         Err(e) => format!("error: {e}"),
@@ -438,8 +460,9 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
         }
         return Ok(());
     }
-    let precision = Precision::parse(&o.precision)?;
-    let selection = BackendChoice::parse(&o.backend)?.select(precision)?;
+    let choice = PrecisionChoice::parse(&o.precision)?;
+    let selection = BackendChoice::parse(&o.backend)?.select(choice)?;
+    let precision = selection.backend.info().precision;
     if let Some(why) = &selection.vulkan_unavailable {
         eprintln!("kinema: using the CPU: {why}");
     }
@@ -667,13 +690,23 @@ fn drift(
         format!("cpu/{}/fast", best.name()),
         CpuBackend::with(best, threads, Precision::Fast)?,
     ));
-    let vulkan = match VulkanBackend::new(Precision::Strict) {
-        Ok(v) => Some((format!("vulkan/{}/strict", v.device_name()), v)),
-        Err(e) => {
-            eprintln!("kinema: Vulkan not compared: {e}");
-            None
+    let mut vulkan: Vec<(String, VulkanBackend)> = Vec::new();
+    for p in [Precision::Strict, Precision::Fast] {
+        match VulkanBackend::new(p) {
+            Ok(v) => {
+                let path = if v.info().cooperative_matrix {
+                    "+coopmat"
+                } else {
+                    ""
+                };
+                vulkan.push((format!("vulkan/{}/{}{path}", v.device_name(), p.name()), v));
+            }
+            Err(e) => {
+                eprintln!("kinema: Vulkan not compared: {e}");
+                break;
+            }
         }
-    };
+    }
     if !json {
         println!("reference: cpu/scalar/strict, 1 thread");
         println!("{}", Drift::table_header());
@@ -697,7 +730,7 @@ fn drift(
                 &run_case(b, op, shape, *dt)?,
             ));
         }
-        if let Some((label, v)) = &vulkan {
+        for (label, v) in &vulkan {
             emit(compare(
                 op,
                 shape,

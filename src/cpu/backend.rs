@@ -190,6 +190,7 @@ impl Backend for CpuBackend {
             device: self.isa.name().to_string(),
             precision: self.precision,
             threads: self.pool.threads(),
+            cooperative_matrix: false,
         }
     }
 

@@ -8,11 +8,12 @@ use std::sync::{Arc, Mutex};
 use super::context::Context;
 use super::memory::{Memory, VulkanBuffer};
 use super::pipeline::Pipelines;
+use super::probe::CoopMatShape;
 use super::profile::{self, ProfileRow};
 use super::recording::{RunCheck, VulkanRecording};
 use super::{VulkanError, backend_error, kernels};
 use crate::backend::check::{self, BufferInfo, byte_range};
-use crate::backend::{Backend, BackendInfo, BufRef, Precision};
+use crate::backend::{Backend, BackendInfo, BufRef, Precision, PrecisionChoice};
 use crate::error::{Error, Result};
 use crate::ops::*;
 use crate::tensor::{DType, HostTensor};
@@ -38,7 +39,8 @@ pub const ROOT_BRIDGE_ABS: f32 = 5e-5;
 /// variables named on each field.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VulkanOptions {
-    pub precision: Precision,
+    /// `Auto` becomes fast on a device with cooperative matrices, strict otherwise.
+    pub precision: PrecisionChoice,
     /// A device index as `kinema info` lists them (`KINEMA_VK_DEVICE`); `None` picks a
     /// discrete GPU first.
     pub device: Option<usize>,
@@ -73,9 +75,9 @@ fn env_flag(name: &str) -> bool {
 
 impl VulkanOptions {
     /// Defaults, ignoring the environment (no disk cache).
-    pub fn new(precision: Precision) -> VulkanOptions {
+    pub fn new(precision: impl Into<PrecisionChoice>) -> VulkanOptions {
         VulkanOptions {
-            precision,
+            precision: precision.into(),
             device: None,
             max_binding: None,
             descriptor_pools: false,
@@ -86,7 +88,7 @@ impl VulkanOptions {
     }
 
     /// Options from the `KINEMA_*` environment variables (see the fields).
-    pub fn from_env(precision: Precision) -> Result<VulkanOptions> {
+    pub fn from_env(precision: impl Into<PrecisionChoice>) -> Result<VulkanOptions> {
         let number = |name: &str| -> Result<Option<u64>> {
             match std::env::var(name) {
                 Err(_) => Ok(None),
@@ -102,7 +104,7 @@ impl VulkanOptions {
             ));
         }
         Ok(VulkanOptions {
-            precision,
+            precision: precision.into(),
             device: number("KINEMA_VK_DEVICE")?.map(|d| d as usize),
             max_binding,
             descriptor_pools: env_flag("KINEMA_VK_NO_PUSH_DESCRIPTOR"),
@@ -129,6 +131,7 @@ pub(crate) struct Shared {
 
 pub struct VulkanBackend {
     shared: Arc<Shared>,
+    /// The resolved mode.
     precision: Precision,
     last_profile: Mutex<Vec<ProfileRow>>,
     /// The status checks of submitted runs, in submission order, until a host wait sees the
@@ -148,7 +151,7 @@ struct PendingRun {
 
 impl VulkanBackend {
     /// The device and settings from the environment ([`VulkanOptions::from_env`]).
-    pub fn new(precision: Precision) -> Result<VulkanBackend> {
+    pub fn new(precision: impl Into<PrecisionChoice>) -> Result<VulkanBackend> {
         VulkanBackend::with_options(VulkanOptions::from_env(precision)?)
     }
 
@@ -168,6 +171,7 @@ impl VulkanBackend {
         )?;
         let memory = Memory::new(ctx.clone(), o.force_staging)?;
         let dummy = memory.alloc(16, true)?;
+        let shared_coopmat = ctx.coopmat.is_some();
         Ok(VulkanBackend {
             shared: Arc::new(Shared {
                 ctx,
@@ -176,7 +180,7 @@ impl VulkanBackend {
                 dummy,
                 profile,
             }),
-            precision: o.precision,
+            precision: o.precision.resolve(shared_coopmat),
             last_profile: Mutex::new(Vec::new()),
             pending: Mutex::new(Vec::new()),
         })
@@ -209,6 +213,20 @@ impl VulkanBackend {
     /// Subgroup size of the device (kernels never assume it).
     pub fn subgroup_size(&self) -> u32 {
         self.shared.ctx.limits.subgroup_size
+    }
+
+    /// Whether the device offers the f16 cooperative matrices fast-mode GEMMs use (whatever
+    /// the precision of this backend), and their shape (`16x16x16 f16*f16+f32->f32 ...`).
+    pub fn cooperative_matrix(&self) -> Option<String> {
+        self.shared.ctx.coopmat.map(|s| s.describe())
+    }
+
+    /// The cooperative-matrix shape linear runs on: in fast mode on a device that has one.
+    fn gemm_coopmat(&self) -> Option<CoopMatShape> {
+        match self.precision {
+            Precision::Fast => self.shared.ctx.coopmat,
+            Precision::Strict => None,
+        }
     }
 
     /// Compute pipelines created so far (they are created on first use).
@@ -284,6 +302,7 @@ impl Backend for VulkanBackend {
             device: self.shared.ctx.name.clone(),
             precision: self.precision,
             threads: 1,
+            cooperative_matrix: self.gemm_coopmat().is_some(),
         }
     }
 
@@ -397,7 +416,7 @@ impl Backend for VulkanBackend {
     ) -> Result<()> {
         self.rec_check(rec)?;
         let (x, w, bias, y) = check::linear(p, x, w, bias, y)?;
-        kernels::linear(rec, p, &x, &w, bias.as_ref(), &y)
+        kernels::linear(rec, p, &x, &w, bias.as_ref(), &y, self.gemm_coopmat())
     }
 
     fn batched_matmul(

@@ -11,6 +11,7 @@ use ash::vk;
 use gpu_allocator::AllocationSizes;
 use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
 
+use super::probe::{CoopMatShape, coopmat_shapes};
 use super::{VulkanError, vk_error};
 
 /// Longest wait for submitted work before it is reported as a hang.
@@ -54,6 +55,10 @@ pub(crate) struct Context {
     lost: AtomicBool,
     allocator: ManuallyDrop<Mutex<Allocator>>,
     pub limits: Limits,
+    /// The f16 x f16 + f32 -> f32 subgroup cooperative-matrix shape fast-mode GEMMs use, when
+    /// the device has `VK_KHR_cooperative_matrix`, Vulkan 1.3 and shaderFloat16 (both
+    /// enabled at creation then).
+    pub coopmat: Option<CoopMatShape>,
     pub name: String,
     pub index: usize,
     pub kind: vk::PhysicalDeviceType,
@@ -113,6 +118,25 @@ fn choose(
     }
 }
 
+/// The cooperative-matrix shape for fast-mode GEMMs: f16 A and B, f32 C and result, subgroup
+/// scope; 16 x 16 x 16 when offered (NVIDIA's native shape), else the first with every side
+/// 8, 16 or 32 (what the shader's tiles divide).
+fn choose_coopmat(shapes: &[CoopMatShape]) -> Option<CoopMatShape> {
+    let f16 = vk::ComponentTypeKHR::FLOAT16;
+    let f32 = vk::ComponentTypeKHR::FLOAT32;
+    let usable: Vec<CoopMatShape> = shapes
+        .iter()
+        .copied()
+        .filter(|s| s.subgroup_scope && s.a == f16 && s.b == f16 && s.c == f32 && s.result == f32)
+        .filter(|s| [s.m, s.n, s.k].iter().all(|d| [8, 16, 32].contains(d)))
+        .collect();
+    usable
+        .iter()
+        .copied()
+        .find(|s| (s.m, s.n, s.k) == (16, 16, 16))
+        .or(usable.first().copied())
+}
+
 impl Context {
     /// Open the loader, pick a device and create it with one compute queue.
     pub fn new(
@@ -129,7 +153,9 @@ impl Context {
         })?;
         let app = vk::ApplicationInfo::default()
             .application_name(c"kinema")
-            .api_version(vk::API_VERSION_1_2);
+            // 1.3 so that devices which have it can run the SPIR-V 1.6 cooperative-matrix
+            // shaders; 1.2 devices are still used (the application version is a maximum).
+            .api_version(vk::API_VERSION_1_3);
         let ci = vk::InstanceCreateInfo::default().application_info(&app);
         // SAFETY: the create info and what it points to outlive the call.
         let instance = unsafe { entry.create_instance(&ci, None) }.map_err(|e| {
@@ -219,21 +245,43 @@ impl Context {
             .map_err(|e| vk_error("listing device extensions", e))?;
         let has = |n: &CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
         let push = use_push_descriptor && has(ash::khr::push_descriptor::NAME);
+        let coopmat =
+            if props[index].api_version >= vk::API_VERSION_1_3 && f12.shader_float16 == vk::TRUE {
+                let mut fc = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
+                let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut fc);
+                if has(ash::khr::cooperative_matrix::NAME) {
+                    // SAFETY: as above; the extension is listed, so its feature struct is known.
+                    unsafe { instance.get_physical_device_features2(physical, &mut f2) };
+                }
+                let shapes = coopmat_shapes(entry, &instance, physical, fc.cooperative_matrix != 0);
+                choose_coopmat(&shapes)
+            } else {
+                None
+            };
 
         let prio = [1.0f32];
         let qci = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(family as u32)
             .queue_priorities(&prio)];
-        let ext_names: Vec<*const std::ffi::c_char> = if push {
-            vec![ash::khr::push_descriptor::NAME.as_ptr()]
-        } else {
-            Vec::new()
-        };
-        let mut enable12 = vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(true);
-        let dci = vk::DeviceCreateInfo::default()
+        let mut ext_names: Vec<*const std::ffi::c_char> = Vec::new();
+        if push {
+            ext_names.push(ash::khr::push_descriptor::NAME.as_ptr());
+        }
+        if coopmat.is_some() {
+            ext_names.push(ash::khr::cooperative_matrix::NAME.as_ptr());
+        }
+        let mut enable12 = vk::PhysicalDeviceVulkan12Features::default()
+            .timeline_semaphore(true)
+            .shader_float16(coopmat.is_some());
+        let mut enable_coop =
+            vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
+        let mut dci = vk::DeviceCreateInfo::default()
             .queue_create_infos(&qci)
             .enabled_extension_names(&ext_names)
             .push_next(&mut enable12);
+        if coopmat.is_some() {
+            dci = dci.push_next(&mut enable_coop);
+        }
         // SAFETY: the create info and what it points to outlive the call.
         let device = unsafe { instance.create_device(physical, &dci, None) }
             .map_err(|e| vk_error("creating the logical device", e))?;
@@ -273,6 +321,7 @@ impl Context {
                     lost: AtomicBool::new(false),
                     allocator: ManuallyDrop::new(Mutex::new(allocator)),
                     limits,
+                    coopmat,
                     name,
                     index,
                     kind: p.device_type,

@@ -9,6 +9,7 @@
 use super::backend_error;
 use super::context::Limits;
 use super::memory::VulkanBuffer;
+use super::probe::CoopMatShape;
 use super::recording::Arg::{Absent, In, Out};
 use super::recording::{Dispatch, RunCheck, VulkanRecording};
 use super::shaders::{Shader, push};
@@ -410,8 +411,8 @@ pub(crate) fn copy(rec: &mut VulkanRecording, p: &CopyParams, src: &Ref, dst: &R
     })
 }
 
-/// Tile shape of the linear shader: a BM x BN output tile per workgroup of
-/// (BM / TM) * (BN / TN) invocations, k in steps of BK.
+/// Tile shape of a BM x BN output tile per workgroup of (BM / TM) * (BN / TN) invocations,
+/// k in steps of BK: the conv1d shader's tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LinearTile {
     pub bm: u32,
@@ -436,20 +437,6 @@ impl LinearTile {
     }
 }
 
-const TILE_LARGE: LinearTile = LinearTile {
-    bm: 64,
-    bn: 64,
-    bk: 16,
-    tm: 4,
-    tn: 4,
-};
-const TILE_SMALL: LinearTile = LinearTile {
-    bm: 16,
-    bn: 64,
-    bk: 16,
-    tm: 2,
-    tn: 4,
-};
 // 64 invocations and 3 KiB of shared memory: within every device's guaranteed minimums.
 const TILE_TINY: LinearTile = LinearTile {
     bm: 16,
@@ -459,23 +446,184 @@ const TILE_TINY: LinearTile = LinearTile {
     tn: 4,
 };
 
-/// The largest tile the device allows, and a short one when there are few rows.
-pub(crate) fn linear_tile(m: usize, l: &Limits) -> LinearTile {
-    let candidates: &[LinearTile] = if m <= 16 {
-        &[TILE_SMALL, TILE_TINY]
-    } else {
-        &[TILE_LARGE, TILE_SMALL, TILE_TINY]
-    };
-    candidates
-        .iter()
-        .copied()
-        .find(|t| t.fits(l))
-        .unwrap_or(TILE_TINY)
+/// Tile of the strict f32 GEMM shared by linear and batched_matmul (`gemm_f32.glsl`): the
+/// same fields as [`LinearTile`], with TM and TN multiples of 4 (outputs are read from shared
+/// memory as vec4) and two k-major shared buffers whose rows are padded by one vec4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GemmTile(pub LinearTile);
+
+impl GemmTile {
+    pub fn invocations(&self) -> u32 {
+        self.0.invocations()
+    }
+    pub fn shared_bytes(&self) -> u32 {
+        let t = &self.0;
+        2 * t.bk * (t.bm + 4 + t.bn + 4) * 4
+    }
+    fn fits(&self, l: &Limits) -> bool {
+        let n = self.invocations();
+        n <= l.max_workgroup_invocations
+            && n <= l.max_workgroup_size[0]
+            && self.shared_bytes() <= l.max_shared_memory
+    }
+    /// The shader's specialization constants 0..=5.
+    fn spec(&self) -> [u32; 6] {
+        let t = &self.0;
+        [self.invocations(), t.bm, t.bn, t.bk, t.tm, t.tn]
+    }
+    const fn new(bm: u32, bn: u32, bk: u32, tm: u32, tn: u32) -> GemmTile {
+        GemmTile(LinearTile { bm, bn, bk, tm, tn })
+    }
 }
 
-/// `x`, `w`, `bias`, `y` as checked by `check::linear`. When the weight matrix does not fit
-/// one storage-buffer binding (lavapipe allows 128 MiB) it is split into groups of output
-/// columns (weight rows), one dispatch each.
+/// Strict GEMM tiles, largest first. 128 x 64 with 8 x 4 outputs per invocation and BK 16
+/// (25 KiB of shared memory, within lavapipe's 32 KiB): on the H200 at 4096^3 it ran at
+/// 27.2 TFLOP/s, where 128 x 128 with 8 x 8 outputs ran at 8.2 (BK 8) and 8.9 (BK 16) TFLOP/s
+/// (64 accumulators an invocation are too many for the driver's register allocation).
+/// `KINEMA_VK_GEMM_TILE` tries others.
+const GEMM_TILES: [GemmTile; 5] = [
+    GemmTile::new(128, 64, 16, 8, 4),
+    GemmTile::new(64, 64, 16, 4, 4),
+    GemmTile::new(32, 64, 16, 4, 4),
+    GemmTile::new(16, 64, 16, 4, 4),
+    // 32 invocations and 3.6 KiB: within every device's guaranteed minimums.
+    GemmTile::new(16, 32, 8, 4, 4),
+];
+
+/// Workgroups a large GPU needs to keep busy (the H200 has 132 SMs, each running at least two
+/// 256-invocation workgroups of the strict GEMM): a tile is taken only when the grid has at
+/// least this many, unless no smaller tile exists.
+const GEMM_MIN_WORKGROUPS: usize = 264;
+
+/// A strict GEMM tile forced by `KINEMA_VK_GEMM_TILE=BMxBNxBKxTMxTN` (for tuning on a new
+/// device), when it is one `gemm_f32.glsl` accepts and the device fits.
+fn forced_gemm_tile(l: &Limits) -> Option<GemmTile> {
+    let v = std::env::var("KINEMA_VK_GEMM_TILE").ok()?;
+    let d: Vec<u32> = v.split('x').filter_map(|d| d.parse().ok()).collect();
+    let &[bm, bn, bk, tm, tn] = d.as_slice() else {
+        return None;
+    };
+    let t = GemmTile::new(bm, bn, bk, tm, tn);
+    let wg = (tm > 0 && tn > 0).then(|| t.invocations())?;
+    let valid = tm % 4 == 0
+        && tn % 4 == 0
+        && bm % tm == 0
+        && bn % tn == 0
+        && wg > 0
+        && (bm * bk) % wg == 0
+        && (bn * bk) % wg == 0;
+    (valid && t.fits(l)).then_some(t)
+}
+
+/// The strict GEMM tile for an m x n output (times `batch`): the largest that the device
+/// allows and that still gives [`GEMM_MIN_WORKGROUPS`] workgroups, else the one giving the
+/// most; never a tile taller than needed for a few rows.
+pub(crate) fn gemm_tile(m: usize, n: usize, batch: usize, l: &Limits) -> GemmTile {
+    if let Some(t) = forced_gemm_tile(l) {
+        return t;
+    }
+    let fitting: Vec<GemmTile> = GEMM_TILES.iter().copied().filter(|t| t.fits(l)).collect();
+    let last = *fitting.last().unwrap_or(&GEMM_TILES[GEMM_TILES.len() - 1]);
+    let groups = |t: &GemmTile| m.div_ceil(t.0.bm as usize) * n.div_ceil(t.0.bn as usize) * batch;
+    fitting
+        .iter()
+        .copied()
+        .filter(|t| m > (t.0.bm / 2) as usize || t.0.bm <= 16)
+        .find(|t| groups(t) >= GEMM_MIN_WORKGROUPS)
+        .unwrap_or(last)
+}
+
+/// Tile of the cooperative-matrix linear shader (`linear_coopmat.comp`): a BM x BN output
+/// tile per workgroup of (BM / WM) (BN / WN) subgroups, each a WM x WN block of the device's
+/// CM x CN accumulators; k in steps of BK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CoopTile {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub wm: u32,
+    pub wn: u32,
+}
+
+impl CoopTile {
+    fn subgroups(&self) -> u32 {
+        (self.bm / self.wm) * (self.bn / self.wn)
+    }
+    /// The f16 A and B tiles (rows padded by 8 halves) and the f32 staging blocks.
+    fn shared_bytes(&self, s: &CoopMatShape) -> u32 {
+        (self.bm + self.bn) * (self.bk + 8) * 2 + self.subgroups() * s.m * s.n * 4
+    }
+    fn fits(&self, s: &CoopMatShape, l: &Limits) -> bool {
+        let wg = self.subgroups() * l.subgroup_size;
+        self.wm.is_multiple_of(s.m)
+            && self.wn.is_multiple_of(s.n)
+            && self.bk.is_multiple_of(s.k)
+            && self.bk.is_multiple_of(4)
+            && (self.bm * self.bk / 4).is_multiple_of(wg)
+            && (self.bn * self.bk / 4).is_multiple_of(wg)
+            && wg <= l.max_workgroup_invocations
+            && wg <= l.max_workgroup_size[0]
+            && self.shared_bytes(s) <= l.max_shared_memory
+    }
+}
+
+/// Cooperative-matrix tiles, largest first: 128 x 128 with 8 subgroups of 64 x 32 (16 f32
+/// accumulators of 16 x 16 each on NVIDIA: 32 registers a lane), and 64 x 64 with 4 subgroups
+/// of 32 x 32 for outputs too small to fill the GPU with the first.
+const COOP_TILES: [CoopTile; 2] = [
+    CoopTile {
+        bm: 128,
+        bn: 128,
+        bk: 32,
+        wm: 64,
+        wn: 32,
+    },
+    CoopTile {
+        bm: 64,
+        bn: 64,
+        bk: 32,
+        wm: 32,
+        wn: 32,
+    },
+];
+
+/// A cooperative-matrix tile forced by `KINEMA_VK_COOP_TILE=BMxBNxBKxWMxWN` (for tuning on a
+/// new device), when the device fits it.
+fn forced_coop_tile(s: &CoopMatShape, l: &Limits) -> Option<CoopTile> {
+    let v = std::env::var("KINEMA_VK_COOP_TILE").ok()?;
+    let d: Vec<u32> = v.split('x').filter_map(|d| d.parse().ok()).collect();
+    let &[bm, bn, bk, wm, wn] = d.as_slice() else {
+        return None;
+    };
+    let t = CoopTile { bm, bn, bk, wm, wn };
+    let valid = wm > 0 && wn > 0 && bm % wm == 0 && bn % wn == 0 && bk % 4 == 0;
+    (valid && t.fits(s, l)).then_some(t)
+}
+
+/// The cooperative-matrix tile for an m x n output, as [`gemm_tile`] chooses: the largest that
+/// fits the device and still gives [`GEMM_MIN_WORKGROUPS`] workgroups, else the smallest that
+/// fits; `None` when none fits (the strict kernel runs then).
+pub(crate) fn coop_tile(m: usize, n: usize, s: &CoopMatShape, l: &Limits) -> Option<CoopTile> {
+    if let Some(t) = forced_coop_tile(s, l) {
+        return Some(t);
+    }
+    let fitting: Vec<CoopTile> = COOP_TILES
+        .iter()
+        .copied()
+        .filter(|t| t.fits(s, l))
+        .collect();
+    let groups = |t: &CoopTile| m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize);
+    fitting
+        .iter()
+        .copied()
+        .find(|t| groups(t) >= GEMM_MIN_WORKGROUPS)
+        .or(fitting.last().copied())
+}
+
+/// `x`, `w`, `bias`, `y` as checked by `check::linear`, on cooperative matrices of shape
+/// `coopmat` when given (fast mode on a device that has them), else on the strict f32
+/// kernel. When the weight matrix does not fit one storage-buffer binding (lavapipe allows
+/// 128 MiB) it is split into groups of output columns (weight rows), one dispatch each.
 pub(crate) fn linear(
     rec: &mut VulkanRecording,
     p: &LinearParams,
@@ -483,12 +631,13 @@ pub(crate) fn linear(
     w: &Ref,
     bias: Option<&Ref>,
     y: &Ref,
+    coopmat: Option<CoopMatShape>,
 ) -> Result<()> {
     const OP: &str = "linear";
     if p.m == 0 || p.n == 0 {
         return Ok(());
     }
-    let tile = linear_tile(p.m, rec.limits());
+    let coop = coopmat.and_then(|s| Some((s, coop_tile(p.m, p.n, &s, rec.limits())?)));
     let w_dtype = match w.dtype {
         DType::F32 => 0,
         DType::F16 => 1,
@@ -511,15 +660,35 @@ pub(crate) fn linear(
         )));
     }
     let (act, slope) = act_code(p.activation);
-    let spec = [
-        tile.invocations(),
-        tile.bm,
-        tile.bn,
-        tile.bk,
-        tile.tm,
-        tile.tn,
-        w_dtype,
-    ];
+    let (shader, spec, bm, bn) = match coop {
+        Some((s, t)) => {
+            let sg = limits.subgroup_size;
+            let spec = vec![
+                t.subgroups() * sg,
+                t.bm,
+                t.bn,
+                t.bk,
+                t.wm,
+                t.wn,
+                w_dtype,
+                s.m,
+                s.n,
+                s.k,
+                sg,
+                u32::from(limits.min_storage_offset_align.is_multiple_of(16)),
+            ];
+            (Shader::LinearCoopmat, spec, t.bm, t.bn)
+        }
+        None => {
+            let [wg, bm, bn, bk, tm, tn] = gemm_tile(p.m, p.n, 1, limits).spec();
+            (
+                Shader::Linear,
+                vec![wg, bm, bn, bk, tm, tn, w_dtype],
+                bm,
+                bn,
+            )
+        }
+    };
     for n0 in (0..p.n).step_by(rows) {
         let nc = rows.min(p.n - n0);
         let ws = w.slice(n0 * p.k, nc * p.k)?;
@@ -537,8 +706,8 @@ pub(crate) fn linear(
             ..Default::default()
         };
         let groups = [
-            u32_of(OP, "column tiles", nc.div_ceil(tile.bn as usize))?,
-            u32_of(OP, "row tiles", p.m.div_ceil(tile.bm as usize))?,
+            u32_of(OP, "column tiles", nc.div_ceil(bn as usize))?,
+            u32_of(OP, "row tiles", p.m.div_ceil(bm as usize))?,
             1,
         ];
         let b_arg = match &bs {
@@ -547,7 +716,7 @@ pub(crate) fn linear(
         };
         rec.dispatch(Dispatch {
             op: OP,
-            shader: Shader::Linear,
+            shader,
             spec: &spec,
             args: &[In(x), In(&ws), b_arg, Out(&ys)],
             push,
@@ -920,11 +1089,9 @@ fn batches_per_binding(usable: usize, stride: usize, size: usize) -> usize {
     }
 }
 
-/// `a`, `b`, `c` as checked by `check::batched_matmul`: the linear shader's tiles and tile
-/// choice, with the batch on z. (The shader pads each shared row by one float: 2 BK floats
-/// more than [`LinearTile::shared_bytes`], far inside the 16 KiB every device has.) Batches
-/// are split into several dispatches when they exceed the device's z workgroup count or one
-/// storage-buffer binding.
+/// `a`, `b`, `c` as checked by `check::batched_matmul`: the strict GEMM tile of linear
+/// ([`gemm_tile`]), with the batch on z. Batches are split into several dispatches when they
+/// exceed the device's z workgroup count or one storage-buffer binding.
 pub(crate) fn batched_matmul(
     rec: &mut VulkanRecording,
     p: &BatchedMatmulParams,
@@ -937,7 +1104,7 @@ pub(crate) fn batched_matmul(
         return Ok(());
     }
     let limits = rec.limits();
-    let tile = linear_tile(p.m, limits);
+    let tile = gemm_tile(p.m, p.n, p.batch, limits);
     let usable = (limits
         .max_binding
         .saturating_sub(limits.min_storage_offset_align + 4)
@@ -960,18 +1127,11 @@ pub(crate) fn batched_matmul(
             p.m, p.n, p.k, limits.max_binding
         )));
     }
-    let spec = [
-        tile.invocations(),
-        tile.bm,
-        tile.bn,
-        tile.bk,
-        tile.tm,
-        tile.tn,
-        u32::from(p.trans_b),
-    ];
+    let [wg, bm, bn, bk, tm, tn] = tile.spec();
+    let spec = [wg, bm, bn, bk, tm, tn, u32::from(p.trans_b)];
     let groups_xy = [
-        u32_of(OP, "column tiles", p.n.div_ceil(tile.bn as usize))?,
-        u32_of(OP, "row tiles", p.m.div_ceil(tile.bm as usize))?,
+        u32_of(OP, "column tiles", p.n.div_ceil(bn as usize))?,
+        u32_of(OP, "row tiles", p.m.div_ceil(bm as usize))?,
     ];
     for z0 in (0..p.batch).step_by(chunk) {
         let nb = chunk.min(p.batch - z0);
@@ -1232,15 +1392,72 @@ mod tests {
 
     #[test]
     fn tiles_respect_limits() {
-        for t in [TILE_LARGE, TILE_SMALL, TILE_TINY, CONV_TILES[0]] {
+        for t in [TILE_TINY, CONV_TILES[0]] {
             assert_eq!(t.bm % t.tm, 0);
             assert_eq!(t.bn % t.tn, 0);
         }
-        assert_eq!(linear_tile(100, &limits(1024, 32768)), TILE_LARGE);
-        assert_eq!(linear_tile(3, &limits(1024, 32768)), TILE_SMALL);
-        assert_eq!(linear_tile(100, &limits(128, 16384)), TILE_SMALL);
-        assert_eq!(linear_tile(100, &limits(64, 16384)), TILE_TINY);
         assert!(TILE_TINY.fits(&limits(128, 16384)));
+        // What gemm_f32.glsl needs of a tile.
+        for GemmTile(t) in GEMM_TILES {
+            assert_eq!((t.tm % 4, t.tn % 4), (0, 0), "{t:?}");
+            assert_eq!((t.bm % t.tm, t.bn % t.tn), (0, 0), "{t:?}");
+            let wg = GemmTile(t).invocations();
+            assert_eq!((t.bm * t.bk % wg, t.bn * t.bk % wg), (0, 0), "{t:?}");
+        }
+        let smallest = GEMM_TILES[GEMM_TILES.len() - 1];
+        assert!(smallest.fits(&limits(128, 16384)));
+    }
+
+    #[test]
+    fn coop_tiles_follow_the_device_and_the_shape() {
+        use ash::vk::ComponentTypeKHR as T;
+        let s = CoopMatShape {
+            m: 16,
+            n: 16,
+            k: 16,
+            a: T::FLOAT16,
+            b: T::FLOAT16,
+            c: T::FLOAT32,
+            result: T::FLOAT32,
+            subgroup_scope: true,
+        };
+        let mut h200 = limits(1024, 49152);
+        h200.subgroup_size = 32;
+        assert_eq!(coop_tile(4096, 4096, &s, &h200), Some(COOP_TILES[0]));
+        assert_eq!(coop_tile(606, 3072, &s, &h200), Some(COOP_TILES[1]));
+        for t in COOP_TILES {
+            assert!(t.fits(&s, &h200), "{t:?}");
+        }
+        // 128-invocation devices take the 4-subgroup tile; none fits 8 KiB of shared memory.
+        h200.max_workgroup_invocations = 128;
+        assert_eq!(coop_tile(4096, 4096, &s, &h200), Some(COOP_TILES[1]));
+        assert_eq!(coop_tile(4096, 4096, &s, &limits(1024, 8192)), None);
+    }
+
+    #[test]
+    fn gemm_tiles_follow_the_device_and_the_shape() {
+        let h200 = limits(1024, 49152);
+        let lavapipe = limits(1024, 32768);
+        for l in [&h200, &lavapipe] {
+            let big = gemm_tile(4096, 4096, 1, l).0;
+            assert_eq!(
+                (big.bm, big.bn, big.bk, big.tm, big.tn),
+                (128, 64, 16, 8, 4)
+            );
+        }
+        // 5 x 48 tiles of 128 x 64 would leave much of a large GPU idle.
+        assert_eq!(gemm_tile(606, 3072, 1, &h200).0.bm, 64);
+        // A few rows take the shortest tile.
+        assert_eq!(gemm_tile(3, 1 << 20, 1, &h200).0.bm, 16);
+        assert_eq!(
+            gemm_tile(4096, 4096, 1, &limits(64, 16384)),
+            GemmTile::new(16, 64, 16, 4, 4)
+        );
+        for (m, n, b) in [(1, 1, 1), (202, 202, 24), (4096, 4096, 1)] {
+            for l in [&h200, &lavapipe, &limits(128, 16384)] {
+                assert!(gemm_tile(m, n, b, l).fits(l), "{m}x{n}x{b}");
+            }
+        }
     }
 }
 

@@ -14,7 +14,97 @@ pub struct DeviceSummary {
     pub max_shared_memory: u32,
     pub max_push_constants: u32,
     pub max_storage_buffer_range: u32,
+    /// `VK_KHR_cooperative_matrix` is listed.
     pub cooperative_matrix: bool,
+    /// What vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR reports, as
+    /// [`CoopMatShape::describe`] writes it (empty without the extension).
+    pub cooperative_matrix_shapes: Vec<String>,
+    /// Every device extension, sorted.
+    pub extensions: Vec<String>,
+}
+
+/// One cooperative-matrix configuration a device offers: an `m x k` A times a `k x n` B plus
+/// C, each with its component type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CoopMatShape {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub a: vk::ComponentTypeKHR,
+    pub b: vk::ComponentTypeKHR,
+    pub c: vk::ComponentTypeKHR,
+    pub result: vk::ComponentTypeKHR,
+    pub subgroup_scope: bool,
+}
+
+fn component_name(t: vk::ComponentTypeKHR) -> String {
+    match t {
+        vk::ComponentTypeKHR::FLOAT16 => "f16".into(),
+        vk::ComponentTypeKHR::FLOAT32 => "f32".into(),
+        vk::ComponentTypeKHR::FLOAT64 => "f64".into(),
+        vk::ComponentTypeKHR::SINT8 => "i8".into(),
+        vk::ComponentTypeKHR::SINT16 => "i16".into(),
+        vk::ComponentTypeKHR::SINT32 => "i32".into(),
+        vk::ComponentTypeKHR::SINT64 => "i64".into(),
+        vk::ComponentTypeKHR::UINT8 => "u8".into(),
+        vk::ComponentTypeKHR::UINT16 => "u16".into(),
+        vk::ComponentTypeKHR::UINT32 => "u32".into(),
+        vk::ComponentTypeKHR::UINT64 => "u64".into(),
+        // VK_KHR_shader_bfloat16, newer than ash's headers.
+        t if t.as_raw() == 1_000_141_000 => "bf16".into(),
+        t => format!("type {}", t.as_raw()),
+    }
+}
+
+impl CoopMatShape {
+    /// `16x16x16 f16*f16+f32->f32 subgroup` (m x n x k).
+    pub fn describe(&self) -> String {
+        format!(
+            "{}x{}x{} {}*{}+{}->{} {}",
+            self.m,
+            self.n,
+            self.k,
+            component_name(self.a),
+            component_name(self.b),
+            component_name(self.c),
+            component_name(self.result),
+            if self.subgroup_scope {
+                "subgroup"
+            } else {
+                "other scope"
+            }
+        )
+    }
+}
+
+/// The cooperative-matrix configurations of `pd` (empty when the extension is missing or the
+/// query fails).
+pub(crate) fn coopmat_shapes(
+    entry: &ash::Entry,
+    instance: &ash::Instance,
+    pd: vk::PhysicalDevice,
+    has_extension: bool,
+) -> Vec<CoopMatShape> {
+    if !has_extension {
+        return Vec::new();
+    }
+    let ext = ash::khr::cooperative_matrix::Instance::new(entry, instance);
+    // SAFETY: `pd` belongs to `instance`, which lists the extension for it.
+    let props = unsafe { ext.get_physical_device_cooperative_matrix_properties(pd) };
+    props
+        .unwrap_or_default()
+        .iter()
+        .map(|p| CoopMatShape {
+            m: p.m_size,
+            n: p.n_size,
+            k: p.k_size,
+            a: p.a_type,
+            b: p.b_type,
+            c: p.c_type,
+            result: p.result_type,
+            subgroup_scope: p.scope == vk::ScopeKHR::SUBGROUP,
+        })
+        .collect()
 }
 
 fn kind_name(t: vk::PhysicalDeviceType) -> &'static str {
@@ -35,7 +125,7 @@ pub fn probe() -> Result<Vec<DeviceSummary>, String> {
         .map_err(|e| format!("no Vulkan loader (libvulkan.so.1) could be opened: {e}"))?;
     let app = vk::ApplicationInfo::default()
         .application_name(c"kinema")
-        .api_version(vk::API_VERSION_1_2);
+        .api_version(vk::API_VERSION_1_3);
     let ci = vk::InstanceCreateInfo::default().application_info(&app);
     // SAFETY: the create info and what it points to outlive the call.
     let instance = unsafe { entry.create_instance(&ci, None) }
@@ -56,10 +146,20 @@ pub fn probe() -> Result<Vec<DeviceSummary>, String> {
                     // SAFETY: as above.
                     let exts = unsafe { instance.enumerate_device_extension_properties(pd) }
                         .unwrap_or_default();
+                    let mut extensions: Vec<String> = exts
+                        .iter()
+                        .filter_map(|e| e.extension_name_as_c_str().ok())
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .collect();
+                    extensions.sort();
                     let coop = exts.iter().any(|e| {
                         e.extension_name_as_c_str()
                             .is_ok_and(|n| n == ash::khr::cooperative_matrix::NAME)
                     });
+                    let shapes = coopmat_shapes(&entry, &instance, pd, coop)
+                        .iter()
+                        .map(CoopMatShape::describe)
+                        .collect();
                     DeviceSummary {
                         index,
                         name: p
@@ -78,6 +178,8 @@ pub fn probe() -> Result<Vec<DeviceSummary>, String> {
                         max_push_constants: p.limits.max_push_constants_size,
                         max_storage_buffer_range: p.limits.max_storage_buffer_range,
                         cooperative_matrix: coop,
+                        cooperative_matrix_shapes: shapes,
+                        extensions,
                     }
                 })
                 .collect::<Vec<_>>()

@@ -37,6 +37,7 @@ pub(crate) enum Shader {
     Gumbel,
     LayerNorm,
     Linear,
+    LinearCoopmat,
     MeanPool,
     PosEnc,
     RmsNorm,
@@ -91,6 +92,7 @@ impl Shader {
         Shader::Gumbel,
         Shader::LayerNorm,
         Shader::Linear,
+        Shader::LinearCoopmat,
         Shader::MeanPool,
         Shader::PosEnc,
         Shader::RmsNorm,
@@ -119,6 +121,8 @@ impl Shader {
         static GUMBEL: ShaderInfo = info::<Gumbel>("gumbel", spirv!("gumbel"), 3);
         static LAYER_NORM: ShaderInfo = info::<LayerNorm>("layer_norm", spirv!("layer_norm"), 4);
         static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
+        static LINEAR_COOPMAT: ShaderInfo =
+            info::<Linear>("linear_coopmat", spirv!("linear_coopmat"), 4);
         static MEAN_POOL: ShaderInfo = info::<MeanPool>("mean_pool", spirv!("mean_pool"), 3);
         static POSENC: ShaderInfo = info::<PosEnc>("posenc", spirv!("posenc"), 2);
         static RMS_NORM: ShaderInfo = info::<RmsNorm>("rms_norm", spirv!("rms_norm"), 3);
@@ -145,6 +149,7 @@ impl Shader {
             Shader::Gumbel => &GUMBEL,
             Shader::LayerNorm => &LAYER_NORM,
             Shader::Linear => &LINEAR,
+            Shader::LinearCoopmat => &LINEAR_COOPMAT,
             Shader::MeanPool => &MEAN_POOL,
             Shader::PosEnc => &POSENC,
             Shader::RmsNorm => &RMS_NORM,
@@ -539,6 +544,8 @@ mod tests {
             }
         }
         r.buffers.sort_unstable();
+        // A binding may be declared twice (as scalars and as vectors).
+        r.buffers.dedup();
         // SPIR-V 1.6 names the size with LocalSizeId; older versions with a WorkgroupSize
         // built-in made of specialization constants.
         let x = local_size_ids

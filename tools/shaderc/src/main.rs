@@ -2,8 +2,14 @@
 //! `kernels/spirv/MANIFEST`: the SHA-256 of each GLSL source (includes too) and of each module,
 //! so the test suite can tell when a shader changed without being recompiled.
 //!
-//! Run from anywhere: `cargo run --release --manifest-path tools/shaderc/Cargo.toml`
-//! (with `CARGO_TARGET_DIR` pointing at a warm build of shaderc-sys if there is one).
+//! Run from the checkout's root: `cargo run --release --manifest-path tools/shaderc/Cargo.toml`
+//! (with `CARGO_TARGET_DIR` pointing at a warm build of shaderc-sys if there is one). It works
+//! on the `kernels/` of the current directory, so one prebuilt binary serves every checkout;
+//! elsewhere it falls back to the checkout it was built from.
+//!
+//! Target environment, per file: Vulkan 1.2 (SPIR-V 1.5), except shaders that enable
+//! `GL_KHR_cooperative_matrix`, which need Vulkan 1.3 (SPIR-V 1.6). The module's SPIR-V
+//! version word says which one it was built for (tests/shaders.rs validates each with it).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -38,36 +44,44 @@ fn name(p: &Path) -> &str {
 }
 
 fn run() -> Result<(), String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    let root = if cwd.join("kernels/glsl").is_dir() {
+        cwd
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    };
     let glsl = root.join("kernels/glsl");
     let spirv = root.join("kernels/spirv");
     std::fs::create_dir_all(&spirv).map_err(|e| format!("{}: {e}", spirv.display()))?;
 
     let compiler = shaderc::Compiler::new().map_err(|e| format!("shaderc: {e}"))?;
-    let mut opts = shaderc::CompileOptions::new().map_err(|e| format!("shaderc: {e}"))?;
-    opts.set_target_env(
-        shaderc::TargetEnv::Vulkan,
-        shaderc::EnvVersion::Vulkan1_2 as u32,
-    );
-    opts.set_optimization_level(shaderc::OptimizationLevel::Performance);
-    opts.set_warnings_as_errors();
-    let include_dir = glsl.clone();
-    opts.set_include_callback(move |requested, _kind, _from, _depth| {
-        let path = include_dir.join(requested);
-        let content =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(shaderc::ResolvedInclude {
-            resolved_name: path.display().to_string(),
-            content,
-        })
-    });
+    let options = |env: shaderc::EnvVersion| -> Result<shaderc::CompileOptions<'static>, String> {
+        let mut opts = shaderc::CompileOptions::new().map_err(|e| format!("shaderc: {e}"))?;
+        opts.set_target_env(shaderc::TargetEnv::Vulkan, env as u32);
+        opts.set_optimization_level(shaderc::OptimizationLevel::Performance);
+        opts.set_warnings_as_errors();
+        let include_dir = glsl.clone();
+        opts.set_include_callback(move |requested, _kind, _from, _depth| {
+            let path = include_dir.join(requested);
+            let content =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(shaderc::ResolvedInclude {
+                resolved_name: path.display().to_string(),
+                content,
+            })
+        });
+        Ok(opts)
+    };
+    let vulkan12 = options(shaderc::EnvVersion::Vulkan1_2)?;
+    let vulkan13 = options(shaderc::EnvVersion::Vulkan1_3)?;
 
     // The newest SPIR-V version the compiler knows, as its version word (0x00MMmm00).
     let (word, _) = shaderc::get_spirv_version();
     let mut manifest = format!(
         "# Written by tools/shaderc (cargo run --release --manifest-path tools/shaderc/Cargo.toml);\n\
          # tests/shaders.rs checks it. Compiler: shaderc crate 0.10 (glslang built from source,\n\
-         # SPIR-V up to {}.{}), target Vulkan 1.2, optimisation: performance.\n\
+         # SPIR-V up to {}.{}), target Vulkan 1.2, or 1.3 for cooperative-matrix shaders;\n\
+         # optimisation: performance.\n\
          # sha256 then path relative to kernels/ (the format of sha256sum).\n",
         (word >> 16) & 0xff,
         (word >> 8) & 0xff
@@ -79,13 +93,18 @@ fn run() -> Result<(), String> {
     let mut old: Vec<PathBuf> = files(&spirv, &["spv"])?;
     for src in files(&glsl, &["comp"])? {
         let text = std::fs::read_to_string(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+        let opts = if text.contains("GL_KHR_cooperative_matrix") {
+            &vulkan13
+        } else {
+            &vulkan12
+        };
         let art = compiler
             .compile_into_spirv(
                 &text,
                 shaderc::ShaderKind::Compute,
                 name(&src),
                 "main",
-                Some(&opts),
+                Some(opts),
             )
             .map_err(|e| format!("{}: {e}", src.display()))?;
         let stem = src.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
