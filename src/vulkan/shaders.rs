@@ -77,7 +77,7 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 23] = [
+    pub const ALL: [Shader; 24] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Attention,
