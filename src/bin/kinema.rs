@@ -106,8 +106,9 @@ struct GenerateOpts {
     /// cpu, vulkan or auto.
     #[arg(long, default_value = "auto")]
     backend: String,
-    /// strict or fast (fast narrows f32 weight matrices to bf16 in memory).
-    #[arg(long, default_value = "strict")]
+    /// strict, fast or auto (fast on a Vulkan device with cooperative matrices, else strict).
+    /// Fast narrows f32 weight matrices to bf16 in memory.
+    #[arg(long, default_value = "auto")]
     precision: String,
     /// CPU threads (default: KINEMA_THREADS or all).
     #[arg(long)]
@@ -183,8 +184,8 @@ struct KimodoOpts {
     /// cpu, vulkan or auto.
     #[arg(long, default_value = "auto")]
     backend: String,
-    /// strict or fast.
-    #[arg(long, default_value = "strict")]
+    /// strict, fast or auto (fast on a Vulkan device with cooperative matrices, else strict).
+    #[arg(long, default_value = "auto")]
     precision: String,
     /// CPU threads (default: KINEMA_THREADS or all).
     #[arg(long)]
@@ -242,7 +243,13 @@ fn main() -> ExitCode {
             what: Some(BenchCmd::Kimodo { opts }),
             ..
         } => bench_kimodo(&opts),
-        // The quick default: the kernel table, then one Kimodo step at the released size.
+        // The quick default: the kernel table, then one Kimodo step at the released size
+        // (only the kernel when --op, --shape or --list narrows it to one).
+        Cmd::Bench { what: None, opts }
+            if opts.op.is_some() || opts.shape.is_some() || opts.list =>
+        {
+            bench_kernels(&opts)
+        }
         Cmd::Bench { what: None, opts } => bench_kernels(&opts).and_then(|()| {
             bench_kimodo(&KimodoOpts {
                 frames: 150,
@@ -535,7 +542,7 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
 }
 
 fn bench_kimodo(o: &KimodoOpts) -> kinema::Result<()> {
-    let precision = Precision::parse(&o.precision)?;
+    let precision = PrecisionChoice::parse(&o.precision)?;
     let selection = select_backend(&o.backend, precision, o.threads)?;
     if let Some(why) = &selection.vulkan_unavailable {
         eprintln!("kinema: using the CPU: {why}");
@@ -551,12 +558,16 @@ fn bench_kimodo(o: &KimodoOpts) -> kinema::Result<()> {
 /// The backend of `--backend`, `--precision` and `--threads` (threads ask for the CPU).
 fn select_backend(
     backend: &str,
-    precision: Precision,
+    precision: PrecisionChoice,
     threads: Option<usize>,
 ) -> kinema::Result<Selection> {
     Ok(match (BackendChoice::parse(backend)?, threads) {
         (BackendChoice::Cpu, Some(t)) | (BackendChoice::Auto, Some(t)) => Selection {
-            backend: AnyBackend::Cpu(CpuBackend::with(Isa::select()?, t, precision)?),
+            backend: AnyBackend::Cpu(CpuBackend::with(
+                Isa::select()?,
+                t,
+                precision.resolve(false),
+            )?),
             vulkan_unavailable: Some("--threads asks for the CPU".into()),
         },
         (choice, _) => choice.select(precision)?,
@@ -578,7 +589,7 @@ fn generate(o: &GenerateOpts) -> kinema::Result<()> {
             "--embedding FILE.npy is required (the text feature of the prompt)".into(),
         ));
     };
-    let precision = Precision::parse(&o.precision)?;
+    let precision = PrecisionChoice::parse(&o.precision)?;
     let selection = select_backend(&o.backend, precision, o.threads)?;
     let show = !o.quiet && std::io::stderr().is_terminal();
     if let Some(why) = &selection.vulkan_unavailable
