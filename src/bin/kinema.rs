@@ -55,6 +55,27 @@ enum Cmd {
         /// One JSON object per comparison.
         #[arg(long)]
         json: bool,
+        /// A Kimodo model: compare one whole generation instead of single ops, layer by layer
+        /// and step by step, on every CPU ISA and Vulkan in each precision, against the CPU in
+        /// strict precision.
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// With --model: the text feature (.npy [1, llm_dim]); default: the deterministic
+        /// synthetic one of `kinema bench kimodo`.
+        #[arg(long)]
+        embedding: Option<PathBuf>,
+        /// With --model: frames.
+        #[arg(long, default_value_t = 30)]
+        frames: usize,
+        /// With --model: DDIM steps.
+        #[arg(long, default_value_t = 10)]
+        steps: usize,
+        /// With --model: guidance rows (2 or 3).
+        #[arg(long, default_value_t = 2)]
+        cfg_rows: usize,
+        /// With --model: seed of the initial noise.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// Generate motion with a Kimodo model from a text feature (an LLM2Vec embedding).
     Generate(GenerateOpts),
@@ -263,10 +284,21 @@ fn main() -> ExitCode {
             })
         }),
         Cmd::Drift {
+            model: Some(model),
+            embedding,
+            frames,
+            steps,
+            cfg_rows,
+            seed,
+            json,
+            ..
+        } => drift_model(&model, embedding, frames, steps, cfg_rows, seed, json),
+        Cmd::Drift {
             op,
             shape,
             dtype,
             json,
+            ..
         } => drift(op, shape, dtype, json),
         Cmd::Generate(o) => generate(&o),
         Cmd::Convert {
@@ -651,6 +683,106 @@ fn generate(o: &GenerateOpts) -> kinema::Result<()> {
             r.timings.total_s,
             req.sidecar().display()
         );
+    }
+    Ok(())
+}
+
+fn drift_model(
+    path: &std::path::Path,
+    embedding: Option<PathBuf>,
+    frames: usize,
+    steps: usize,
+    cfg_rows: usize,
+    seed: u64,
+    json: bool,
+) -> kinema::Result<()> {
+    use kinema::drift::Drift;
+    use kinema::models::kimodo::drift::{compare_traces, trace};
+    use kinema::models::kimodo::generate::read_embedding;
+    use kinema::models::kimodo::sampler::SampleOptions;
+    use kinema::models::kimodo::{KimodoModel, synthetic};
+    let strict = KimodoModel::load(path)?;
+    let c = strict.config.clone();
+    let emb = match &embedding {
+        Some(p) => read_embedding(p, c.llm_dim)?,
+        None => synthetic::embedding(&c),
+    };
+    let opts = SampleOptions {
+        steps,
+        cfg_rows,
+        seed,
+        ..SampleOptions::new(&strict, frames)
+    };
+    // Fast precision runs bf16 weight matrices, as `generate` does.
+    let fast = KimodoModel::load(path)?.with_weight_dtype(DType::BF16)?;
+    let threads = ThreadPool::default_threads();
+    let best = Isa::best();
+    let reference = CpuBackend::with(best, threads, Precision::Strict)?;
+    let shape = (cfg_rows, c.prefix_len() + frames, c.latent_dim);
+    let want = trace(&reference, &strict, &emb, &opts)?;
+    if !json {
+        println!(
+            "reference: cpu/{}/strict, {threads} threads; {} frames, {steps} steps, {cfg_rows} rows",
+            best.name(),
+            frames
+        );
+        println!("{}", Drift::table_header());
+    }
+    let emit = |rows: Vec<Drift>| {
+        for d in rows {
+            if json {
+                println!("{}", serde_json::to_string(&d).unwrap_or_default());
+            } else {
+                println!("{}", d.table_row());
+            }
+        }
+    };
+    for isa in Isa::available() {
+        // The scalar kernels are the op-level oracle; at model size they only cost time.
+        if isa == best || isa == Isa::Scalar {
+            continue;
+        }
+        let b = CpuBackend::with(isa, threads, Precision::Strict)?;
+        let label = format!("cpu/{}/strict", isa.name());
+        emit(compare_traces(
+            &label,
+            shape,
+            &want,
+            &trace(&b, &strict, &emb, &opts)?,
+        ));
+    }
+    if kinema::cpu::isa::has_avx512_bf16() {
+        let b = CpuBackend::with(best, threads, Precision::Fast)?;
+        let label = format!("cpu/{}/fast", best.name());
+        emit(compare_traces(
+            &label,
+            shape,
+            &want,
+            &trace(&b, &fast, &emb, &opts)?,
+        ));
+    }
+    for p in [Precision::Strict, Precision::Fast] {
+        match VulkanBackend::new(p) {
+            Ok(v) => {
+                let coop = if v.info().cooperative_matrix {
+                    "+coopmat"
+                } else {
+                    ""
+                };
+                let label = format!("vulkan/{}/{}{coop}", v.device_name(), p.name());
+                let m = if p == Precision::Fast { &fast } else { &strict };
+                emit(compare_traces(
+                    &label,
+                    shape,
+                    &want,
+                    &trace(&v, m, &emb, &opts)?,
+                ));
+            }
+            Err(e) => {
+                eprintln!("kinema: Vulkan not compared: {e}");
+                break;
+            }
+        }
     }
     Ok(())
 }

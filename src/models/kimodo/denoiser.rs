@@ -21,7 +21,7 @@ use crate::{DType, Error, Result};
 const LN_EPS: f32 = 1e-5;
 
 /// The tensors of one denoiser call inside a graph.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Denoiser {
     pub rows: usize,
     pub frames: usize,
@@ -46,6 +46,9 @@ pub struct Denoiser {
     pub body_out: TensorId,
     /// `[rows, frames, dim]`: `cat(root_out, body_out)`.
     pub out: TensorId,
+    /// Every encoder layer's output `[rows, prefix + frames, D]`, named
+    /// `<stage>.layers.<l>`, root stage first (for drift studies).
+    pub layers: Vec<(String, TensorId)>,
 }
 
 /// Sinusoidal tables shared by both stages.
@@ -103,6 +106,7 @@ impl Stage<'_> {
         frames: usize,
         motion: TensorId,
         d: &Denoiser,
+        layers: &mut Vec<(String, TensorId)>,
     ) -> Result<TensorId> {
         let c = &self.model.config;
         let (dm, nt, prefix) = (c.latent_dim, c.num_text_tokens, c.prefix_len());
@@ -164,6 +168,7 @@ impl Stage<'_> {
         let mut x = g.concat(&pieces, 1)?;
         for l in 0..c.num_layers {
             x = self.layer(g, x, l)?;
+            layers.push((format!("{}.layers.{l}", self.prefix), x));
         }
         let y = g.slice(x, 1, prefix, frames)?;
         let ow = self.w(g, "output_linear.weight")?;
@@ -241,7 +246,9 @@ pub fn build(g: &mut Graph, model: &KimodoModel, rows: usize, frames: usize) -> 
         body_in: x,
         body_out: x,
         out: x,
+        layers: Vec::new(),
     };
+    let mut layers = Vec::new();
     // Root stage on cat(x, mask), the same for every row when no row has constraints.
     let root_in = g.concat(&[x, mask], 1)?;
     let root_in = g.reshape(root_in, &[1, frames, 2 * dim])?;
@@ -249,7 +256,7 @@ pub fn build(g: &mut Graph, model: &KimodoModel, rows: usize, frames: usize) -> 
         model,
         prefix: "root_model",
     };
-    d.root_out = root.run(g, &tables, rows, frames, root_in, &d)?;
+    d.root_out = root.run(g, &tables, rows, frames, root_in, &d, &mut layers)?;
     let s = &model.stats;
     let bp = RootBridgeParams {
         rows,
@@ -271,7 +278,8 @@ pub fn build(g: &mut Graph, model: &KimodoModel, rows: usize, frames: usize) -> 
         model,
         prefix: "body_model",
     };
-    d.body_out = body.run(g, &tables, rows, frames, d.body_in, &d)?;
+    d.body_out = body.run(g, &tables, rows, frames, d.body_in, &d, &mut layers)?;
     d.out = g.concat(&[d.root_out, d.body_out], 2)?;
+    d.layers = layers;
     Ok(d)
 }

@@ -6,6 +6,7 @@
 pub mod config;
 pub mod convert;
 pub mod denoiser;
+pub mod drift;
 pub mod generate;
 pub mod glb;
 mod model;

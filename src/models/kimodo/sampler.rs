@@ -161,6 +161,16 @@ fn check_finite(what: &str, v: &[f32]) -> Result<()> {
     Ok(())
 }
 
+/// What [`sample_traced`] records for drift studies: every encoder layer's output in the first
+/// denoiser call, and the guided clean prediction after every step.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Trace {
+    /// `(name, [rows, prefix + T, D])`, root stage first (see [`Denoiser::layers`]).
+    pub layers: Vec<(String, Vec<f32>)>,
+    /// `[T, dim]` per step, in sampling order.
+    pub x0: Vec<Vec<f32>>,
+}
+
 /// Runs the whole DDIM loop for one text feature `embedding` (`[llm_dim]` values) and returns
 /// the final normalised features. `progress(done, steps)` is called after every step.
 pub fn sample<B: Backend>(
@@ -169,6 +179,19 @@ pub fn sample<B: Backend>(
     embedding: &[f32],
     opts: &SampleOptions,
     progress: &mut dyn FnMut(usize, usize),
+) -> Result<Sample> {
+    sample_traced(backend, model, embedding, opts, progress, None)
+}
+
+/// [`sample`], also filling `trace` when given (which reads the device after every step, so
+/// it is slower).
+pub fn sample_traced<B: Backend>(
+    backend: &B,
+    model: &KimodoModel,
+    embedding: &[f32],
+    opts: &SampleOptions,
+    progress: &mut dyn FnMut(usize, usize),
+    mut trace: Option<&mut Trace>,
 ) -> Result<Sample> {
     let c = &model.config;
     let (frames, dim) = (opts.frames, c.motion_dim);
@@ -224,7 +247,13 @@ pub fn sample<B: Backend>(
         opts.diagnostics,
     )?;
     let den = sg.den;
-    let exe = sg.graph.compile(backend)?;
+    let mut graph = sg.graph;
+    if trace.is_some() {
+        for (_, t) in &den.layers {
+            graph.output(*t);
+        }
+    }
+    let exe = graph.compile(backend)?;
     exe.write_f32(den.embedding, embedding)?;
     // `torch.cos` / `torch.sin` of the f32 angle (backbone.py#L189-208).
     exe.write_f32(den.heading, &[opts.heading.cos(), opts.heading.sin()])?;
@@ -242,6 +271,14 @@ pub fn sample<B: Backend>(
         exe.write_u32(den.timestep, &[schedule.timesteps[i]])?;
         exe.write_f32(sg.coef, &schedule.ddim_coef(i))?;
         exe.run()?;
+        if let Some(tr) = trace.as_deref_mut() {
+            if done == 0 {
+                for (name, t) in &den.layers {
+                    tr.layers.push((name.clone(), exe.read_f32(*t)?));
+                }
+            }
+            tr.x0.push(exe.read_f32(sg.x0)?);
+        }
         if done == 0 && opts.diagnostics {
             diagnostics = Some(Diagnostics {
                 root_stage_step0: exe.read_f32(den.root_out)?,
