@@ -38,7 +38,11 @@ fn demo_dir() -> Option<PathBuf> {
         // CI has ../shared beside the checkout and sets KINEMA_REQUIRE_SHARED=1, so there a
         // missing folder fails instead of skipping.
         let required = std::env::var("KINEMA_REQUIRE_SHARED").is_ok_and(|v| v == "1");
-        assert!(!required, "KINEMA_REQUIRE_SHARED=1 but {} is missing", p.display());
+        assert!(
+            !required,
+            "KINEMA_REQUIRE_SHARED=1 but {} is missing",
+            p.display()
+        );
         println!("skipping: {} is missing", p.display());
         None
     }
