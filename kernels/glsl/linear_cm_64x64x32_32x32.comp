@@ -1,5 +1,5 @@
 #version 450
-// Fast-mode linear (see linear_cm.glsl): 64 x 64 tiles, k steps of 32, 4 subgroups of 32 x 32, two shared buffers.
+// Fast-mode linear (see linear_cm.glsl): 64 x 64 tiles, k steps of 32, 4 subgroups of 32 x 32.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #define BM 64
@@ -7,5 +7,4 @@
 #define BK 32
 #define WM 32
 #define WN 32
-#define DB 1
 #include "linear_cm.glsl"

@@ -569,43 +569,49 @@ impl CoopTile {
     }
 }
 
-/// One compiled fixed-tile variant (`linear_cm_*.comp`): its tile, whether it double-buffers
-/// the shared tiles, and its shader. They need 32-invocation subgroups and the 16 x 16 x 16
-/// shape (what the shader hard-codes).
+/// One compiled fixed-tile variant (`linear_cm_*.comp`, double-buffered shared tiles): its
+/// tile and shader. They need 32-invocation subgroups and the 16 x 16 x 16 shape (what the
+/// shader hard-codes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct CoopFixed {
     pub tile: CoopTile,
-    pub double_buffered: bool,
     pub shader: Shader,
 }
 
-const fn fixed(bm: u32, bn: u32, bk: u32, wm: u32, wn: u32, shader: Shader) -> CoopFixed {
+/// The fixed-tile variants, largest first: 128 x 128 with 8 subgroups of 64 x 32 (8
+/// accumulators of 16 x 16 each), and 64 x 64 with 4 subgroups of 32 x 32 for outputs that
+/// give too few 128 x 128 workgroups. Measured on the H200 (bf16 weights, TFLOP/s, 128 / 64
+/// tiles): 4096^3 68.6 / 39.7, 606x3072x1024 33.6 / 26.5, 606x2048x1024 23.1 / 17.4,
+/// 404x3072x1024 22.8 / 18.1, 606x1024x2048 15.5 / 18.3. Also measured and dropped: one
+/// shared buffer (70.7 at 4096^3, 30.3 at 606x3072x1024), k steps of 16 (51.9), subgroup
+/// blocks of 64 x 64 (56.5, 128 x 128 and 128 x 256 tiles) and 32 x 64 (17.1).
+const COOP_FIXED: [CoopFixed; 2] = [
     CoopFixed {
-        tile: CoopTile { bm, bn, bk, wm, wn },
-        double_buffered: true,
-        shader,
-    }
-}
-
-/// The fixed-tile variants the automatic choice takes, largest first: 128 x 128 with 8
-/// subgroups of 64 x 32 (8 accumulators of 16 x 16 each), then smaller tiles for outputs too
-/// small to fill the GPU with it.
-const COOP_FIXED: [CoopFixed; 3] = [
-    fixed(128, 128, 32, 64, 32, Shader::LinearCm128x128x32_64x32),
-    fixed(64, 128, 32, 32, 64, Shader::LinearCm64x128x32_32x64),
-    fixed(64, 64, 32, 32, 32, Shader::LinearCm64x64x32_32x32),
-];
-
-/// Further variants, only taken when `KINEMA_VK_COOP_SHADER` names them (tuning).
-const COOP_FIXED_EXTRA: [CoopFixed; 4] = [
-    fixed(128, 128, 16, 64, 32, Shader::LinearCm128x128x16_64x32),
-    fixed(128, 128, 32, 64, 64, Shader::LinearCm128x128x32_64x64),
-    fixed(128, 256, 16, 64, 64, Shader::LinearCm128x256x16_64x64),
+        tile: CoopTile {
+            bm: 128,
+            bn: 128,
+            bk: 32,
+            wm: 64,
+            wn: 32,
+        },
+        shader: Shader::LinearCm128x128x32_64x32,
+    },
     CoopFixed {
-        double_buffered: false,
-        ..fixed(128, 128, 32, 64, 32, Shader::LinearCm128x128x32_64x32Sb)
+        tile: CoopTile {
+            bm: 64,
+            bn: 64,
+            bk: 32,
+            wm: 32,
+            wn: 32,
+        },
+        shader: Shader::LinearCm64x64x32_32x32,
     },
 ];
+
+/// Workgroups below which the fixed variants drop to the next smaller tile: on the H200 the
+/// 128 x 128 tile still won with 80 workgroups (606x2048x1024) and lost with 40
+/// (606x1024x2048), the 64 x 64 tile's extra loads costing more than idle SMs.
+const COOP_MIN_WORKGROUPS: usize = 64;
 
 /// Generic-shader tiles (`linear_coopmat.comp`), largest first: for devices the fixed variants
 /// do not fit (another subgroup size or shape). 128 x 128 with 8 subgroups of 64 x 32, and
@@ -629,11 +635,7 @@ const COOP_TILES: [CoopTile; 2] = [
 
 impl CoopFixed {
     fn fits(&self, s: &CoopMatShape, l: &Limits) -> bool {
-        l.subgroup_size == 32
-            && (s.m, s.n, s.k) == (16, 16, 16)
-            && self
-                .tile
-                .fits(s, l, if self.double_buffered { 2 } else { 1 })
+        l.subgroup_size == 32 && (s.m, s.n, s.k) == (16, 16, 16) && self.tile.fits(s, l, 2)
     }
 }
 
@@ -653,20 +655,27 @@ fn forced_coop_tile(s: &CoopMatShape, l: &Limits) -> Option<CoopTile> {
     (valid && t.fits(s, l, 1)).then_some(t)
 }
 
-/// The largest of `tiles` that fits and still gives [`GEMM_MIN_WORKGROUPS`] workgroups for an
-/// m x n output, else the smallest that fits.
-fn pick<T: Copy>(m: usize, n: usize, tiles: &[T], tile: impl Fn(&T) -> CoopTile) -> Option<T> {
+/// The first (largest) of `tiles` that gives at least `min_groups` workgroups for an m x n
+/// output, else the last (smallest).
+fn pick<T: Copy>(
+    m: usize,
+    n: usize,
+    tiles: &[T],
+    min_groups: usize,
+    tile: impl Fn(&T) -> CoopTile,
+) -> Option<T> {
     let groups = |t: &CoopTile| m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize);
     tiles
         .iter()
         .copied()
-        .find(|t| groups(&tile(t)) >= GEMM_MIN_WORKGROUPS)
+        .find(|t| groups(&tile(t)) >= min_groups)
         .or(tiles.last().copied())
 }
 
 /// The cooperative-matrix kernel for an m x n output: a fixed-tile variant when the device
-/// runs them (chosen as [`gemm_tile`] chooses), else the generic shader with the same rule
-/// over [`COOP_TILES`]; `None` when nothing fits (the strict kernel runs then).
+/// runs them (the largest giving [`COOP_MIN_WORKGROUPS`]), else the generic shader over
+/// [`COOP_TILES`] as [`gemm_tile`] chooses; `None` when nothing fits (the strict kernel runs
+/// then).
 /// `KINEMA_VK_COOP_SHADER` forces a variant by file stem (`linear_coopmat` for the generic
 /// shader, whose tile `KINEMA_VK_COOP_TILE` may force too).
 pub(crate) fn coop_kernel(m: usize, n: usize, s: &CoopMatShape, l: &Limits) -> Option<CoopKernel> {
@@ -675,7 +684,6 @@ pub(crate) fn coop_kernel(m: usize, n: usize, s: &CoopMatShape, l: &Limits) -> O
     if let Some(f) = forced.as_deref().filter(|_| !generic) {
         let v = COOP_FIXED
             .iter()
-            .chain(&COOP_FIXED_EXTRA)
             .find(|v| v.shader.info().name == f && v.fits(s, l));
         if let Some(v) = v {
             return Some((v.shader, v.tile));
@@ -686,7 +694,7 @@ pub(crate) fn coop_kernel(m: usize, n: usize, s: &CoopMatShape, l: &Limits) -> O
         .copied()
         .filter(|v| v.fits(s, l))
         .collect();
-    if !generic && let Some(v) = pick(m, n, &fitting, |v| v.tile) {
+    if !generic && let Some(v) = pick(m, n, &fitting, COOP_MIN_WORKGROUPS, |v| v.tile) {
         return Some((v.shader, v.tile));
     }
     if let Some(t) = forced_coop_tile(s, l) {
@@ -697,7 +705,7 @@ pub(crate) fn coop_kernel(m: usize, n: usize, s: &CoopMatShape, l: &Limits) -> O
         .copied()
         .filter(|t| t.fits(s, l, 1))
         .collect();
-    pick(m, n, &fitting, |t| *t).map(|t| (Shader::LinearCoopmat, t))
+    pick(m, n, &fitting, GEMM_MIN_WORKGROUPS, |t| *t).map(|t| (Shader::LinearCoopmat, t))
 }
 
 /// `x`, `w`, `bias`, `y` as checked by `check::linear`, on cooperative matrices of shape
@@ -1505,8 +1513,10 @@ mod tests {
         h200.subgroup_size = 32;
         let fixed = |v: CoopFixed| Some((v.shader, v.tile));
         assert_eq!(coop_kernel(4096, 4096, &s, &h200), fixed(COOP_FIXED[0]));
-        assert_eq!(coop_kernel(606, 3072, &s, &h200), fixed(COOP_FIXED[2]));
-        for v in COOP_FIXED.iter().chain(&COOP_FIXED_EXTRA) {
+        assert_eq!(coop_kernel(606, 3072, &s, &h200), fixed(COOP_FIXED[0]));
+        assert_eq!(coop_kernel(404, 3072, &s, &h200), fixed(COOP_FIXED[0]));
+        assert_eq!(coop_kernel(606, 1024, &s, &h200), fixed(COOP_FIXED[1]));
+        for v in COOP_FIXED {
             assert!(v.fits(&s, &h200), "{v:?}");
         }
         // The generic shader's tiles also fit the H200.

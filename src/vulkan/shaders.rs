@@ -38,12 +38,7 @@ pub(crate) enum Shader {
     LayerNorm,
     Linear,
     LinearCoopmat,
-    LinearCm128x128x16_64x32,
     LinearCm128x128x32_64x32,
-    LinearCm128x128x32_64x32Sb,
-    LinearCm128x128x32_64x64,
-    LinearCm128x256x16_64x64,
-    LinearCm64x128x32_32x64,
     LinearCm64x64x32_32x32,
     MeanPool,
     PosEnc,
@@ -84,7 +79,7 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 31] = [
+    pub const ALL: [Shader; 26] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Attention,
@@ -100,12 +95,7 @@ impl Shader {
         Shader::LayerNorm,
         Shader::Linear,
         Shader::LinearCoopmat,
-        Shader::LinearCm128x128x16_64x32,
         Shader::LinearCm128x128x32_64x32,
-        Shader::LinearCm128x128x32_64x32Sb,
-        Shader::LinearCm128x128x32_64x64,
-        Shader::LinearCm128x256x16_64x64,
-        Shader::LinearCm64x128x32_32x64,
         Shader::LinearCm64x64x32_32x32,
         Shader::MeanPool,
         Shader::PosEnc,
@@ -137,34 +127,9 @@ impl Shader {
         static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
         static LINEAR_COOPMAT: ShaderInfo =
             info::<Linear>("linear_coopmat", spirv!("linear_coopmat"), 4);
-        static LINEAR_CM_128X128X16_64X32: ShaderInfo = info::<Linear>(
-            "linear_cm_128x128x16_64x32",
-            spirv!("linear_cm_128x128x16_64x32"),
-            4,
-        );
         static LINEAR_CM_128X128X32_64X32: ShaderInfo = info::<Linear>(
             "linear_cm_128x128x32_64x32",
             spirv!("linear_cm_128x128x32_64x32"),
-            4,
-        );
-        static LINEAR_CM_128X128X32_64X32_SB: ShaderInfo = info::<Linear>(
-            "linear_cm_128x128x32_64x32_sb",
-            spirv!("linear_cm_128x128x32_64x32_sb"),
-            4,
-        );
-        static LINEAR_CM_128X128X32_64X64: ShaderInfo = info::<Linear>(
-            "linear_cm_128x128x32_64x64",
-            spirv!("linear_cm_128x128x32_64x64"),
-            4,
-        );
-        static LINEAR_CM_128X256X16_64X64: ShaderInfo = info::<Linear>(
-            "linear_cm_128x256x16_64x64",
-            spirv!("linear_cm_128x256x16_64x64"),
-            4,
-        );
-        static LINEAR_CM_64X128X32_32X64: ShaderInfo = info::<Linear>(
-            "linear_cm_64x128x32_32x64",
-            spirv!("linear_cm_64x128x32_32x64"),
             4,
         );
         static LINEAR_CM_64X64X32_32X32: ShaderInfo = info::<Linear>(
@@ -199,12 +164,7 @@ impl Shader {
             Shader::LayerNorm => &LAYER_NORM,
             Shader::Linear => &LINEAR,
             Shader::LinearCoopmat => &LINEAR_COOPMAT,
-            Shader::LinearCm128x128x16_64x32 => &LINEAR_CM_128X128X16_64X32,
             Shader::LinearCm128x128x32_64x32 => &LINEAR_CM_128X128X32_64X32,
-            Shader::LinearCm128x128x32_64x32Sb => &LINEAR_CM_128X128X32_64X32_SB,
-            Shader::LinearCm128x128x32_64x64 => &LINEAR_CM_128X128X32_64X64,
-            Shader::LinearCm128x256x16_64x64 => &LINEAR_CM_128X256X16_64X64,
-            Shader::LinearCm64x128x32_32x64 => &LINEAR_CM_64X128X32_32X64,
             Shader::LinearCm64x64x32_32x32 => &LINEAR_CM_64X64X32_32X32,
             Shader::MeanPool => &MEAN_POOL,
             Shader::PosEnc => &POSENC,
