@@ -43,7 +43,8 @@
 #error "subgroup blocks and the k step must be multiples of the 16 x 16 x 16 shape"
 #endif
 
-layout(local_size_x = NT) in;
+// The workgroup size is specialization constant 0 as in every shader; the host passes NT.
+layout(local_size_x_id = 0) in;
 // 0 f32, 1 f16, 2 bf16, 3 q8_0
 layout(constant_id = 6) const uint W_DTYPE = 0;
 // 1 when bindings start on 16-byte boundaries (minStorageBufferOffsetAlignment a multiple of

@@ -751,6 +751,8 @@ pub(crate) fn linear(
     let (shader, spec, bm, bn) = match coop {
         Some((s, (shader, t))) => {
             let sg = limits.subgroup_size;
+            // The fixed-tile variants read only the workgroup size (their compiled-in one:
+            // subgroups of 32), W_DTYPE and VEC_OK; a module ignores constants it lacks.
             let spec = vec![
                 t.subgroups() * sg,
                 t.bm,
