@@ -533,9 +533,10 @@ pub(crate) fn gemm_tile(m: usize, n: usize, batch: usize, l: &Limits) -> GemmTil
         .unwrap_or(last)
 }
 
-/// Tile of the cooperative-matrix linear shader (`linear_coopmat.comp`): a BM x BN output
-/// tile per workgroup of (BM / WM) (BN / WN) subgroups, each a WM x WN block of the device's
-/// CM x CN accumulators; k in steps of BK.
+/// Tile of a cooperative-matrix linear shader: a BM x BN output tile per workgroup of
+/// (BM / WM) (BN / WN) subgroups, each a WM x WN block of the device's CM x CN accumulators; k
+/// in steps of BK. `linear_coopmat.comp` takes any tile as specialization constants; the
+/// `linear_cm_*.comp` variants have theirs compiled in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct CoopTile {
     pub bm: u32,
@@ -549,11 +550,12 @@ impl CoopTile {
     fn subgroups(&self) -> u32 {
         (self.bm / self.wm) * (self.bn / self.wn)
     }
-    /// The f16 A and B tiles (rows padded by 8 halves) and the f32 staging blocks.
-    fn shared_bytes(&self, s: &CoopMatShape) -> u32 {
-        (self.bm + self.bn) * (self.bk + 8) * 2 + self.subgroups() * s.m * s.n * 4
+    /// `buffers` sets of f16 A and B tiles (rows padded by 8 halves) and the f32 staging
+    /// blocks.
+    fn shared_bytes(&self, s: &CoopMatShape, buffers: u32) -> u32 {
+        buffers * (self.bm + self.bn) * (self.bk + 8) * 2 + self.subgroups() * s.m * s.n * 4
     }
-    fn fits(&self, s: &CoopMatShape, l: &Limits) -> bool {
+    fn fits(&self, s: &CoopMatShape, l: &Limits, buffers: u32) -> bool {
         let wg = self.subgroups() * l.subgroup_size;
         self.wm.is_multiple_of(s.m)
             && self.wn.is_multiple_of(s.n)
@@ -563,13 +565,57 @@ impl CoopTile {
             && (self.bn * self.bk / 4).is_multiple_of(wg)
             && wg <= l.max_workgroup_invocations
             && wg <= l.max_workgroup_size[0]
-            && self.shared_bytes(s) <= l.max_shared_memory
+            && self.shared_bytes(s, buffers) <= l.max_shared_memory
     }
 }
 
-/// Cooperative-matrix tiles, largest first: 128 x 128 with 8 subgroups of 64 x 32 (16 f32
-/// accumulators of 16 x 16 each on NVIDIA: 32 registers a lane), and 64 x 64 with 4 subgroups
-/// of 32 x 32 for outputs too small to fill the GPU with the first.
+/// One compiled fixed-tile variant (`linear_cm_*.comp`, double-buffered shared tiles): its
+/// tile and shader. They need 32-invocation subgroups and the 16 x 16 x 16 shape (what the
+/// shader hard-codes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CoopFixed {
+    pub tile: CoopTile,
+    pub shader: Shader,
+}
+
+/// The fixed-tile variants, largest first: 128 x 128 with 8 subgroups of 64 x 32 (8
+/// accumulators of 16 x 16 each), and 64 x 64 with 4 subgroups of 32 x 32 for outputs that
+/// give too few 128 x 128 workgroups. Measured on the H200 (bf16 weights, TFLOP/s, 128 / 64
+/// tiles): 4096^3 68.6 / 39.7, 606x3072x1024 33.6 / 26.5, 606x2048x1024 23.1 / 17.4,
+/// 404x3072x1024 22.8 / 18.1, 606x1024x2048 15.5 / 18.3. Also measured and dropped: one
+/// shared buffer (70.7 at 4096^3, 30.3 at 606x3072x1024), k steps of 16 (51.9), subgroup
+/// blocks of 64 x 64 (56.5, 128 x 128 and 128 x 256 tiles) and 32 x 64 (17.1).
+const COOP_FIXED: [CoopFixed; 2] = [
+    CoopFixed {
+        tile: CoopTile {
+            bm: 128,
+            bn: 128,
+            bk: 32,
+            wm: 64,
+            wn: 32,
+        },
+        shader: Shader::LinearCm128x128x32_64x32,
+    },
+    CoopFixed {
+        tile: CoopTile {
+            bm: 64,
+            bn: 64,
+            bk: 32,
+            wm: 32,
+            wn: 32,
+        },
+        shader: Shader::LinearCm64x64x32_32x32,
+    },
+];
+
+/// Workgroups below which the fixed variants drop to the next smaller tile: on the H200 the
+/// 128 x 128 tile still won with 80 workgroups (606x2048x1024) and lost with 40
+/// (606x1024x2048), the 64 x 64 tile's extra loads costing more than idle SMs.
+const COOP_MIN_WORKGROUPS: usize = 64;
+
+/// Generic-shader tiles (`linear_coopmat.comp`), largest first: for devices the fixed variants
+/// do not fit (another subgroup size or shape). 128 x 128 with 8 subgroups of 64 x 32, and
+/// 64 x 64 with 4 subgroups of 32 x 32 for outputs too small to fill the GPU with the first.
 const COOP_TILES: [CoopTile; 2] = [
     CoopTile {
         bm: 128,
@@ -587,8 +633,17 @@ const COOP_TILES: [CoopTile; 2] = [
     },
 ];
 
-/// A cooperative-matrix tile forced by `KINEMA_VK_COOP_TILE=BMxBNxBKxWMxWN` (for tuning on a
-/// new device), when the device fits it.
+impl CoopFixed {
+    fn fits(&self, s: &CoopMatShape, l: &Limits) -> bool {
+        l.subgroup_size == 32 && (s.m, s.n, s.k) == (16, 16, 16) && self.tile.fits(s, l, 2)
+    }
+}
+
+/// A cooperative-matrix kernel: the shader and its tile.
+pub(crate) type CoopKernel = (Shader, CoopTile);
+
+/// A generic-shader tile forced by `KINEMA_VK_COOP_TILE=BMxBNxBKxWMxWN` (for tuning on a new
+/// device), when the device fits it.
 fn forced_coop_tile(s: &CoopMatShape, l: &Limits) -> Option<CoopTile> {
     let v = std::env::var("KINEMA_VK_COOP_TILE").ok()?;
     let d: Vec<u32> = v.split('x').filter_map(|d| d.parse().ok()).collect();
@@ -597,27 +652,60 @@ fn forced_coop_tile(s: &CoopMatShape, l: &Limits) -> Option<CoopTile> {
     };
     let t = CoopTile { bm, bn, bk, wm, wn };
     let valid = wm > 0 && wn > 0 && bm % wm == 0 && bn % wn == 0 && bk % 4 == 0;
-    (valid && t.fits(s, l)).then_some(t)
+    (valid && t.fits(s, l, 1)).then_some(t)
 }
 
-/// The cooperative-matrix tile for an m x n output, as [`gemm_tile`] chooses: the largest that
-/// fits the device and still gives [`GEMM_MIN_WORKGROUPS`] workgroups, else the smallest that
-/// fits; `None` when none fits (the strict kernel runs then).
-pub(crate) fn coop_tile(m: usize, n: usize, s: &CoopMatShape, l: &Limits) -> Option<CoopTile> {
+/// The first (largest) of `tiles` that gives at least `min_groups` workgroups for an m x n
+/// output, else the last (smallest).
+fn pick<T: Copy>(
+    m: usize,
+    n: usize,
+    tiles: &[T],
+    min_groups: usize,
+    tile: impl Fn(&T) -> CoopTile,
+) -> Option<T> {
+    let groups = |t: &CoopTile| m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize);
+    tiles
+        .iter()
+        .copied()
+        .find(|t| groups(&tile(t)) >= min_groups)
+        .or(tiles.last().copied())
+}
+
+/// The cooperative-matrix kernel for an m x n output: a fixed-tile variant when the device
+/// runs them (the largest giving [`COOP_MIN_WORKGROUPS`]), else the generic shader over
+/// [`COOP_TILES`] as [`gemm_tile`] chooses; `None` when nothing fits (the strict kernel runs
+/// then).
+/// `KINEMA_VK_COOP_SHADER` forces a variant by file stem (`linear_coopmat` for the generic
+/// shader, whose tile `KINEMA_VK_COOP_TILE` may force too).
+pub(crate) fn coop_kernel(m: usize, n: usize, s: &CoopMatShape, l: &Limits) -> Option<CoopKernel> {
+    let forced = std::env::var("KINEMA_VK_COOP_SHADER").ok();
+    let generic = forced.as_deref() == Some(Shader::LinearCoopmat.info().name);
+    if let Some(f) = forced.as_deref().filter(|_| !generic) {
+        let v = COOP_FIXED
+            .iter()
+            .find(|v| v.shader.info().name == f && v.fits(s, l));
+        if let Some(v) = v {
+            return Some((v.shader, v.tile));
+        }
+    }
+    let fitting: Vec<CoopFixed> = COOP_FIXED
+        .iter()
+        .copied()
+        .filter(|v| v.fits(s, l))
+        .collect();
+    if !generic && let Some(v) = pick(m, n, &fitting, COOP_MIN_WORKGROUPS, |v| v.tile) {
+        return Some((v.shader, v.tile));
+    }
     if let Some(t) = forced_coop_tile(s, l) {
-        return Some(t);
+        return Some((Shader::LinearCoopmat, t));
     }
     let fitting: Vec<CoopTile> = COOP_TILES
         .iter()
         .copied()
-        .filter(|t| t.fits(s, l))
+        .filter(|t| t.fits(s, l, 1))
         .collect();
-    let groups = |t: &CoopTile| m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize);
-    fitting
-        .iter()
-        .copied()
-        .find(|t| groups(t) >= GEMM_MIN_WORKGROUPS)
-        .or(fitting.last().copied())
+    pick(m, n, &fitting, GEMM_MIN_WORKGROUPS, |t| *t).map(|t| (Shader::LinearCoopmat, t))
 }
 
 /// `x`, `w`, `bias`, `y` as checked by `check::linear`, on cooperative matrices of shape
@@ -637,7 +725,7 @@ pub(crate) fn linear(
     if p.m == 0 || p.n == 0 {
         return Ok(());
     }
-    let coop = coopmat.and_then(|s| Some((s, coop_tile(p.m, p.n, &s, rec.limits())?)));
+    let coop = coopmat.and_then(|s| Some((s, coop_kernel(p.m, p.n, &s, rec.limits())?)));
     let w_dtype = match w.dtype {
         DType::F32 => 0,
         DType::F16 => 1,
@@ -661,8 +749,10 @@ pub(crate) fn linear(
     }
     let (act, slope) = act_code(p.activation);
     let (shader, spec, bm, bn) = match coop {
-        Some((s, t)) => {
+        Some((s, (shader, t))) => {
             let sg = limits.subgroup_size;
+            // The fixed-tile variants read only the workgroup size (their compiled-in one:
+            // subgroups of 32), W_DTYPE and VEC_OK; a module ignores constants it lacks.
             let spec = vec![
                 t.subgroups() * sg,
                 t.bm,
@@ -677,7 +767,7 @@ pub(crate) fn linear(
                 sg,
                 u32::from(limits.min_storage_offset_align.is_multiple_of(16)),
             ];
-            (Shader::LinearCoopmat, spec, t.bm, t.bn)
+            (shader, spec, t.bm, t.bn)
         }
         None => {
             let [wg, bm, bn, bk, tm, tn] = gemm_tile(p.m, p.n, 1, limits).spec();
@@ -1423,15 +1513,34 @@ mod tests {
         };
         let mut h200 = limits(1024, 49152);
         h200.subgroup_size = 32;
-        assert_eq!(coop_tile(4096, 4096, &s, &h200), Some(COOP_TILES[0]));
-        assert_eq!(coop_tile(606, 3072, &s, &h200), Some(COOP_TILES[1]));
-        for t in COOP_TILES {
-            assert!(t.fits(&s, &h200), "{t:?}");
+        let fixed = |v: CoopFixed| Some((v.shader, v.tile));
+        assert_eq!(coop_kernel(4096, 4096, &s, &h200), fixed(COOP_FIXED[0]));
+        assert_eq!(coop_kernel(606, 3072, &s, &h200), fixed(COOP_FIXED[0]));
+        assert_eq!(coop_kernel(404, 3072, &s, &h200), fixed(COOP_FIXED[0]));
+        assert_eq!(coop_kernel(606, 1024, &s, &h200), fixed(COOP_FIXED[1]));
+        for v in COOP_FIXED {
+            assert!(v.fits(&s, &h200), "{v:?}");
         }
-        // 128-invocation devices take the 4-subgroup tile; none fits 8 KiB of shared memory.
+        // The generic shader's tiles also fit the H200.
+        for t in COOP_TILES {
+            assert!(t.fits(&s, &h200, 1), "{t:?}");
+        }
+        // Another subgroup size or shape takes the generic shader.
+        let mut wave64 = h200.clone();
+        wave64.subgroup_size = 64;
+        let generic = |t: CoopTile| Some((Shader::LinearCoopmat, t));
+        assert_eq!(coop_kernel(4096, 4096, &s, &wave64), generic(COOP_TILES[0]));
+        let s16x8 = CoopMatShape { n: 8, ..s };
+        assert_eq!(
+            coop_kernel(4096, 4096, &s16x8, &h200),
+            generic(COOP_TILES[0])
+        );
+        // 128-invocation devices take the 4-subgroup tiles; none fits 8 KiB of shared memory.
         h200.max_workgroup_invocations = 128;
-        assert_eq!(coop_tile(4096, 4096, &s, &h200), Some(COOP_TILES[1]));
-        assert_eq!(coop_tile(4096, 4096, &s, &limits(1024, 8192)), None);
+        assert_eq!(coop_kernel(4096, 4096, &s, &h200), fixed(COOP_FIXED[1]));
+        let mut small = limits(1024, 8192);
+        small.subgroup_size = 32;
+        assert_eq!(coop_kernel(4096, 4096, &s, &small), None);
     }
 
     #[test]

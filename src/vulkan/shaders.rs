@@ -38,6 +38,8 @@ pub(crate) enum Shader {
     LayerNorm,
     Linear,
     LinearCoopmat,
+    LinearCm128x128x32_64x32,
+    LinearCm64x64x32_32x32,
     MeanPool,
     PosEnc,
     RmsNorm,
@@ -77,7 +79,7 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 24] = [
+    pub const ALL: [Shader; 26] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Attention,
@@ -93,6 +95,8 @@ impl Shader {
         Shader::LayerNorm,
         Shader::Linear,
         Shader::LinearCoopmat,
+        Shader::LinearCm128x128x32_64x32,
+        Shader::LinearCm64x64x32_32x32,
         Shader::MeanPool,
         Shader::PosEnc,
         Shader::RmsNorm,
@@ -123,6 +127,16 @@ impl Shader {
         static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
         static LINEAR_COOPMAT: ShaderInfo =
             info::<Linear>("linear_coopmat", spirv!("linear_coopmat"), 4);
+        static LINEAR_CM_128X128X32_64X32: ShaderInfo = info::<Linear>(
+            "linear_cm_128x128x32_64x32",
+            spirv!("linear_cm_128x128x32_64x32"),
+            4,
+        );
+        static LINEAR_CM_64X64X32_32X32: ShaderInfo = info::<Linear>(
+            "linear_cm_64x64x32_32x32",
+            spirv!("linear_cm_64x64x32_32x32"),
+            4,
+        );
         static MEAN_POOL: ShaderInfo = info::<MeanPool>("mean_pool", spirv!("mean_pool"), 3);
         static POSENC: ShaderInfo = info::<PosEnc>("posenc", spirv!("posenc"), 2);
         static RMS_NORM: ShaderInfo = info::<RmsNorm>("rms_norm", spirv!("rms_norm"), 3);
@@ -150,6 +164,8 @@ impl Shader {
             Shader::LayerNorm => &LAYER_NORM,
             Shader::Linear => &LINEAR,
             Shader::LinearCoopmat => &LINEAR_COOPMAT,
+            Shader::LinearCm128x128x32_64x32 => &LINEAR_CM_128X128X32_64X32,
+            Shader::LinearCm64x64x32_32x32 => &LINEAR_CM_64X64X32_32X32,
             Shader::MeanPool => &MEAN_POOL,
             Shader::PosEnc => &POSENC,
             Shader::RmsNorm => &RMS_NORM,

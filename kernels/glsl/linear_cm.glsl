@@ -1,0 +1,259 @@
+// Fast-mode linear on cooperative matrices with a tile fixed at compile time: the body of the
+// linear_cm_*.comp variants, which #define BM, BN, BK (the workgroup's output tile and k step)
+// and WM, WN (each subgroup's block) before including this file.
+// Same contract and rounding as linear_coopmat.comp (f16 operands, f32 accumulation; x and
+// f32/bf16 weights rounded to the nearest f16, f16 weights exact), for devices whose subgroup
+// has 32 invocations and which offer the 16 x 16 x 16 f16 -> f32 shape (the host checks).
+//
+// Why a fixed tile: linear_coopmat.comp sizes its register and cooperative-matrix arrays and
+// bounds its loops with specialization constants, which glslang cannot unroll; here every
+// array index is a literal after unrolling. On the H200 at 4096^3 (bf16 weights) that alone
+// took the same algorithm from 27.1 to 70.7 TFLOP/s.
+//
+// Tile t + 1 is stored to the other shared buffer while tile t is multiplied (its global
+// loads were issued before the products): one barrier per k step. Operands move in groups of 4 k: 16-byte
+// (x, f32 weights) or 8-byte (f16, bf16 weights) loads when k and the offsets allow it,
+// element loads otherwise (and for q8_0). Weights stay raw in registers until they are stored,
+// so the conversions do not wait for the loads before the products. Results leave through a
+// per-subgroup 16 x 16 f32 staging block, where bias, activation and the m/n edges are applied.
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "common.glsl"
+
+#define CM 16u
+#define SG 32u
+#define WARPS_N (BN / WN)
+#define WARPS ((BM / WM) * WARPS_N)
+#define NT (WARPS * SG)
+#define FM (WM / CM)
+#define FN (WN / CM)
+// Shared rows in f16vec4 units: BK + 8 halves, so the 16-byte row pieces of the matrix loads
+// of 8 consecutive rows fall on distinct banks.
+#define ST4 (BK / 4u + 2u)
+#define KQ (BK / 4u)
+#define A_LOADS (BM * KQ / NT)
+#define B_LOADS (BN * KQ / NT)
+
+#if (BM * BK / 4) % ((BM / WM) * (BN / WN) * 32) != 0 || (BN * BK / 4) % ((BM / WM) * (BN / WN) * 32) != 0
+#error "each invocation must load whole groups of the A and B tiles"
+#endif
+#if WM % 16 != 0 || WN % 16 != 0 || BK % 16 != 0
+#error "subgroup blocks and the k step must be multiples of the 16 x 16 x 16 shape"
+#endif
+
+// The workgroup size is specialization constant 0 as in every shader; the host passes NT.
+layout(local_size_x_id = 0) in;
+// 0 f32, 1 f16, 2 bf16, 3 q8_0
+layout(constant_id = 6) const uint W_DTYPE = 0;
+// 1 when bindings start on 16-byte boundaries (minStorageBufferOffsetAlignment a multiple of
+// 16), so the vector views below are aligned with the scalar ones.
+layout(constant_id = 11) const uint VEC_OK = 1;
+
+layout(set = 0, binding = 0) readonly buffer X { float x[]; };
+layout(set = 0, binding = 1) readonly buffer W { uint w[]; };
+// The same bindings viewed as vectors, for the aligned loads.
+layout(set = 0, binding = 0) readonly buffer X4 { vec4 x4[]; };
+layout(set = 0, binding = 1) readonly buffer W4 { uvec4 w4[]; };
+layout(set = 0, binding = 1) readonly buffer W2 { uvec2 w2[]; };
+layout(set = 0, binding = 2) readonly buffer Bias { float bias[]; };
+layout(set = 0, binding = 3) writeonly buffer Y { float y[]; };
+
+layout(push_constant) uniform Push {
+    uint x_off;
+    // elements for f32/f16/bf16, bytes for q8_0
+    uint w_off;
+    uint b_off;
+    uint y_off;
+    uint m;
+    uint n;
+    uint k;
+    // elements between rows of y (the full n when the op is split over output columns)
+    uint ldy;
+    uint has_bias;
+    uint act;
+    float slope;
+} p;
+
+shared f16vec4 as_[2u * BM * ST4];
+shared f16vec4 bs_[2u * BN * ST4];
+shared float stage[WARPS * CM * CM];
+
+vec4 a_reg[A_LOADS];
+// f32 bits, or two words of four f16/bf16 (b_half()).
+uvec4 b_reg[B_LOADS];
+
+float load_w(uint e) {
+    if (W_DTYPE == 0u) {
+        return uintBitsToFloat(w[p.w_off + e]);
+    } else if (W_DTYPE == 1u) {
+        return LOAD_F16(w, p.w_off + e);
+    } else if (W_DTYPE == 2u) {
+        return LOAD_BF16(w, p.w_off + e);
+    }
+    return LOAD_Q8_0(w, p.w_off, e);
+}
+
+// Whether the groups of 4 k can be read as vectors (k and the offsets multiples of 4).
+bool a_vec() {
+    return VEC_OK != 0u && p.k % 4u == 0u && p.x_off % 4u == 0u;
+}
+
+bool b_vec() {
+    return VEC_OK != 0u && W_DTYPE <= 2u && p.k % 4u == 0u && p.w_off % 4u == 0u;
+}
+
+// Whether b_reg holds raw 16-bit weights (else f32 bits).
+bool b_half() {
+    return b_vec() && (W_DTYPE == 1u || W_DTYPE == 2u);
+}
+
+vec4 load_a4(uint gr, uint gk) {
+    if (gr >= p.m) {
+        return vec4(0.0);
+    }
+    uint e = p.x_off + gr * p.k + gk;
+    if (a_vec()) {
+        return gk < p.k ? x4[e >> 2u] : vec4(0.0);
+    }
+    vec4 v;
+    [[unroll]] for (uint c = 0u; c < 4u; c++) {
+        v[c] = gk + c < p.k ? x[e + c] : 0.0;
+    }
+    return v;
+}
+
+uvec4 load_b4(uint gc, uint gk) {
+    if (gc >= p.n) {
+        return uvec4(0u);
+    }
+    uint e = gc * p.k + gk;
+    if (b_vec()) {
+        if (gk >= p.k) {
+            return uvec4(0u);
+        }
+        if (W_DTYPE == 0u) {
+            return w4[(p.w_off + e) >> 2u];
+        }
+        return uvec4(w2[(p.w_off + e) >> 2u], 0u, 0u);
+    }
+    vec4 v;
+    [[unroll]] for (uint c = 0u; c < 4u; c++) {
+        v[c] = gk + c < p.k ? load_w(e + c) : 0.0;
+    }
+    return floatBitsToUint(v);
+}
+
+f16vec4 b_to_half(uvec4 r) {
+    if (b_half()) {
+        if (W_DTYPE == 1u) {
+            return f16vec4(unpackFloat2x16(r.x), unpackFloat2x16(r.y));
+        }
+        // bf16: the top half of an f32 (element 2j is the low half of word j).
+        return f16vec4(uintBitsToFloat(uvec4(r.x << 16u, r.x & 0xffff0000u, r.y << 16u,
+                                             r.y & 0xffff0000u)));
+    }
+    return f16vec4(uintBitsToFloat(r));
+}
+
+void load_tile(uint m0, uint n0, uint k0) {
+    [[unroll]] for (uint l = 0u; l < A_LOADS; l++) {
+        uint i = gl_LocalInvocationID.x + l * NT;
+        a_reg[l] = load_a4(m0 + i / KQ, k0 + 4u * (i % KQ));
+    }
+    [[unroll]] for (uint l = 0u; l < B_LOADS; l++) {
+        uint i = gl_LocalInvocationID.x + l * NT;
+        b_reg[l] = load_b4(n0 + i / KQ, k0 + 4u * (i % KQ));
+    }
+}
+
+void store_tile(uint buf) {
+    [[unroll]] for (uint l = 0u; l < A_LOADS; l++) {
+        uint i = gl_LocalInvocationID.x + l * NT;
+        as_[buf * BM * ST4 + (i / KQ) * ST4 + i % KQ] = f16vec4(a_reg[l]);
+    }
+    [[unroll]] for (uint l = 0u; l < B_LOADS; l++) {
+        uint i = gl_LocalInvocationID.x + l * NT;
+        bs_[buf * BN * ST4 + (i / KQ) * ST4 + i % KQ] = b_to_half(b_reg[l]);
+    }
+}
+
+void main() {
+    uint m0 = gl_WorkGroupID.y * BM;
+    uint n0 = gl_WorkGroupID.x * BN;
+    uint warp = gl_SubgroupID;
+    uint wm = (warp / WARPS_N) * WM;
+    uint wn = (warp % WARPS_N) * WN;
+
+    coopmat<float, gl_ScopeSubgroup, CM, CM, gl_MatrixUseAccumulator> acc[FM * FN];
+    [[unroll]] for (uint i = 0u; i < FM * FN; i++) {
+        acc[i] = coopmat<float, gl_ScopeSubgroup, CM, CM, gl_MatrixUseAccumulator>(0.0);
+    }
+
+    uint tiles = (p.k + BK - 1u) / BK;
+    if (tiles > 0u) {
+        load_tile(m0, n0, 0u);
+        store_tile(0u);
+        barrier();
+    }
+    for (uint t = 0u; t < tiles; t++) {
+        uint cur = t & 1u;
+        if (t + 1u < tiles) {
+            load_tile(m0, n0, (t + 1u) * BK);
+        }
+        [[unroll]] for (uint kk = 0u; kk < BK; kk += CM) {
+            coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseA> a[FM];
+            coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseB> b[FN];
+            [[unroll]] for (uint i = 0u; i < FM; i++) {
+                coopMatLoad(a[i], as_, cur * BM * ST4 + (wm + i * CM) * ST4 + kk / 4u, ST4,
+                            gl_CooperativeMatrixLayoutRowMajor);
+            }
+            // Column j of B is row j of the n-major tile.
+            [[unroll]] for (uint j = 0u; j < FN; j++) {
+                coopMatLoad(b[j], bs_, cur * BN * ST4 + (wn + j * CM) * ST4 + kk / 4u, ST4,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+            }
+            [[unroll]] for (uint i = 0u; i < FM; i++) {
+                [[unroll]] for (uint j = 0u; j < FN; j++) {
+                    acc[i * FN + j] = coopMatMulAdd(a[i], b[j], acc[i * FN + j]);
+                }
+            }
+        }
+        // The other buffer was last read before the previous barrier.
+        if (t + 1u < tiles) {
+            store_tile(cur ^ 1u);
+        }
+        barrier();
+    }
+
+    // One block at a time through the staging area, in a loop the compiler keeps rolled (the
+    // bias and activation code once, not once per block and element); the accumulator is
+    // picked by literal index so the accumulators stay in registers.
+    uint base = warp * CM * CM;
+    uint lane = gl_SubgroupInvocationID;
+    [[dont_unroll]] for (uint blk = 0u; blk < FM * FN; blk++) {
+        [[unroll]] for (uint c = 0u; c < FM * FN; c++) {
+            if (c == blk) {
+                coopMatStore(acc[c], stage, base, CM, gl_CooperativeMatrixLayoutRowMajor);
+            }
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+        uint r0 = m0 + wm + (blk / FN) * CM;
+        uint c0 = n0 + wn + (blk % FN) * CM;
+        [[dont_unroll]] for (uint e = lane; e < CM * CM; e += SG) {
+            uint row = r0 + e / CM;
+            uint col = c0 + e % CM;
+            if (row < p.m && col < p.n) {
+                float v = stage[base + e];
+                if (p.has_bias != 0u) {
+                    v += bias[p.b_off + col];
+                }
+                y[p.y_off + row * p.ldy + col] = activate(p.act, p.slope, v);
+            }
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+    }
+}
