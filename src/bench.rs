@@ -769,11 +769,8 @@ pub fn kimodo<B: Backend>(
     }
     config.num_layers = layers;
     let t = Instant::now();
-    let mut model = synthetic::model(config.clone())?;
-    // Fast precision runs bf16 weight matrices, as `kinema generate` does.
-    if b.info().precision == crate::Precision::Fast {
-        model = model.with_weight_dtype(crate::DType::BF16)?;
-    }
+    // Fast precision runs 16-bit weight matrices, as `kinema generate` does.
+    let model = synthetic::model(config.clone())?.for_backend(&b.info())?;
     let weights = model.weight_dtype()?.name().to_string();
     let embedding = synthetic::embedding(&config);
     let weights_s = t.elapsed().as_secs_f64();

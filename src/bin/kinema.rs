@@ -128,7 +128,7 @@ struct GenerateOpts {
     #[arg(long, default_value = "auto")]
     backend: String,
     /// strict, fast or auto (fast on a Vulkan device with cooperative matrices, else strict).
-    /// Fast narrows f32 weight matrices to bf16 in memory.
+    /// Fast narrows f32 weight matrices in memory (f16 on Vulkan, bf16 on the CPU).
     #[arg(long, default_value = "auto")]
     precision: String,
     /// CPU threads (default: KINEMA_THREADS or all).
@@ -713,8 +713,9 @@ fn drift_model(
         seed,
         ..SampleOptions::new(&strict, frames)
     };
-    // Fast precision runs bf16 weight matrices, as `generate` does.
-    let fast = KimodoModel::load(path)?.with_weight_dtype(DType::BF16)?;
+    // Fast precision runs 16-bit weight matrices, as `generate` does (f16 on Vulkan, bf16
+    // on the CPU).
+    let fast = |b: &kinema::backend::BackendInfo| KimodoModel::load(path)?.for_backend(b);
     let threads = ThreadPool::default_threads();
     let best = Isa::best();
     let reference = CpuBackend::with(best, threads, Precision::Strict)?;
@@ -754,11 +755,12 @@ fn drift_model(
     if kinema::cpu::isa::has_avx512_bf16() {
         let b = CpuBackend::with(best, threads, Precision::Fast)?;
         let label = format!("cpu/{}/fast", best.name());
+        let m = fast(&b.info())?;
         emit(compare_traces(
             &label,
             shape,
             &want,
-            &trace(&b, &fast, &emb, &opts)?,
+            &trace(&b, &m, &emb, &opts)?,
         ));
     }
     for p in [Precision::Strict, Precision::Fast] {
@@ -770,7 +772,13 @@ fn drift_model(
                     ""
                 };
                 let label = format!("vulkan/{}/{}{coop}", v.device_name(), p.name());
-                let m = if p == Precision::Fast { &fast } else { &strict };
+                let narrowed;
+                let m = if p == Precision::Fast {
+                    narrowed = fast(&v.info())?;
+                    &narrowed
+                } else {
+                    &strict
+                };
                 emit(compare_traces(
                     &label,
                     shape,

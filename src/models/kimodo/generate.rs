@@ -15,9 +15,9 @@ use super::motion::{self, Motion};
 use super::sampler::{self, Sample, SampleOptions};
 use super::skeleton::Skeleton;
 use super::{glb, skeleton};
-use crate::backend::{AnyBackend, BackendInfo, Precision};
+use crate::backend::{AnyBackend, BackendInfo};
 use crate::formats::{GgufFile, NpyArray, NpyDType, npy, write_atomic};
-use crate::{DType, Error, Result};
+use crate::{Error, Result};
 
 /// Everything `kinema generate` was asked for.
 #[derive(Clone, Debug)]
@@ -184,12 +184,8 @@ pub fn generate(
         check_writable(g)?;
     }
     let info = backend.info();
-    let mut model = KimodoModel::load(&req.model)?;
-    // Fast precision runs 16-bit weights (bf16: the f32 exponent range, so no value of an f32
-    // file can overflow); an f32 file is narrowed in memory, as `convert --dtype bf16` would.
-    if info.precision == Precision::Fast && model.weight_dtype()? == DType::F32 {
-        model = model.with_weight_dtype(DType::BF16)?;
-    }
+    // Fast precision runs 16-bit weights: an f32 file is narrowed in memory.
+    let model = KimodoModel::load(&req.model)?.for_backend(&info)?;
     let weights = model.weight_dtype()?.name();
     let cfg = &model.config;
     let embedding = read_embedding(&req.embedding, cfg.llm_dim)?;

@@ -154,6 +154,30 @@ impl KimodoModel {
         })
     }
 
+    /// The model as a backend runs it: in fast precision, f32 weight matrices are narrowed to
+    /// the 16-bit type the backend's fast kernels consume: f16 on Vulkan (the cooperative
+    /// matrices multiply f16; bf16 would be rounded twice), falling back to bf16 when a weight
+    /// lies beyond the f16 range, and bf16 on the CPU (AVX-512 BF16 dot products). Strict
+    /// precision, and files already holding 16-bit weights, are left as they are.
+    pub fn for_backend(self, info: &crate::backend::BackendInfo) -> Result<KimodoModel> {
+        if info.precision != crate::Precision::Fast || self.weight_dtype()? != DType::F32 {
+            return Ok(self);
+        }
+        if info.kind == "vulkan" {
+            let f16_fits = self
+                .tensors
+                .iter()
+                .filter(|(n, t)| t.shape.len() == 2 && !n.starts_with("stats."))
+                .try_fold(true, |ok, (_, t)| -> Result<bool> {
+                    Ok(ok && t.to_f32_vec()?.iter().all(|v| v.abs() <= 65504.0))
+                })?;
+            if f16_fits {
+                return self.with_weight_dtype(DType::F16);
+            }
+        }
+        self.with_weight_dtype(DType::BF16)
+    }
+
     /// The dtype of the 2-D weight matrices (the first stage's input projection).
     pub fn weight_dtype(&self) -> Result<DType> {
         Ok(self
@@ -353,4 +377,51 @@ fn stats_from(tensors: &BTreeMap<String, HostTensor>) -> Result<MotionStats> {
         body_mean: get(names::STATS_BODY_MEAN)?,
         body_std: get(names::STATS_BODY_STD)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::backend::{BackendInfo, Precision};
+    use crate::models::kimodo::{SkeletonKind, synthetic};
+    use crate::{DType, HostTensor};
+
+    fn info(kind: &'static str, precision: Precision) -> BackendInfo {
+        BackendInfo {
+            kind,
+            device: String::new(),
+            precision,
+            threads: 1,
+            cooperative_matrix: kind == "vulkan",
+        }
+    }
+
+    #[test]
+    fn fast_precision_narrows_to_what_the_backend_multiplies() {
+        let mut c = synthetic::released_soma();
+        c.skeleton = SkeletonKind::Smplx22;
+        c.motion_dim = c.skeleton.motion_dim();
+        (c.latent_dim, c.ff_size, c.num_layers, c.num_heads) = (16, 24, 1, 2);
+        (c.llm_dim, c.num_text_tokens) = (8, 3);
+        let m = || synthetic::model(c.clone()).unwrap();
+        let dtype = |m: &super::KimodoModel| m.weight_dtype().unwrap();
+        let strict = m().for_backend(&info("vulkan", Precision::Strict)).unwrap();
+        assert_eq!(dtype(&strict), DType::F32);
+        let vk = m().for_backend(&info("vulkan", Precision::Fast)).unwrap();
+        assert_eq!(dtype(&vk), DType::F16);
+        let name = "body_model.seqTransEncoder.layers.0.norm1.weight";
+        assert_eq!(vk.tensor(name).unwrap().dtype, DType::F32, "norms stay f32");
+        let cpu = m().for_backend(&info("cpu", Precision::Fast)).unwrap();
+        assert_eq!(dtype(&cpu), DType::BF16);
+        // A weight beyond the f16 range: Vulkan falls back to bf16 rather than infinity.
+        let mut big = m();
+        let w = "root_model.input_linear.weight";
+        let t = big.tensor(w).unwrap();
+        let mut v = t.to_f32_vec().unwrap();
+        v[3] = 1e6;
+        let shape = t.shape.clone();
+        big.tensors
+            .insert(w.into(), HostTensor::from_f32(&shape, &v).unwrap());
+        let vk = big.for_backend(&info("vulkan", Precision::Fast)).unwrap();
+        assert_eq!(dtype(&vk), DType::BF16);
+    }
 }
