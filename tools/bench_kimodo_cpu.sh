@@ -13,6 +13,9 @@ ours() { "$k" bench kimodo --backend cpu --frames 150 --steps 3 --json "$@"; }
 ours --rows 2
 ours --rows 3
 ours --rows 2 --precision fast
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
 "$py" "$(dirname "$0")/../reference/bench_kimodo_torch.py" --upstream-root "$up" ${ASSETS:+--assets "$ASSETS"} \
-  --device cpu --frames 150 --skip-full --step-reps 3 --json /dev/stdout
+  --device cpu --frames 150 --skip-full --step-reps 3 --json "$out" >&2
+tr -d '\n' < "$out"; echo
 ours --rows 2
