@@ -814,3 +814,59 @@ fn coopmat_linear_within_f16_rounding() {
         }
     }
 }
+
+/// Fast mode's row reductions: strict mode never uses subgroup arithmetic; fast mode does on a
+/// device that has it (lavapipe and NVIDIA both do), and its layer norm and softmax stay within
+/// f32 rounding of the strict kernels (only the order of the sums differs).
+#[test]
+fn fast_rows_use_subgroup_reductions() {
+    for o in devices() {
+        let strict = VulkanBackend::with_options(o.clone()).unwrap();
+        assert!(!strict.subgroup_reductions());
+        let mut f = o.clone();
+        f.precision = Precision::Fast.into();
+        let fast = VulkanBackend::with_options(f).unwrap();
+        if !fast.subgroup_reductions() {
+            eprintln!("NOTICE: {} has no subgroup arithmetic", fast.device_name());
+            continue;
+        }
+        let (rows, cols) = (37, 1000);
+        let mut r = Rng(5);
+        let xs = r.vec(rows * cols, -3.0, 3.0);
+        let run = |b: &VulkanBackend, softmax: bool| -> Vec<f32> {
+            let x = upload_f32(b, &xs);
+            let y = alloc(b, DType::F32, rows * cols);
+            let mut rec = b.begin().unwrap();
+            if softmax {
+                let p = SoftmaxParams {
+                    rows,
+                    cols,
+                    scale: 0.7,
+                };
+                b.softmax(&mut rec, &p, &x, &y).unwrap();
+            } else {
+                let p = NormParams {
+                    rows,
+                    cols,
+                    eps: 1e-5,
+                };
+                b.layer_norm(&mut rec, &p, &x, None, None, &y).unwrap();
+            }
+            b.submit(&rec).unwrap();
+            download_f32(b, &y)
+        };
+        for softmax in [false, true] {
+            let (a, b) = (run(&strict, softmax), run(&fast, softmax));
+            let worst = a
+                .iter()
+                .zip(&b)
+                .map(|(p, q)| (p - q).abs() / p.abs().max(1e-3))
+                .fold(0f32, f32::max);
+            // Sums of 1000 terms in another order: a few hundred ulp at most.
+            assert!(
+                worst < 1e-4,
+                "softmax {softmax}: relative difference {worst}"
+            );
+        }
+    }
+}

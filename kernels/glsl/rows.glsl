@@ -4,6 +4,38 @@
 // Scratch of the reductions below.
 shared float red_buf[WORKGROUP_SIZE];
 
+#ifdef SUBGROUP_REDUCE
+// Fast mode: each subgroup reduces in hardware, then every invocation combines the subgroup
+// partials in subgroup order. Fewer barriers than the tree; the order within a subgroup is the
+// device's, so results may differ from strict mode in the last bits. Same contract as below.
+float wg_sum(float v) {
+    float s = subgroupAdd(v);
+    if (subgroupElect()) {
+        red_buf[gl_SubgroupID] = s;
+    }
+    barrier();
+    float r = red_buf[0];
+    for (uint i = 1u; i < gl_NumSubgroups; i++) {
+        r += red_buf[i];
+    }
+    barrier();
+    return r;
+}
+
+float wg_max(float v) {
+    float s = subgroupMax(v);
+    if (subgroupElect()) {
+        red_buf[gl_SubgroupID] = s;
+    }
+    barrier();
+    float r = red_buf[0];
+    for (uint i = 1u; i < gl_NumSubgroups; i++) {
+        r = max(r, red_buf[i]);
+    }
+    barrier();
+    return r;
+}
+#else
 // The sum of v over the workgroup, as a pairwise tree over invocation ids: the same order on
 // every run and for any subgroup size (no subgroup operations). Every invocation must call it
 // (it has barriers) and every invocation gets the result.
@@ -38,6 +70,7 @@ float wg_max(float v) {
     barrier();
     return r;
 }
+#endif
 
 // sqrt(v) within 1 ulp (almost always correctly rounded). Vulkan bounds sqrt() only as
 // 1 / inversesqrt() (several ulp), so the root s is corrected once with its exact residual:

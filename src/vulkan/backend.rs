@@ -221,6 +221,18 @@ impl VulkanBackend {
         self.shared.ctx.coopmat.map(|s| s.describe())
     }
 
+    /// Whether the row reductions (norms, softmax) may use subgroup arithmetic: fast mode only
+    /// (strict mode keeps fixed trees whose order does not depend on the device).
+    fn fast_rows(&self) -> bool {
+        self.precision == Precision::Fast
+    }
+
+    /// Whether layer_norm, rms_norm and softmax run their subgroup-reduction variants: fast
+    /// mode on a device whose compute shaders have subgroup arithmetic.
+    pub fn subgroup_reductions(&self) -> bool {
+        self.fast_rows() && self.shared.ctx.limits.subgroup_arithmetic
+    }
+
     /// The cooperative-matrix shape linear runs on: in fast mode on a device that has one.
     fn gemm_coopmat(&self) -> Option<CoopMatShape> {
         match self.precision {
@@ -443,7 +455,7 @@ impl Backend for VulkanBackend {
     ) -> Result<()> {
         self.rec_check(rec)?;
         let (x, g, b, y) = check::layer_norm(p, x, gamma, beta, y)?;
-        kernels::layer_norm(rec, p, &x, g.as_ref(), b.as_ref(), &y)
+        kernels::layer_norm(rec, p, &x, g.as_ref(), b.as_ref(), &y, self.fast_rows())
     }
 
     fn rms_norm(
@@ -456,7 +468,7 @@ impl Backend for VulkanBackend {
     ) -> Result<()> {
         self.rec_check(rec)?;
         let (x, g, y) = check::rms_norm(p, x, gamma, y)?;
-        kernels::rms_norm(rec, p, &x, g.as_ref(), &y)
+        kernels::rms_norm(rec, p, &x, g.as_ref(), &y, self.fast_rows())
     }
 
     fn softmax(
@@ -468,7 +480,7 @@ impl Backend for VulkanBackend {
     ) -> Result<()> {
         self.rec_check(rec)?;
         let (x, y) = check::softmax(p, x, y)?;
-        kernels::softmax(rec, p, &x, &y)
+        kernels::softmax(rec, p, &x, &y, self.fast_rows())
     }
 
     fn attention(

@@ -25,6 +25,9 @@ pub(crate) const MAX_PUSH_CONSTANTS: u32 = 128;
 #[derive(Clone, Debug)]
 pub(crate) struct Limits {
     pub subgroup_size: u32,
+    /// Compute shaders may use subgroup arithmetic (`subgroupAdd`, `subgroupMax`): the row
+    /// reductions of fast mode.
+    pub subgroup_arithmetic: bool,
     pub max_shared_memory: u32,
     /// `min(maxPushConstantsSize, 128)`.
     pub max_push_constants: u32,
@@ -290,6 +293,12 @@ impl Context {
             Ok((queue, timeline, allocator)) => {
                 let limits = Limits {
                     subgroup_size: subgroup.subgroup_size.max(1),
+                    subgroup_arithmetic: subgroup
+                        .supported_operations
+                        .contains(vk::SubgroupFeatureFlags::ARITHMETIC)
+                        && subgroup
+                            .supported_stages
+                            .contains(vk::ShaderStageFlags::COMPUTE),
                     max_shared_memory: p.limits.max_compute_shared_memory_size,
                     max_push_constants: p.limits.max_push_constants_size.min(MAX_PUSH_CONSTANTS),
                     max_binding: max_binding

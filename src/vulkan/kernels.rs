@@ -282,6 +282,16 @@ fn row_elements(op: &'static str, rows: usize, cols: usize) -> Result<()> {
     u32_of(op, "rows * cols", rows * cols).map(|_| ())
 }
 
+/// The row shader `strict` or its subgroup-reduction variant `fast`: the variant in fast mode
+/// on a device whose compute shaders have subgroup arithmetic.
+fn row_shader(rec: &VulkanRecording, fast_rows: bool, strict: Shader, fast: Shader) -> Shader {
+    if fast_rows && rec.limits().subgroup_arithmetic {
+        fast
+    } else {
+        strict
+    }
+}
+
 pub(crate) fn layer_norm(
     rec: &mut VulkanRecording,
     p: &NormParams,
@@ -289,6 +299,7 @@ pub(crate) fn layer_norm(
     gamma: Option<&Ref>,
     beta: Option<&Ref>,
     y: &Ref,
+    fast_rows: bool,
 ) -> Result<()> {
     const OP: &str = "layer_norm";
     row_elements(OP, p.rows, p.cols)?;
@@ -300,10 +311,11 @@ pub(crate) fn layer_norm(
         has_beta: u32::from(beta.is_some()),
         ..Default::default()
     };
+    let shader = row_shader(rec, fast_rows, Shader::LayerNorm, Shader::LayerNormSg);
     row_dispatch(
         rec,
         OP,
-        Shader::LayerNorm,
+        shader,
         &[
             In(x),
             gamma.map_or(Absent, In),
@@ -322,6 +334,7 @@ pub(crate) fn rms_norm(
     x: &Ref,
     gamma: Option<&Ref>,
     y: &Ref,
+    fast_rows: bool,
 ) -> Result<()> {
     const OP: &str = "rms_norm";
     row_elements(OP, p.rows, p.cols)?;
@@ -333,15 +346,8 @@ pub(crate) fn rms_norm(
         ..Default::default()
     };
     let g = gamma.map_or(Absent, In);
-    row_dispatch(
-        rec,
-        OP,
-        Shader::RmsNorm,
-        &[In(x), g, Out(y)],
-        push,
-        p.rows,
-        p.cols,
-    )
+    let shader = row_shader(rec, fast_rows, Shader::RmsNorm, Shader::RmsNormSg);
+    row_dispatch(rec, OP, shader, &[In(x), g, Out(y)], push, p.rows, p.cols)
 }
 
 pub(crate) fn softmax(
@@ -349,6 +355,7 @@ pub(crate) fn softmax(
     p: &SoftmaxParams,
     x: &Ref,
     y: &Ref,
+    fast_rows: bool,
 ) -> Result<()> {
     const OP: &str = "softmax";
     row_elements(OP, p.rows, p.cols)?;
@@ -358,15 +365,8 @@ pub(crate) fn softmax(
         scale: p.scale,
         ..Default::default()
     };
-    row_dispatch(
-        rec,
-        OP,
-        Shader::Softmax,
-        &[In(x), Out(y)],
-        push,
-        p.rows,
-        p.cols,
-    )
+    let shader = row_shader(rec, fast_rows, Shader::Softmax, Shader::SoftmaxSg);
+    row_dispatch(rec, OP, shader, &[In(x), Out(y)], push, p.rows, p.cols)
 }
 
 /// `src` and `dst` as checked by `check::copy` (each starting at the op's buffer offset).
@@ -1433,6 +1433,7 @@ mod tests {
 
     fn limits(invocations: u32, shared: u32) -> Limits {
         Limits {
+            subgroup_arithmetic: true,
             subgroup_size: 8,
             max_shared_memory: shared,
             max_push_constants: 128,

@@ -36,6 +36,8 @@ pub(crate) enum Shader {
     Embedding,
     Gumbel,
     LayerNorm,
+    /// `layer_norm` with subgroup-arithmetic reductions (fast mode).
+    LayerNormSg,
     Linear,
     LinearCoopmat,
     LinearCm128x128x32_64x32,
@@ -43,10 +45,12 @@ pub(crate) enum Shader {
     MeanPool,
     PosEnc,
     RmsNorm,
+    RmsNormSg,
     RootBridge,
     Rope,
     Scale,
     Softmax,
+    SoftmaxSg,
     Swiglu,
     UpsampleNearest2x,
 }
@@ -79,7 +83,7 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 26] = [
+    pub const ALL: [Shader; 29] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Attention,
@@ -93,6 +97,7 @@ impl Shader {
         Shader::Embedding,
         Shader::Gumbel,
         Shader::LayerNorm,
+        Shader::LayerNormSg,
         Shader::Linear,
         Shader::LinearCoopmat,
         Shader::LinearCm128x128x32_64x32,
@@ -100,10 +105,12 @@ impl Shader {
         Shader::MeanPool,
         Shader::PosEnc,
         Shader::RmsNorm,
+        Shader::RmsNormSg,
         Shader::RootBridge,
         Shader::Rope,
         Shader::Scale,
         Shader::Softmax,
+        Shader::SoftmaxSg,
         Shader::Swiglu,
         Shader::UpsampleNearest2x,
     ];
@@ -124,6 +131,8 @@ impl Shader {
         static EMBEDDING: ShaderInfo = info::<Embedding>("embedding", spirv!("embedding"), 4);
         static GUMBEL: ShaderInfo = info::<Gumbel>("gumbel", spirv!("gumbel"), 3);
         static LAYER_NORM: ShaderInfo = info::<LayerNorm>("layer_norm", spirv!("layer_norm"), 4);
+        static LAYER_NORM_SG: ShaderInfo =
+            info::<LayerNorm>("layer_norm_sg", spirv!("layer_norm_sg"), 4);
         static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
         static LINEAR_COOPMAT: ShaderInfo =
             info::<Linear>("linear_coopmat", spirv!("linear_coopmat"), 4);
@@ -140,11 +149,13 @@ impl Shader {
         static MEAN_POOL: ShaderInfo = info::<MeanPool>("mean_pool", spirv!("mean_pool"), 3);
         static POSENC: ShaderInfo = info::<PosEnc>("posenc", spirv!("posenc"), 2);
         static RMS_NORM: ShaderInfo = info::<RmsNorm>("rms_norm", spirv!("rms_norm"), 3);
+        static RMS_NORM_SG: ShaderInfo = info::<RmsNorm>("rms_norm_sg", spirv!("rms_norm_sg"), 3);
         static ROOT_BRIDGE: ShaderInfo =
             info::<RootBridge>("root_bridge", spirv!("root_bridge"), 2);
         static ROPE: ShaderInfo = info::<Rope>("rope", spirv!("rope"), 4);
         static SCALE: ShaderInfo = info::<Scale>("scale", spirv!("scale"), 2);
         static SOFTMAX: ShaderInfo = info::<Softmax>("softmax", spirv!("softmax"), 2);
+        static SOFTMAX_SG: ShaderInfo = info::<Softmax>("softmax_sg", spirv!("softmax_sg"), 2);
         static SWIGLU: ShaderInfo = info::<Swiglu>("swiglu", spirv!("swiglu"), 3);
         static UPSAMPLE: ShaderInfo =
             info::<Upsample>("upsample_nearest2x", spirv!("upsample_nearest2x"), 2);
@@ -162,6 +173,7 @@ impl Shader {
             Shader::Embedding => &EMBEDDING,
             Shader::Gumbel => &GUMBEL,
             Shader::LayerNorm => &LAYER_NORM,
+            Shader::LayerNormSg => &LAYER_NORM_SG,
             Shader::Linear => &LINEAR,
             Shader::LinearCoopmat => &LINEAR_COOPMAT,
             Shader::LinearCm128x128x32_64x32 => &LINEAR_CM_128X128X32_64X32,
@@ -169,10 +181,12 @@ impl Shader {
             Shader::MeanPool => &MEAN_POOL,
             Shader::PosEnc => &POSENC,
             Shader::RmsNorm => &RMS_NORM,
+            Shader::RmsNormSg => &RMS_NORM_SG,
             Shader::RootBridge => &ROOT_BRIDGE,
             Shader::Rope => &ROPE,
             Shader::Scale => &SCALE,
             Shader::Softmax => &SOFTMAX,
+            Shader::SoftmaxSg => &SOFTMAX_SG,
             Shader::Swiglu => &SWIGLU,
             Shader::UpsampleNearest2x => &UPSAMPLE,
         }
