@@ -72,40 +72,7 @@ float atan2_f32(float y, float x) {
     return (floatBitsToUint(y) >> 31u) != 0u ? -a : a;
 }
 
-// sin(x) and cos(x) for |x| <= pi/4 (a little beyond after rounding n): Cephes sinf.c/cosf.c.
-float sin_poly(float x) {
-    float z = x * x;
-    float y = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z;
-    return y * x + x;
-}
-
-float cos_poly(float x) {
-    float z = x * x;
-    float y = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z;
-    return (y * z - 0.5 * z) + 1.0;
-}
-
-// pi/2 = P1 + P2 + P3 to about 2^-75 (each the f32 nearest the remainder).
-#define P1 uintBitsToFloat(0x3fc90fdbu)
-#define P2 uintBitsToFloat(0xb33bbd2eu)
-#define P3 uintBitsToFloat(0xa6f72cedu)
-#define TWO_OVER_PI uintBitsToFloat(0x3f22f983u)
-
-// sin(a) (quarter 0) or cos(a) = sin(a + pi/2) (quarter 1) for |a| <= 4: a Cody-Waite
-// reduction by the nearest multiple n of pi/2 (|n| <= 3, so n P1 = h + e exactly and a - h is
-// exact by Sterbenz's lemma), then the polynomials on [-pi/4, pi/4].
-float sin_quarter(float a, uint quarter) {
-    float n = floor(a * TWO_OVER_PI + 0.5);
-    float h;
-    float e;
-    two_prod(n, P1, h, e);
-    precise float t = a - h;
-    precise float small = (e + n * P2) + n * P3;
-    precise float r = t - small;
-    uint q = uint(int(n) + 4) + quarter;
-    float v = (q & 1u) != 0u ? cos_poly(r) : sin_poly(r);
-    return (q & 2u) != 0u ? -v : v;
-}
+#include "trig.glsl"
 
 void main() {
     uint i = global_index();
