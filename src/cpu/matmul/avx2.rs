@@ -102,10 +102,11 @@ impl Rows8 for Q8Rows {
     }
 }
 
-/// 8 x 8 transpose: `out[t]` holds lane `t` of every input row.
+/// 8 x 8 transpose: `out[t]` holds lane `t` of every input row (also used by the attention
+/// kernel).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+pub(crate) fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
     let t0 = _mm256_unpacklo_ps(r[0], r[1]);
     let t1 = _mm256_unpackhi_ps(r[0], r[1]);
     let t2 = _mm256_unpacklo_ps(r[2], r[3]);
