@@ -240,7 +240,7 @@ fn vulkan_generation_matches_upstream() {
 
 /// Runs `generate` with the fixture's model and `args`, expects failure with `needle` in the
 /// message, and checks the output file was not created.
-fn refused(f: &Fixture, dir: &Path, args: &[&str], needle: &str) {
+fn refused(dir: &Path, args: &[&str], needle: &str) {
     let out = dir.join("refused.npz");
     let (ok, text) = run(kinema()
         .args(["generate", "--quiet", "--backend", "cpu"])
@@ -254,7 +254,6 @@ fn refused(f: &Fixture, dir: &Path, args: &[&str], needle: &str) {
     );
     assert!(!text.contains("panicked"), "{args:?} panicked: {text}");
     assert!(!out.exists(), "{args:?} left an output file");
-    let _ = f;
 }
 
 #[test]
@@ -297,37 +296,28 @@ fn bad_input_is_refused_with_a_clear_error() {
         .arg("-o")
         .arg(d.join("x.npz")));
     assert!(!ok && text.contains("unknown backend"), "{text}");
-    refused(&f, d, &with(&["--frames", "1"]), "outside 2..=4948");
-    refused(&f, d, &with(&["--frames", "4949"]), "outside 2..=4948");
-    refused(&f, d, &with(&[]), "--frames is required");
-    refused(&f, d, &with(&["--frames", "8", "--steps", "0"]), "steps");
-    refused(&f, d, &with(&["--frames", "8", "--cfg-rows", "4"]), "rows");
+    refused(d, &with(&["--frames", "1"]), "outside 2..=4948");
+    refused(d, &with(&["--frames", "4949"]), "outside 2..=4948");
+    refused(d, &with(&[]), "--frames is required");
+    refused(d, &with(&["--frames", "8", "--steps", "0"]), "steps");
+    refused(d, &with(&["--frames", "8", "--cfg-rows", "4"]), "rows");
     refused(
-        &f,
         d,
         &["--model", m, "--embedding", be, "--frames", "8"],
         "expected [1, 48]",
     );
     refused(
-        &f,
         d,
         &["--model", m, "--embedding", ne, "--frames", "8"],
         "non-finite",
     );
+    refused(d, &["--model", m, "--embedding", e, "--noise", bn], "noise");
     refused(
-        &f,
-        d,
-        &["--model", m, "--embedding", e, "--noise", bn],
-        "noise",
-    );
-    refused(
-        &f,
         d,
         &["--model", m, "--embedding", e, "--noise", nn],
         "non-finite",
     );
     refused(
-        &f,
         d,
         &[
             "--model",
@@ -342,7 +332,6 @@ fn bad_input_is_refused_with_a_clear_error() {
         "disagrees",
     );
     refused(
-        &f,
         d,
         &["--model", m, "--prompt", "A person walks.", "--frames", "8"],
         "--embedding",
@@ -350,7 +339,6 @@ fn bad_input_is_refused_with_a_clear_error() {
     let junk = d.join("junk.gguf");
     std::fs::write(&junk, b"not a model").unwrap();
     refused(
-        &f,
         d,
         &[
             "--model",

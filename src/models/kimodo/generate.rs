@@ -48,8 +48,8 @@ impl GenerateRequest {
 }
 
 /// Reads a text feature: float32 `.npy` of shape `[llm_dim]`, `[1, llm_dim]` or
-/// `[1, 1, llm_dim]` (upstream's wrapper returns `[B, 1, 4096]`, its API client `[1, 4096]`),
-/// finite values only.
+/// `[1, 1, llm_dim]` (upstream's wrapper returns `[B, 1, 4096]`, its API client `[1, 4096]`).
+/// The sampler refuses non-finite values.
 pub fn read_embedding(path: &Path, llm_dim: usize) -> Result<Vec<f32>> {
     let a = read_f32_npy(path, "embedding")?;
     let ok = matches!(a.shape.as_slice(), [n] | [1, n] | [1, 1, n] if *n == llm_dim);
@@ -61,11 +61,11 @@ pub fn read_embedding(path: &Path, llm_dim: usize) -> Result<Vec<f32>> {
             a.shape
         )));
     }
-    finite(path, "embedding", a.to_f32()?)
+    a.to_f32()
 }
 
 /// Reads initial noise `x_T`: float32 `.npy` of shape `[1, T, dim]` or `[T, dim]`. Returns the
-/// values and T.
+/// values and T (the sampler refuses non-finite values).
 pub fn read_noise(path: &Path, dim: usize) -> Result<(Vec<f32>, usize)> {
     let a = read_f32_npy(path, "noise")?;
     let frames = match a.shape.as_slice() {
@@ -79,7 +79,7 @@ pub fn read_noise(path: &Path, dim: usize) -> Result<(Vec<f32>, usize)> {
             )));
         }
     };
-    Ok((finite(path, "noise", a.to_f32()?)?, frames))
+    Ok((a.to_f32()?, frames))
 }
 
 fn read_f32_npy(path: &Path, what: &str) -> Result<NpyArray> {
@@ -92,17 +92,6 @@ fn read_f32_npy(path: &Path, what: &str) -> Result<NpyArray> {
         )));
     }
     Ok(a)
-}
-
-fn finite(path: &Path, what: &str, v: Vec<f32>) -> Result<Vec<f32>> {
-    match v.iter().position(|x| !x.is_finite()) {
-        Some(i) => Err(Error::InvalidArgument(format!(
-            "{what} {}: non-finite value {} at index {i}",
-            path.display(),
-            v[i]
-        ))),
-        None => Ok(v),
-    }
 }
 
 /// Fails early, before minutes of sampling, when `path` cannot be written: its directory must
