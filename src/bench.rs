@@ -33,6 +33,13 @@ pub struct Measurement {
     pub gflops: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gbps: Option<f64>,
+    /// Median GPU time of the op from device timestamps (Vulkan): what CUDA-event timing
+    /// measures, without the submission latency in `median_s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_s: Option<f64>,
+    /// `gflops` over `gpu_s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_gflops: Option<f64>,
 }
 
 /// The ops `kinema bench kernels` knows, with what `--shape` means for each.
@@ -625,7 +632,38 @@ pub fn measure<B: Backend>(
         iters_per_sample: iters,
         gflops: (flops > 0.0).then(|| flops / median / 1e9),
         gbps: Some(bytes / median / 1e9),
+        gpu_s: None,
+        gpu_gflops: None,
     })
+}
+
+/// Add the median GPU time of `samples` submissions of the op to `m`, from `b`'s timestamps
+/// (`b` must be a Vulkan backend created with profiling on).
+pub fn add_gpu_time(
+    m: &mut Measurement,
+    b: &crate::vulkan::VulkanBackend,
+    dtype: DType,
+    samples: usize,
+) -> Result<()> {
+    let d = parse_shape(&m.shape)?;
+    let Recorded { rec, flops, .. } = record(b, &m.op, &d, dtype)?;
+    b.submit(&rec)?;
+    b.sync()?;
+    let mut times = Vec::with_capacity(samples.max(1));
+    for _ in 0..samples.max(1) {
+        b.submit(&rec)?;
+        b.sync()?;
+        let rows = b.last_profile();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        times.push(rows.iter().map(|r| r.total_ms).sum::<f64>() / 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let gpu = times[times.len() / 2];
+    m.gpu_s = Some(gpu);
+    m.gpu_gflops = (flops > 0.0 && gpu > 0.0).then(|| flops / gpu / 1e9);
+    Ok(())
 }
 
 impl Measurement {
@@ -657,7 +695,10 @@ impl Measurement {
             self.precision,
             self.median_s * 1e3,
             rate
-        )
+        ) + &self
+            .gpu_s
+            .map(|g| format!("  (GPU {:.3}ms)", g * 1e3))
+            .unwrap_or_default()
     }
 }
 
@@ -681,6 +722,8 @@ pub fn peak_measurements(isa: crate::cpu::Isa, threads: usize) -> Vec<Measuremen
         iters_per_sample: 1,
         gflops: Some(g),
         gbps: None,
+        gpu_s: None,
+        gpu_gflops: None,
     };
     let mut v = vec![mk(
         "fma_peak",

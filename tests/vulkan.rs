@@ -728,18 +728,29 @@ const COOPMAT_F16_SUBNORMAL_ABS: f64 = 1.0 / 16_777_216.0;
 
 /// Fast-mode linear on cooperative matrices against the f64 reference, within the f16 input
 /// rounding bound, for f32/f16/bf16/q8_0 weights, k a multiple of 4 or not (vector or
-/// element loads), and m, n, k off the tile multiples. On a device without cooperative
-/// matrices (lavapipe) fast mode must run the strict kernel: its result is checked to be
-/// the strict backend's bit for bit, with a notice that the cooperative-matrix path was not
-/// tested.
+/// element loads), m, n, k off the tile multiples, with a bias, and with ReLU for f16
+/// weights (the epilogue). Both matrix-core paths run where the device has them: the
+/// workgroup-scope `VK_NV_cooperative_matrix2` kernel (f32 and f16 weights) and the
+/// subgroup-scope kernels (`coopmat2` off). On a device without cooperative matrices
+/// (lavapipe) fast mode must run the strict kernel: its result is checked to be the strict
+/// backend's bit for bit, with a notice that the cooperative-matrix path was not tested.
 #[test]
 fn coopmat_linear_within_f16_rounding() {
     let mut r = Rng(37);
-    for o in devices() {
+    for (o, coopmat2) in devices()
+        .into_iter()
+        .flat_map(|o| [(o.clone(), true), (o, false)])
+    {
         let mut fast_o = o.clone();
         fast_o.precision = Precision::Fast.into();
+        fast_o.coopmat2 = coopmat2;
         let fast = VulkanBackend::with_options(fast_o).unwrap();
         let strict = VulkanBackend::with_options(o).unwrap();
+        eprintln!(
+            "fast linear on {} (coopmat2 allowed: {coopmat2}): {:?}",
+            fast.device_name(),
+            fast.cooperative_matrix()
+        );
         assert_eq!(fast.info().precision, Precision::Fast);
         let coop = fast.info().cooperative_matrix;
         if !coop {
@@ -777,25 +788,46 @@ fn coopmat_linear_within_f16_rounding() {
                 Weights::Q8_0(&wq).widen_into(0, &mut wqf);
                 cases.push((DType::Q8_0, wq, wqf));
             }
-            let p = LinearParams {
-                m,
-                n,
-                k,
-                activation: Activation::None,
-            };
+            let bias = r.vec(n, -1.0, 1.0);
             for (dt, bytes, wf) in cases {
+                let relu = dt == DType::F16;
+                let p = LinearParams {
+                    m,
+                    n,
+                    k,
+                    activation: if relu {
+                        Activation::Relu
+                    } else {
+                        Activation::None
+                    },
+                };
                 let run = |b: &VulkanBackend| {
                     let (xb, wbuf) = (upload_f32(b, &x), upload(b, dt, &bytes, n * k));
+                    let bb = upload_f32(b, &bias);
                     let y = alloc(b, DType::F32, m * n);
                     let mut rec = b.begin().unwrap();
-                    b.linear(&mut rec, &p, &xb, &wbuf, None, &y).unwrap();
+                    b.linear(&mut rec, &p, &xb, &wbuf, Some(&bb), &y).unwrap();
                     b.submit(&rec).unwrap();
                     download_f32(b, &y)
                 };
                 let got = run(&fast);
-                let what = format!("fast linear {m}x{n}x{k} {dt} on {}", fast.device_name());
+                let what = format!(
+                    "fast linear {m}x{n}x{k} {dt} relu {relu} coopmat2 {coopmat2} on {}",
+                    fast.device_name()
+                );
                 if coop {
-                    let want = gemm_f64(&x, &wf, (m, n, k), true);
+                    // The bias adds exactly here and with one rounding there; ReLU is
+                    // 1-Lipschitz, so the bound on the pre-activation value still holds.
+                    let [mut want, mut scale] = gemm_f64(&x, &wf, (m, n, k), true);
+                    for (i, (w, s)) in want.iter_mut().zip(scale.iter_mut()).enumerate() {
+                        let b = f64::from(bias[i % n]);
+                        *w += b;
+                        *s += b.abs();
+                        if relu {
+                            *w = w.max(0.0);
+                        }
+                    }
+                    let want = [want, scale];
                     let rel = COOPMAT_F16_INPUT_REL + strict_gemm_rel(k);
                     let abs = k as f64 * COOPMAT_F16_SUBNORMAL_ABS;
                     assert_gemm(&what, &got, &want, rel, abs);

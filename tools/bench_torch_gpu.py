@@ -12,7 +12,9 @@ Vulkan benches, timed with CUDA events, one JSON object per line.
 
 `--only linear` or `--only sdpa` runs one part. With --kinema FILE (kinema's `bench --json`
 lines of the same run), also prints to stderr the ratios the Vulkan targets are stated in:
-strict f32 GEMM / torch f32 (TF32 off), fast GEMM / torch bf16, at each shape both measured.
+strict f32 GEMM / torch f32 (TF32 off), fast GEMM / torch bf16, at each shape both measured,
+and the attention against SDPA f32. The ratio is torch time over kinema's GPU time (above 1:
+kinema is faster).
 """
 import argparse
 import json
@@ -52,24 +54,33 @@ def back_to_back(fn, reps=100, warm=5):
 
 
 def ratios(kinema_file, torch_rows):
-    """kinema GFLOP/s over torch GFLOP/s for each GEMM both measured (strict vs torch f32,
-    fast vs torch bf16)."""
-    torch_by = {(r["shape"], r["dtype"]): r for r in torch_rows if r["op"] == "torch_linear"}
-    lines = [f"{'shape':<16} {'kinema':<24} {'GFLOP/s':>10} {'torch':<6} {'GFLOP/s':>10} {'ratio':>6}"]
+    """kinema over torch for each GEMM both measured (strict vs torch f32, fast vs torch bf16)
+    and for the attention (vs SDPA f32, single calls and back to back). kinema's GPU time
+    (device timestamps, `gpu_s`) is compared where it has one: CUDA-event timing measures the
+    same thing; its wall time per submit (`median_s`) also holds the submission latency."""
+    torch_by = {(r["op"], r["shape"], r["dtype"]): r for r in torch_rows}
+    lines = [f"{'op':<10} {'shape':<16} {'kinema':<24} {'GPU us':>9} {'wall us':>9} "
+             f"{'torch':<8} {'us':>9} {'ratio':>6}"]
     for line in open(kinema_file):
         line = line.strip()
         if not line.startswith("{"):
             continue
         r = json.loads(line)
-        if r.get("op") != "linear" or r.get("backend") != "vulkan":
+        if r.get("backend") != "vulkan" or r.get("op") not in ("linear", "attention"):
             continue
-        want = "f32" if r["precision"] == "strict" else "bf16"
-        t = torch_by.get((r["shape"], want))
-        if t is None:
-            continue
+        ours = r.get("gpu_s") or r["median_s"]
         path = f"{r['precision']}{'+coopmat' if r.get('cooperative_matrix') else ''} {r['dtype']}"
-        lines.append(f"{r['shape']:<16} {path:<24} {r['gflops']:>10.0f} {want:<6} "
-                     f"{t['gflops']:>10.0f} {r['gflops'] / t['gflops']:>6.2f}")
+        if r["op"] == "linear":
+            want = "f32" if r["precision"] == "strict" else "bf16"
+            t = torch_by.get(("torch_linear", r["shape"], want))
+            refs = [] if t is None else [(want, t["median_s"])]
+        else:
+            t = torch_by.get(("torch_sdpa", r["shape"], "f32"))
+            refs = [] if t is None else [("f32", t["median_s"]), ("f32 b2b", t["mean_s_back_to_back"])]
+        gpu = f"{r['gpu_s'] * 1e6:9.1f}" if r.get("gpu_s") else f"{'-':>9}"
+        for name, ts in refs:
+            lines.append(f"{r['op']:<10} {r['shape']:<16} {path:<24} {gpu} {r['median_s'] * 1e6:9.1f} "
+                         f"{name:<8} {ts * 1e6:9.1f} {ts / ours:>6.2f}")
     return "\n".join(lines)
 
 
@@ -89,16 +100,19 @@ def linear(dev):
 
 
 def sdpa(dev):
+    rows = []
     for s_len in (202, 254):
         q, k_, v = (torch.randn(3, 8, s_len, 128, device=dev) for _ in range(3))
         for dt, name in [(torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloat16, "bf16")]:
             qa, ka, va = q.to(dt), k_.to(dt), v.to(dt)
             fn = lambda qa=qa, ka=ka, va=va: F.scaled_dot_product_attention(qa, ka, va)
             t = timed(fn)
-            print(json.dumps({"op": "torch_sdpa", "shape": f"3x{s_len}x8x128", "dtype": name,
-                              "median_s": t, "mean_s_back_to_back": back_to_back(fn),
-                              "gflops": 4 * 3 * 8 * s_len * s_len * 128 / t / 1e9,
-                              "torch": torch.__version__}))
+            rows.append({"op": "torch_sdpa", "shape": f"3x{s_len}x8x128", "dtype": name,
+                         "median_s": t, "mean_s_back_to_back": back_to_back(fn),
+                         "gflops": 4 * 3 * 8 * s_len * s_len * 128 / t / 1e9,
+                         "torch": torch.__version__})
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 def main():
@@ -114,7 +128,7 @@ def main():
     if only in (None, "linear"):
         rows = linear(dev)
     if only in (None, "sdpa"):
-        sdpa(dev)
+        rows += sdpa(dev)
     if args.kinema and rows:
         print(ratios(args.kinema, rows), file=sys.stderr)
 

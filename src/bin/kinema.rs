@@ -9,7 +9,7 @@ use kinema::backend::{AnyBackend, Backend, BackendChoice, Precision, PrecisionCh
 use kinema::bench::{self, Measurement};
 use kinema::cpu::{CpuBackend, Isa, ThreadPool, isa};
 use kinema::tensor::DType;
-use kinema::vulkan::VulkanBackend;
+use kinema::vulkan::{VulkanBackend, VulkanOptions};
 
 #[derive(Parser)]
 #[command(
@@ -544,8 +544,13 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
         println!("{}", Measurement::table_header());
     }
     if let AnyBackend::Vulkan(b) = &selection.backend {
+        // A second backend on the same device with timestamps on gives each op's GPU time.
+        let mut po = VulkanOptions::from_env(precision)?;
+        po.profile = true;
+        let profiled = VulkanBackend::with_options(po)?;
         for (op, shape, dt) in &cases {
-            let m = bench::measure(b, op, shape, *dt, o.samples, Duration::from_millis(40))?;
+            let mut m = bench::measure(b, op, shape, *dt, o.samples, Duration::from_millis(40))?;
+            bench::add_gpu_time(&mut m, &profiled, *dt, o.samples)?;
             println!("{}", if o.json { m.to_json() } else { m.table_row() });
         }
         return Ok(());

@@ -59,6 +59,10 @@ pub struct VulkanOptions {
     /// Directory of the on-disk pipeline cache (`KINEMA_VK_PIPELINE_CACHE`: a directory, or
     /// `off`); by default `$XDG_CACHE_HOME/kinema` or `~/.cache/kinema`.
     pub pipeline_cache_dir: Option<PathBuf>,
+    /// Use `VK_NV_cooperative_matrix2` for fast-mode GEMMs where the device has it; false
+    /// keeps the subgroup-scope `VK_KHR_cooperative_matrix` kernels
+    /// (`KINEMA_VK_NO_COOPMAT2=1`).
+    pub coopmat2: bool,
 }
 
 fn default_cache_dir() -> Option<PathBuf> {
@@ -84,6 +88,7 @@ impl VulkanOptions {
             force_staging: false,
             profile: false,
             pipeline_cache_dir: None,
+            coopmat2: true,
         }
     }
 
@@ -115,6 +120,7 @@ impl VulkanOptions {
                 Some(v) if !v.is_empty() => Some(PathBuf::from(v)),
                 _ => default_cache_dir(),
             },
+            coopmat2: !env_flag("KINEMA_VK_NO_COOPMAT2"),
         })
     }
 }
@@ -156,7 +162,12 @@ impl VulkanBackend {
     }
 
     pub fn with_options(o: VulkanOptions) -> Result<VulkanBackend> {
-        let ctx = Arc::new(Context::new(o.device, o.max_binding, !o.descriptor_pools)?);
+        let ctx = Arc::new(Context::new(
+            o.device,
+            o.max_binding,
+            !o.descriptor_pools,
+            o.coopmat2,
+        )?);
         let profile = o.profile && ctx.limits.timestamp_valid_bits > 0;
         if o.profile && !profile {
             eprintln!(
@@ -218,7 +229,11 @@ impl VulkanBackend {
     /// Whether the device offers the f16 cooperative matrices fast-mode GEMMs use (whatever
     /// the precision of this backend), and their shape (`16x16x16 f16*f16+f32->f32 ...`).
     pub fn cooperative_matrix(&self) -> Option<String> {
-        self.shared.ctx.coopmat.map(|s| s.describe())
+        let ctx = &self.shared.ctx;
+        ctx.coopmat.map(|s| match ctx.coopmat2 {
+            Some(_) => format!("{}; NV cooperative_matrix2 workgroup scope", s.describe()),
+            None => s.describe(),
+        })
     }
 
     /// Whether the row reductions (norms, softmax) may use subgroup arithmetic: fast mode only
@@ -428,7 +443,9 @@ impl Backend for VulkanBackend {
     ) -> Result<()> {
         self.rec_check(rec)?;
         let (x, w, bias, y) = check::linear(p, x, w, bias, y)?;
-        kernels::linear(rec, p, &x, &w, bias.as_ref(), &y, self.gemm_coopmat())
+        let coop = self.gemm_coopmat();
+        let coop2 = coop.and(self.shared.ctx.coopmat2);
+        kernels::linear(rec, p, &x, &w, bias.as_ref(), &y, coop, coop2)
     }
 
     fn batched_matmul(

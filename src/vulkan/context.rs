@@ -11,7 +11,9 @@ use ash::vk;
 use gpu_allocator::AllocationSizes;
 use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
 
-use super::probe::{CoopMatShape, coopmat_shapes};
+use super::probe::{
+    COOPMAT2_NAME, CoopMatShape, Coopmat2Features, Coopmat2Properties, coopmat_shapes,
+};
 use super::{VulkanError, vk_error};
 
 /// Longest wait for submitted work before it is reported as a hang.
@@ -62,12 +64,24 @@ pub(crate) struct Context {
     /// the device has `VK_KHR_cooperative_matrix`, Vulkan 1.3 and shaderFloat16 (both
     /// enabled at creation then).
     pub coopmat: Option<CoopMatShape>,
+    /// Workgroup-scope cooperative matrices (`VK_NV_cooperative_matrix2`) for fast-mode
+    /// GEMMs: present when `coopmat` is, the device offers the extension with every feature
+    /// `linear_cm2.comp` uses and 16-bit storage buffers, and they were not refused
+    /// (`KINEMA_VK_NO_COOPMAT2`); enabled at creation then.
+    pub coopmat2: Option<Coopmat2>,
     pub name: String,
     pub index: usize,
     pub kind: vk::PhysicalDeviceType,
     /// vendor, device, driver version and pipeline-cache UUID: what a pipeline cache is
     /// valid for.
     pub cache_key: String,
+}
+
+/// What the device allows workgroup-scope cooperative matrices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Coopmat2 {
+    /// `cooperativeMatrixWorkgroupScopeMaxWorkgroupSize`.
+    pub max_workgroup_size: u32,
 }
 
 /// How a device is ranked when none is requested: discrete GPUs first, CPU devices last.
@@ -146,6 +160,7 @@ impl Context {
         requested: Option<usize>,
         max_binding: Option<u64>,
         use_push_descriptor: bool,
+        use_coopmat2: bool,
     ) -> Result<Context, VulkanError> {
         // SAFETY: loading the system Vulkan loader runs its initialisers; this is the
         // documented way to use Vulkan without linking it (ash `Entry::load`).
@@ -175,6 +190,7 @@ impl Context {
                 requested,
                 max_binding,
                 use_push_descriptor,
+                use_coopmat2,
             )
         } {
             Ok(c) => Ok(c),
@@ -196,6 +212,7 @@ impl Context {
         requested: Option<usize>,
         max_binding: Option<u64>,
         use_push_descriptor: bool,
+        use_coopmat2: bool,
     ) -> Result<Context, VulkanError> {
         // SAFETY: `instance` is valid (caller).
         let devices = unsafe { instance.enumerate_physical_devices() }
@@ -226,8 +243,11 @@ impl Context {
         // SAFETY: `physical` belongs to the instance; the chain is well formed.
         unsafe { instance.get_physical_device_properties2(physical, &mut props2) };
         let p = props2.properties;
+        let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
-        let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f12);
+        let mut f2 = vk::PhysicalDeviceFeatures2::default()
+            .push_next(&mut f11)
+            .push_next(&mut f12);
         // SAFETY: as above.
         unsafe { instance.get_physical_device_features2(physical, &mut f2) };
         if f12.timeline_semaphore == vk::FALSE {
@@ -261,6 +281,25 @@ impl Context {
             } else {
                 None
             };
+        let coopmat2 = if use_coopmat2
+            && coopmat.is_some()
+            && f11.storage_buffer16_bit_access == vk::TRUE
+            && has(COOPMAT2_NAME)
+        {
+            let mut fc2 = Coopmat2Features::default();
+            let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut fc2);
+            // SAFETY: as above; the extension is listed, so its feature struct is known.
+            unsafe { instance.get_physical_device_features2(physical, &mut f2) };
+            let mut pc2 = Coopmat2Properties::default();
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut pc2);
+            // SAFETY: as above.
+            unsafe { instance.get_physical_device_properties2(physical, &mut p2) };
+            fc2.has_used().then_some(Coopmat2 {
+                max_workgroup_size: pc2.workgroup_scope_max_workgroup_size,
+            })
+        } else {
+            None
+        };
 
         let prio = [1.0f32];
         let qci = [vk::DeviceQueueCreateInfo::default()
@@ -273,17 +312,30 @@ impl Context {
         if coopmat.is_some() {
             ext_names.push(ash::khr::cooperative_matrix::NAME.as_ptr());
         }
+        if coopmat2.is_some() {
+            ext_names.push(COOPMAT2_NAME.as_ptr());
+        }
+        let mut enable11 = vk::PhysicalDeviceVulkan11Features::default()
+            .storage_buffer16_bit_access(coopmat2.is_some());
+        // The cooperative-matrix shaders declare the Vulkan memory model (their scopes and
+        // barriers are written with GL_KHR_memory_scope_semantics).
         let mut enable12 = vk::PhysicalDeviceVulkan12Features::default()
             .timeline_semaphore(true)
-            .shader_float16(coopmat.is_some());
+            .shader_float16(coopmat.is_some())
+            .vulkan_memory_model(coopmat.is_some() && f12.vulkan_memory_model == vk::TRUE);
         let mut enable_coop =
             vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
+        let mut enable_coop2 = Coopmat2Features::used();
         let mut dci = vk::DeviceCreateInfo::default()
             .queue_create_infos(&qci)
             .enabled_extension_names(&ext_names)
+            .push_next(&mut enable11)
             .push_next(&mut enable12);
         if coopmat.is_some() {
             dci = dci.push_next(&mut enable_coop);
+        }
+        if coopmat2.is_some() {
+            dci = dci.push_next(&mut enable_coop2);
         }
         // SAFETY: the create info and what it points to outlive the call.
         let device = unsafe { instance.create_device(physical, &dci, None) }
@@ -331,6 +383,7 @@ impl Context {
                     allocator: ManuallyDrop::new(Mutex::new(allocator)),
                     limits,
                     coopmat,
+                    coopmat2,
                     name,
                     index,
                     kind: p.device_type,

@@ -7,7 +7,7 @@
 //! [`VulkanRecording::dispatch`].
 
 use super::backend_error;
-use super::context::Limits;
+use super::context::{Coopmat2, Limits};
 use super::memory::VulkanBuffer;
 use super::probe::CoopMatShape;
 use super::recording::Arg::{Absent, In, Out};
@@ -708,6 +708,78 @@ pub(crate) fn coop_kernel(m: usize, n: usize, s: &CoopMatShape, l: &Limits) -> O
     pick(m, n, &fitting, GEMM_MIN_WORKGROUPS, |t| *t).map(|t| (Shader::LinearCoopmat, t))
 }
 
+/// Tile of `linear_cm2.comp`: a BM x BN output tile (one workgroup-scope accumulator) per
+/// workgroup of `wg` invocations, k in steps of BK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Cm2Tile {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub wg: u32,
+}
+
+impl Cm2Tile {
+    fn fits(&self, c2: &Coopmat2, l: &Limits) -> bool {
+        self.bm > 0
+            && self.bn > 0
+            && self.bk > 0
+            && self.wg.is_multiple_of(l.subgroup_size)
+            && self.wg <= c2.max_workgroup_size
+            && self.wg <= l.max_workgroup_invocations
+            && self.wg <= l.max_workgroup_size[0]
+    }
+}
+
+/// Workgroup-scope tiles, largest first (ggml-vulkan's coopmat2 large/medium/small shapes).
+const CM2_TILES: [Cm2Tile; 3] = [
+    Cm2Tile {
+        bm: 128,
+        bn: 256,
+        bk: 32,
+        wg: 256,
+    },
+    Cm2Tile {
+        bm: 128,
+        bn: 128,
+        bk: 32,
+        wg: 256,
+    },
+    Cm2Tile {
+        bm: 64,
+        bn: 64,
+        bk: 32,
+        wg: 128,
+    },
+];
+
+/// The `linear_cm2.comp` tile for an m x n output: `KINEMA_VK_CM2_TILE=BMxBNxBKxWG` when set
+/// and the device fits it (for tuning), else the largest of [`CM2_TILES`] giving
+/// [`COOP_MIN_WORKGROUPS`] workgroups (the smallest otherwise); `None` when none fits.
+fn cm2_tile(m: usize, n: usize, c2: &Coopmat2, l: &Limits) -> Option<Cm2Tile> {
+    if let Ok(v) = std::env::var("KINEMA_VK_CM2_TILE") {
+        let d: Vec<u32> = v.split('x').filter_map(|d| d.parse().ok()).collect();
+        if let &[bm, bn, bk, wg] = d.as_slice() {
+            let t = Cm2Tile { bm, bn, bk, wg };
+            if t.fits(c2, l) {
+                return Some(t);
+            }
+        }
+    }
+    let fitting: Vec<Cm2Tile> = CM2_TILES
+        .iter()
+        .copied()
+        .filter(|t| t.fits(c2, l))
+        .collect();
+    let tile = |t: &Cm2Tile| CoopTile {
+        bm: t.bm,
+        bn: t.bn,
+        bk: t.bk,
+        wm: t.bm,
+        wn: t.bn,
+    };
+    pick(m, n, &fitting, COOP_MIN_WORKGROUPS, tile)
+}
+
 /// `x`, `w`, `bias`, `y` as checked by `check::linear`, on cooperative matrices of shape
 /// `coopmat` when given (fast mode on a device that has them), else on the strict f32
 /// kernel. When the weight matrix does not fit one storage-buffer binding (lavapipe allows
@@ -720,12 +792,19 @@ pub(crate) fn linear(
     bias: Option<&Ref>,
     y: &Ref,
     coopmat: Option<CoopMatShape>,
+    coopmat2: Option<Coopmat2>,
 ) -> Result<()> {
     const OP: &str = "linear";
     if p.m == 0 || p.n == 0 {
         return Ok(());
     }
     let coop = coopmat.and_then(|s| Some((s, coop_kernel(p.m, p.n, &s, rec.limits())?)));
+    // Workgroup-scope matrices take f32 and f16 weights (bf16 and q8_0 stay on the
+    // subgroup-scope kernels, which widen them in registers).
+    let cm2 = match (coop, coopmat2, w.dtype) {
+        (Some(_), Some(c2), DType::F32 | DType::F16) => cm2_tile(p.m, p.n, &c2, rec.limits()),
+        _ => None,
+    };
     let w_dtype = match w.dtype {
         DType::F32 => 0,
         DType::F16 => 1,
@@ -748,8 +827,18 @@ pub(crate) fn linear(
         )));
     }
     let (act, slope) = act_code(p.activation);
-    let (shader, spec, bm, bn) = match coop {
-        Some((s, (shader, t))) => {
+    let (shader, spec, bm, bn) = match (cm2, coop) {
+        (Some(t), _) => (
+            if std::env::var("KINEMA_VK_CM2_SHADER").is_ok_and(|v| v == "linear_cm2_plain") {
+                Shader::LinearCm2Plain
+            } else {
+                Shader::LinearCm2
+            },
+            vec![t.wg, t.bm, t.bn, t.bk, 0, 0, w_dtype],
+            t.bm,
+            t.bn,
+        ),
+        (None, Some((s, (shader, t)))) => {
             let sg = limits.subgroup_size;
             // The fixed-tile variants read only the workgroup size (their compiled-in one:
             // subgroups of 32), W_DTYPE and VEC_OK; a module ignores constants it lacks.
@@ -769,7 +858,7 @@ pub(crate) fn linear(
             ];
             (shader, spec, t.bm, t.bn)
         }
-        None => {
+        (None, None) => {
             let [wg, bm, bn, bk, tm, tn] = gemm_tile(p.m, p.n, 1, limits).spec();
             (
                 Shader::Linear,

@@ -1,6 +1,8 @@
 //! Finding Vulkan devices without requiring Vulkan: `ash::Entry::load` opens the loader at
 //! run time and every failure becomes a reason string for `kinema info`.
 
+use std::ffi::CStr;
+
 use ash::vk;
 
 /// One physical device as `kinema info` reports it.
@@ -106,6 +108,100 @@ pub(crate) fn coopmat_shapes(
         })
         .collect()
 }
+
+/// `VkPhysicalDeviceCooperativeMatrix2FeaturesNV` (`VK_NV_cooperative_matrix2`), declared here
+/// because ash 0.38's headers predate the extension (layout from the Vulkan registry).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Coopmat2Features {
+    s_type: vk::StructureType,
+    p_next: *mut std::ffi::c_void,
+    pub workgroup_scope: vk::Bool32,
+    pub flexible_dimensions: vk::Bool32,
+    pub reductions: vk::Bool32,
+    pub conversions: vk::Bool32,
+    pub per_element_operations: vk::Bool32,
+    pub tensor_addressing: vk::Bool32,
+    pub block_loads: vk::Bool32,
+}
+
+impl Default for Coopmat2Features {
+    fn default() -> Self {
+        Coopmat2Features {
+            s_type: vk::StructureType::from_raw(1_000_593_000),
+            p_next: std::ptr::null_mut(),
+            workgroup_scope: vk::FALSE,
+            flexible_dimensions: vk::FALSE,
+            reductions: vk::FALSE,
+            conversions: vk::FALSE,
+            per_element_operations: vk::FALSE,
+            tensor_addressing: vk::FALSE,
+            block_loads: vk::FALSE,
+        }
+    }
+}
+
+impl Coopmat2Features {
+    /// What `linear_cm2.comp` uses: workgroup-scope matrices sized by its tile, a
+    /// per-element epilogue and tensor-layout loads and stores.
+    pub fn used() -> Self {
+        Coopmat2Features {
+            workgroup_scope: vk::TRUE,
+            flexible_dimensions: vk::TRUE,
+            per_element_operations: vk::TRUE,
+            tensor_addressing: vk::TRUE,
+            ..Default::default()
+        }
+    }
+
+    /// Whether every feature [`Coopmat2Features::used`] enables is offered.
+    pub fn has_used(&self) -> bool {
+        [
+            self.workgroup_scope,
+            self.flexible_dimensions,
+            self.per_element_operations,
+            self.tensor_addressing,
+        ]
+        .iter()
+        .all(|&f| f == vk::TRUE)
+    }
+}
+
+// SAFETY: the struct begins with sType and pNext like every Vulkan structure, and the registry
+// lists it as extending VkPhysicalDeviceFeatures2 and VkDeviceCreateInfo.
+unsafe impl vk::ExtendsPhysicalDeviceFeatures2 for Coopmat2Features {}
+// SAFETY: as above.
+unsafe impl vk::ExtendsDeviceCreateInfo for Coopmat2Features {}
+
+/// `VkPhysicalDeviceCooperativeMatrix2PropertiesNV`, declared here for the same reason.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Coopmat2Properties {
+    s_type: vk::StructureType,
+    p_next: *mut std::ffi::c_void,
+    pub workgroup_scope_max_workgroup_size: u32,
+    pub flexible_dimensions_max_dimension: u32,
+    pub workgroup_scope_reserved_shared_memory: u32,
+}
+
+impl Default for Coopmat2Properties {
+    fn default() -> Self {
+        Coopmat2Properties {
+            s_type: vk::StructureType::from_raw(1_000_593_002),
+            p_next: std::ptr::null_mut(),
+            workgroup_scope_max_workgroup_size: 0,
+            flexible_dimensions_max_dimension: 0,
+            workgroup_scope_reserved_shared_memory: 0,
+        }
+    }
+}
+
+// SAFETY: as for Coopmat2Features; the registry lists it as extending
+// VkPhysicalDeviceProperties2.
+unsafe impl vk::ExtendsPhysicalDeviceProperties2 for Coopmat2Properties {}
+
+/// The name of `VK_NV_cooperative_matrix2`.
+pub(crate) const COOPMAT2_NAME: &CStr = c"VK_NV_cooperative_matrix2";
 
 fn kind_name(t: vk::PhysicalDeviceType) -> &'static str {
     match t {
