@@ -55,6 +55,16 @@
 
 // The host passes the workgroup size as specialization constant 0 (WG in the fixed variants).
 layout(local_size_x_id = 0) in;
+// How invocations spread over the score tiles (in every variant a specialization constant: it
+// sizes nothing). 0: consecutive invocations take consecutive row pairs of one key pair, so
+// each read step of a warp of 32 touches 32 distinct q rows (512 bytes) and one k row. 1:
+// consecutive invocations take consecutive key pairs of one row pair, so a step touches
+// 32 / (BKV/2) q rows and BKV/2 k rows (BKV/2 = 4 or 8: 128 bytes or less each, in distinct
+// banks), fewer shared-memory wavefronts where the hardware merges the lanes that read one
+// address, at the price of 4- to 8-way bank conflicts on the few pmax and ps stores. Each
+// score, maximum and probability is computed as with 0, only by another invocation, so the
+// results are the same bit for bit.
+layout(constant_id = 4) const uint KEYS_FIRST = 0;
 
 layout(set = 0, binding = 0) readonly buffer Q { float q[]; };
 layout(set = 0, binding = 1) readonly buffer K { float k[]; };
@@ -205,8 +215,8 @@ void main() {
             uint t = tid + a * WG;
             s[a] = vec4(NONE);
             if (HAS_TILE(t, S_TILES)) {
-                uint rg = t % NRG;
-                uint kg = t / NRG;
+                uint rg = KEYS_FIRST != 0u ? t / NKG : t % NRG;
+                uint kg = KEYS_FIRST != 0u ? t % NKG : t / NRG;
                 vec4 a00 = vec4(0.0);
                 vec4 a01 = vec4(0.0);
                 vec4 a10 = vec4(0.0);
@@ -250,8 +260,8 @@ void main() {
         [[unroll]] for (uint a = 0u; a < S_PER; a++) {
             uint t = tid + a * WG;
             if (HAS_TILE(t, S_TILES)) {
-                uint rg = t % NRG;
-                uint kg = t / NRG;
+                uint rg = KEYS_FIRST != 0u ? t / NKG : t % NRG;
+                uint kg = KEYS_FIRST != 0u ? t % NKG : t / NRG;
                 float m0 = m_run[2u * a];
                 float m1 = m_run[2u * a + 1u];
                 UNROLL_FIXED for (uint g = 0u; g < NKG; g++) {

@@ -1402,6 +1402,24 @@ fn choose_attention(
     }))
 }
 
+/// How the attention shader spreads its invocations over the score tiles (its constant
+/// KEYS_FIRST): along the rows (`false`, the default) unless `KINEMA_VK_ATTENTION_LANES=keys`
+/// ([`parse_attention_lanes`]). Both give the same results; which is faster is for timing.
+fn attention_keys_first() -> Result<bool> {
+    parse_attention_lanes(std::env::var("KINEMA_VK_ATTENTION_LANES").ok().as_deref())
+}
+
+/// `KINEMA_VK_ATTENTION_LANES`: `rows` (or unset) or `keys`.
+fn parse_attention_lanes(s: Option<&str>) -> Result<bool> {
+    match s {
+        None | Some("rows") => Ok(false),
+        Some("keys") => Ok(true),
+        Some(s) => Err(backend_error(format!(
+            "KINEMA_VK_ATTENTION_LANES={s:?}: expected rows or keys"
+        ))),
+    }
+}
+
 /// The tile `KINEMA_VK_ATTENTION_TILE=bq,bkv,workgroup` asks for, when it fits the device.
 fn forced_attention_tile(s: &str, head_dim: u32, l: &Limits) -> Result<AttentionTile> {
     let v: Vec<u32> = s.split(',').filter_map(|x| x.trim().parse().ok()).collect();
@@ -1442,10 +1460,11 @@ pub(crate) fn attention(
             p.head_dim, limits.max_shared_memory
         ))
     })?;
-    attention_with(rec, p, q, k, v, mask, out, kernel)
+    attention_with(rec, p, q, k, v, mask, out, kernel, attention_keys_first()?)
 }
 
-/// [`attention`] on the given kernel (which must fit the device).
+/// [`attention`] on the given kernel (which must fit the device), its invocations spread over
+/// the score tiles along the keys or the rows ([`attention_keys_first`]).
 #[allow(clippy::too_many_arguments)]
 fn attention_with(
     rec: &mut VulkanRecording,
@@ -1456,6 +1475,7 @@ fn attention_with(
     mask: Option<&Ref>,
     out: &Ref,
     (shader, tile): AttentionKernel,
+    keys_first: bool,
 ) -> Result<()> {
     const OP: &str = "attention";
     let limits = rec.limits();
@@ -1487,13 +1507,14 @@ fn attention_with(
             limits.max_binding
         )));
     }
-    // The fixed-tile variants read only the workgroup size (their compiled-in one); a module
-    // ignores constants it lacks.
+    // The fixed-tile variants read only the workgroup size (their compiled-in one) and
+    // KEYS_FIRST; a module ignores constants it lacks.
     let spec = [
         tile.workgroup,
         u32_of(OP, "head_dim", d)?,
         tile.bq,
         tile.bkv,
+        u32::from(keys_first),
     ];
     let mask_kind = match p.mask {
         MaskKind::None => 0,
@@ -1661,6 +1682,10 @@ mod tests {
         assert!(choose(128, &h200, None, Some("attention_d128")).is_err());
         assert!(choose(128, &h200, Some("64,8"), None).is_err());
         assert!(choose(128, &lavapipe, Some("64,8,128"), None).is_err());
+        assert!(!parse_attention_lanes(None).unwrap());
+        assert!(!parse_attention_lanes(Some("rows")).unwrap());
+        assert!(parse_attention_lanes(Some("keys")).unwrap());
+        assert!(parse_attention_lanes(Some("cols")).is_err());
     }
 
     #[test]
@@ -1827,7 +1852,8 @@ mod device_tests {
     /// lengths off the tile multiples, more queries than keys so that the first causal rows
     /// see none, GQA groups of 1, 2 and 4, every mask kind; q, k and v column slices of fused
     /// rows): bit for bit the generic shader on the same tile (the same operations in the
-    /// same order), and within the bound of tests/ops.rs of the CPU reference.
+    /// same order), with the score tiles spread along the rows or the keys, and within the
+    /// bound of tests/ops.rs of the CPU reference.
     #[test]
     fn attention_variants_match_the_generic_shader() {
         let Some(b) = device() else { return };
@@ -1883,10 +1909,11 @@ mod device_tests {
                 let kb = kvb.slice(qh * d, kvb.len - qh * d).unwrap();
                 let vb = kvb.slice((qh + kh) * d, kvb.len - (qh + kh) * d).unwrap();
                 let mref = (mask == MaskKind::KeyPadding).then_some(&mb);
-                let run = |shader| {
+                let run = |shader, keys_first| {
                     let out = BufRef::new(b.alloc(DType::F32, n).unwrap(), DType::F32, n);
                     let mut rec = b.begin().unwrap();
-                    attention_with(&mut rec, &p, &qb, &kb, &vb, mref, &out, (shader, v.tile))
+                    let kernel = (shader, v.tile);
+                    attention_with(&mut rec, &p, &qb, &kb, &vb, mref, &out, kernel, keys_first)
                         .unwrap();
                     b.submit(&rec).unwrap();
                     let mut bytes = vec![0u8; 4 * n];
@@ -1897,13 +1924,22 @@ mod device_tests {
                     "{} batch {batch} q_len {ql} kv_len {kl} heads {qh}/{kh} {mask:?}",
                     v.shader.info().name
                 );
-                let got = run(v.shader);
-                let generic = run(Shader::Attention);
-                let same = got
-                    .iter()
-                    .zip(&generic)
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "{what}: differs from the generic shader");
+                let generic = run(Shader::Attention, false);
+                let got = run(v.shader, false);
+                for (other, keys_first) in [
+                    (&got, false),
+                    (&run(v.shader, true), true),
+                    (&run(Shader::Attention, true), true),
+                ] {
+                    let same = other
+                        .iter()
+                        .zip(&generic)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(
+                        same,
+                        "{what} (keys first: {keys_first}): differs from the generic shader"
+                    );
+                }
                 let mut max_abs = 0f32;
                 let (mut num, mut den) = (0f64, 0f64);
                 for (g, w) in got.iter().zip(&want) {
