@@ -1375,18 +1375,25 @@ fn choose_attention(
                     names.join(", ")
                 ))
             })?;
-        if v.head_dim != d || !v.tile.fits(d, l) || forced.is_some_and(|t| t != v.tile) {
-            return Err(backend_error(format!(
-                "KINEMA_VK_ATTENTION_SHADER={name:?} is for head_dim {} and tile {:?}: it cannot \
-                 run head_dim {d} on this device ({} bytes of shared memory, {} invocations){}",
-                v.head_dim,
-                v.tile,
-                l.max_shared_memory,
-                l.max_workgroup_invocations,
-                forced.map_or(String::new(), |t| format!(" with the forced tile {t:?}"))
-            )));
-        }
-        return Ok(Some((v.shader, v.tile)));
+        let why = if v.head_dim != d {
+            format!("it is for head_dim {}, not {d}", v.head_dim)
+        } else if let Some(t) = forced.filter(|&t| t != v.tile) {
+            format!(
+                "its tile is {:?}, KINEMA_VK_ATTENTION_TILE asks for {t:?}",
+                v.tile
+            )
+        } else if !v.tile.fits(d, l) {
+            format!(
+                "its tile {:?} does not fit this device ({} bytes of shared memory, {} \
+                 invocations)",
+                v.tile, l.max_shared_memory, l.max_workgroup_invocations
+            )
+        } else {
+            return Ok(Some((v.shader, v.tile)));
+        };
+        return Err(backend_error(format!(
+            "KINEMA_VK_ATTENTION_SHADER={name:?}: {why}"
+        )));
     }
     let tile = forced.or_else(|| {
         ATTENTION_TILES
