@@ -1331,11 +1331,16 @@ const ATTENTION_FIXED: [AttentionFixed; 5] = [
 /// An attention kernel: the shader and its tile.
 type AttentionKernel = (Shader, AttentionTile);
 
+/// A tuning variable's value; empty counts as unset (so a timing script can loop over "").
+fn tuning_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
 /// The attention kernel for `head_dim` on this device ([`choose_attention`] with the
 /// environment's `KINEMA_VK_ATTENTION_TILE` and `KINEMA_VK_ATTENTION_SHADER`).
 fn attention_kernel(head_dim: usize, l: &Limits) -> Result<Option<AttentionKernel>> {
-    let tile = std::env::var("KINEMA_VK_ATTENTION_TILE").ok();
-    let shader = std::env::var("KINEMA_VK_ATTENTION_SHADER").ok();
+    let tile = tuning_var("KINEMA_VK_ATTENTION_TILE");
+    let shader = tuning_var("KINEMA_VK_ATTENTION_SHADER");
     choose_attention(head_dim, l, tile.as_deref(), shader.as_deref())
 }
 
@@ -1413,7 +1418,7 @@ fn choose_attention(
 /// KEYS_FIRST): along the rows (`false`, the default) unless `KINEMA_VK_ATTENTION_LANES=keys`
 /// ([`parse_attention_lanes`]). Both give the same results; which is faster is for timing.
 fn attention_keys_first() -> Result<bool> {
-    parse_attention_lanes(std::env::var("KINEMA_VK_ATTENTION_LANES").ok().as_deref())
+    parse_attention_lanes(tuning_var("KINEMA_VK_ATTENTION_LANES").as_deref())
 }
 
 /// `KINEMA_VK_ATTENTION_LANES`: `rows` (or unset) or `keys`.
