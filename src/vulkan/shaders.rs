@@ -26,6 +26,13 @@ pub(crate) enum Shader {
     Activation,
     Argmax,
     Attention,
+    /// `attention` with the head dimension and tile fixed at compile time
+    /// (`attention_d<head_dim>_<bq>x<bkv>.comp`).
+    AttentionD128_64x8,
+    AttentionD128_32x16,
+    AttentionD128_32x8,
+    AttentionD128_16x16,
+    AttentionD64_64x8,
     Axpby,
     BatchedMatmul,
     Binary,
@@ -86,10 +93,15 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 31] = [
+    pub const ALL: [Shader; 36] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Attention,
+        Shader::AttentionD128_64x8,
+        Shader::AttentionD128_32x16,
+        Shader::AttentionD128_32x8,
+        Shader::AttentionD128_16x16,
+        Shader::AttentionD64_64x8,
         Shader::Axpby,
         Shader::BatchedMatmul,
         Shader::Binary,
@@ -125,6 +137,16 @@ impl Shader {
         static ACTIVATION: ShaderInfo = info::<Activation>("activation", spirv!("activation"), 2);
         static ARGMAX: ShaderInfo = info::<Argmax>("argmax", spirv!("argmax"), 2);
         static ATTENTION: ShaderInfo = info::<Attention>("attention", spirv!("attention"), 5);
+        static ATTENTION_D128_64X8: ShaderInfo =
+            info::<Attention>("attention_d128_64x8", spirv!("attention_d128_64x8"), 5);
+        static ATTENTION_D128_32X16: ShaderInfo =
+            info::<Attention>("attention_d128_32x16", spirv!("attention_d128_32x16"), 5);
+        static ATTENTION_D128_32X8: ShaderInfo =
+            info::<Attention>("attention_d128_32x8", spirv!("attention_d128_32x8"), 5);
+        static ATTENTION_D128_16X16: ShaderInfo =
+            info::<Attention>("attention_d128_16x16", spirv!("attention_d128_16x16"), 5);
+        static ATTENTION_D64_64X8: ShaderInfo =
+            info::<Attention>("attention_d64_64x8", spirv!("attention_d64_64x8"), 5);
         static AXPBY: ShaderInfo = info::<Axpby>("axpby", spirv!("axpby"), 3);
         static BATCHED_MATMUL: ShaderInfo =
             info::<BatchedMatmul>("batched_matmul", spirv!("batched_matmul"), 3);
@@ -171,6 +193,11 @@ impl Shader {
             Shader::Activation => &ACTIVATION,
             Shader::Argmax => &ARGMAX,
             Shader::Attention => &ATTENTION,
+            Shader::AttentionD128_64x8 => &ATTENTION_D128_64X8,
+            Shader::AttentionD128_32x16 => &ATTENTION_D128_32X16,
+            Shader::AttentionD128_32x8 => &ATTENTION_D128_32X8,
+            Shader::AttentionD128_16x16 => &ATTENTION_D128_16X16,
+            Shader::AttentionD64_64x8 => &ATTENTION_D64_64X8,
             Shader::Axpby => &AXPBY,
             Shader::BatchedMatmul => &BATCHED_MATMUL,
             Shader::Binary => &BINARY,
