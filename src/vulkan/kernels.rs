@@ -1326,9 +1326,14 @@ fn attention_tile(head_dim: usize, l: &Limits) -> Result<Option<AttentionTile>> 
         .find(|t| t.fits(d, l)))
 }
 
+pub(crate) mod attention_cm;
+
 /// `q`, `k`, `v`, `mask`, `out` as checked by `check::attention`. One workgroup per (query
 /// block, query head, batch); batches are split over several dispatches when they exceed the
-/// device's z workgroup count or one storage-buffer binding.
+/// device's z workgroup count or one storage-buffer binding. With a cooperative-matrix shape
+/// `coopmat` (fast mode on a device that has one) a fast-mode variant runs where one fits
+/// ([`attention_cm::fast_attention_kernel`]), else the strict f32 shader.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn attention(
     rec: &mut VulkanRecording,
     p: &AttentionParams,
@@ -1337,7 +1342,12 @@ pub(crate) fn attention(
     v: &Ref,
     mask: Option<&Ref>,
     out: &Ref,
+    coopmat: Option<CoopMatShape>,
 ) -> Result<()> {
+    if let Some(f) = coopmat.and_then(|s| attention_cm::fast_attention_kernel(p, &s, rec.limits()))
+    {
+        return attention_cm::attention_cm(rec, p, q, k, v, mask, out, f);
+    }
     const OP: &str = "attention";
     let limits = rec.limits();
     let tile = attention_tile(p.head_dim, limits)?.ok_or_else(|| {

@@ -26,6 +26,10 @@ pub(crate) enum Shader {
     Activation,
     Argmax,
     Attention,
+    /// Fast-mode attention on cooperative matrices (`attention_cm.glsl`), head dimension 128,
+    /// 64 or 32 queries per workgroup, keys 32 at a time.
+    AttentionCmD128Q64Kv32,
+    AttentionCmD128Q32Kv32,
     Axpby,
     BatchedMatmul,
     Binary,
@@ -83,10 +87,12 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 29] = [
+    pub const ALL: [Shader; 31] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Attention,
+        Shader::AttentionCmD128Q64Kv32,
+        Shader::AttentionCmD128Q32Kv32,
         Shader::Axpby,
         Shader::BatchedMatmul,
         Shader::Binary,
@@ -120,6 +126,16 @@ impl Shader {
         static ACTIVATION: ShaderInfo = info::<Activation>("activation", spirv!("activation"), 2);
         static ARGMAX: ShaderInfo = info::<Argmax>("argmax", spirv!("argmax"), 2);
         static ATTENTION: ShaderInfo = info::<Attention>("attention", spirv!("attention"), 5);
+        static ATTENTION_CM_D128_Q64_KV32: ShaderInfo = info::<Attention>(
+            "attention_cm_d128_q64_kv32",
+            spirv!("attention_cm_d128_q64_kv32"),
+            5,
+        );
+        static ATTENTION_CM_D128_Q32_KV32: ShaderInfo = info::<Attention>(
+            "attention_cm_d128_q32_kv32",
+            spirv!("attention_cm_d128_q32_kv32"),
+            5,
+        );
         static AXPBY: ShaderInfo = info::<Axpby>("axpby", spirv!("axpby"), 3);
         static BATCHED_MATMUL: ShaderInfo =
             info::<BatchedMatmul>("batched_matmul", spirv!("batched_matmul"), 3);
@@ -163,6 +179,8 @@ impl Shader {
             Shader::Activation => &ACTIVATION,
             Shader::Argmax => &ARGMAX,
             Shader::Attention => &ATTENTION,
+            Shader::AttentionCmD128Q64Kv32 => &ATTENTION_CM_D128_Q64_KV32,
+            Shader::AttentionCmD128Q32Kv32 => &ATTENTION_CM_D128_Q32_KV32,
             Shader::Axpby => &AXPBY,
             Shader::BatchedMatmul => &BATCHED_MATMUL,
             Shader::Binary => &BINARY,
