@@ -1333,7 +1333,6 @@ pub(crate) mod attention_cm;
 /// device's z workgroup count or one storage-buffer binding. With a cooperative-matrix shape
 /// `coopmat` (fast mode on a device that has one) a fast-mode variant runs where one fits
 /// ([`attention_cm::fast_attention_kernel`]), else the strict f32 shader.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn attention(
     rec: &mut VulkanRecording,
     p: &AttentionParams,

@@ -108,7 +108,6 @@ pub(crate) fn fast_attention_kernel(
 /// workgroup per (query block, query head, batch); batches are split over several dispatches
 /// when they exceed the device's z workgroup count or one storage-buffer binding, as for the
 /// strict shader.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn attention_cm(
     rec: &mut VulkanRecording,
     p: &AttentionParams,
@@ -259,7 +258,10 @@ mod tests {
         let kimodo = params(3, 202, 8, 128);
         assert_eq!(pick(&kimodo, &l, None), Some(FAST_ATTENTION[0]));
         // One short sequence: too few workgroups for 64-query blocks.
-        assert_eq!(pick(&params(1, 7, 2, 128), &l, None), Some(FAST_ATTENTION[1]));
+        assert_eq!(
+            pick(&params(1, 7, 2, 128), &l, None),
+            Some(FAST_ATTENTION[1])
+        );
         // Only head dimension 128 is compiled.
         assert_eq!(pick(&params(3, 202, 8, 64), &l, None), None);
         // Another subgroup size or shape, or too little shared memory: the strict shader.
