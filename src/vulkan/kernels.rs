@@ -18,6 +18,8 @@ use crate::error::Result;
 use crate::ops::*;
 use crate::tensor::DType;
 
+pub(crate) mod attention_cm;
+
 type Ref = BufRef<VulkanBuffer>;
 
 /// `v` as a u32 push constant, or an error naming it.
@@ -1325,8 +1327,6 @@ fn attention_tile(head_dim: usize, l: &Limits) -> Result<Option<AttentionTile>> 
         .map(|(bq, bkv, workgroup)| AttentionTile { workgroup, bq, bkv })
         .find(|t| t.fits(d, l)))
 }
-
-pub(crate) mod attention_cm;
 
 /// `q`, `k`, `v`, `mask`, `out` as checked by `check::attention`. One workgroup per (query
 /// block, query head, batch); batches are split over several dispatches when they exceed the

@@ -94,13 +94,16 @@ fn select(
 }
 
 /// The fast-mode attention variant for `p` ([`select`], forced by
-/// `KINEMA_VK_ATTENTION_SHADER=<file stem>`), or `None` for the strict shader.
+/// `KINEMA_VK_ATTENTION_SHADER=<file stem>`; empty counts as unset), or `None` for the strict
+/// shader.
 pub(crate) fn fast_attention_kernel(
     p: &AttentionParams,
     s: &CoopMatShape,
     l: &Limits,
 ) -> Option<FastAttention> {
-    let forced = std::env::var("KINEMA_VK_ATTENTION_SHADER").ok();
+    let forced = std::env::var("KINEMA_VK_ATTENTION_SHADER")
+        .ok()
+        .filter(|v| !v.is_empty());
     select(p, s, l, forced.as_deref())
 }
 
