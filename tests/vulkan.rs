@@ -902,3 +902,297 @@ fn fast_rows_use_subgroup_reductions() {
         }
     }
 }
+
+/// Rounding of each f16 operand of the fast attention (q * scale, k, v and every probability
+/// p, `kernels/glsl/attention_cm.glsl`): at most 2^-11 of the value in f16's normal range
+/// (2^-10 allowed, should a device not round to nearest, as for `COOPMAT_F16_INPUT_REL`).
+const ATTENTION_F16_ROUND: f64 = 1.0 / 1024.0;
+
+/// The f64 reference of attention (per output `[batch, q_len, q_heads, head_dim]`) and the
+/// bound on the fast attention's error there. `u_in` is [`ATTENTION_F16_ROUND`], or 0 when
+/// every q * scale, k and v is an f16 number (rounding them is then exact). With
+/// u = 2^-24 (f32) and, for one query row, A = max_j |scale| sum_t |q_t k_jt| and
+/// S = max_j |s_j| over the keys it sees:
+///
+/// 1. Scores. q * scale (an f32 product, then f16) and k are off by (1 + u_in)^2 (1 + u) - 1
+///    of themselves, f16 subnormals (below 2^-14) by 2^-24 absolute (2^-25 when rounded to
+///    nearest), and the matrix unit's f32 sum of HD exact f16 products adds (HD + 1) u A, so
+///    every score is within D = ((1 + u_in)^2 (1 + u) - 1 + (HD + 1) u) A
+///    + 2^-24 max_j sum_t (|q_t scale| + |k_jt|) of its exact value.
+/// 2. Softmax. Scores each off by at most D move every weight e^s_j / sum_i e^s_i by a factor
+///    within e^(+-2D).
+/// 3. Probabilities. Each p = exp(s - m) (m the row's reference maximum, x = s - m within
+///    2 (S + D) + 8 of 0 since p <= e^8) carries the built-in exp's (3 + 2|x|) ulp
+///    (Vulkan's bound; an ulp is at most 2^-23 of the value) and its f16 rounding, a of
+///    itself in all; l sums the same rounded p, so each normalised weight p / l is off by
+///    at most 2a / (1 - a) of itself. A p below 2^-14 is off by 2^-24 absolute instead, and
+///    l >= 1 (the row maximum's own p), so the weights move by kv_len 2^-24 at most in all.
+/// 4. Values. v is rounded to f16 (u_in of itself, 2^-24 absolute below 2^-14), and
+///    sum_j p_j v_j is summed in f32 by the matrix unit over kv_len terms ((kv_len + 1) u
+///    of sum_j p_j |v_j|); the rescales (one product per tile at most), l's sum, 1 / l and
+///    the product by it add fewer than kv_len + 7 roundings: (2 kv_len + 8) u in all.
+///
+/// So |out - o| <= ((e^(2D) (1 + 2a / (1 - a))) (1 + u_in) (1 + (2 kv_len + 8) u) - 1)
+/// sum_j w_j |v_j| + (kv_len + 1) 2^-24 max(1, max |v|), with w the exact weights. A query
+/// that sees no key must be exactly 0.
+fn attention_f64_bound(
+    p: &AttentionParams,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    mask: Option<&[u32]>,
+    u_in: f64,
+) -> [Vec<f64>; 2] {
+    let u = 2f64.powi(-24);
+    let d = p.head_dim;
+    let group = p.q_heads / p.kv_heads;
+    let n = p.batch * p.q_len * p.q_heads * d;
+    let (mut want, mut bound) = (vec![0f64; n], vec![0f64; n]);
+    let vmax = v.iter().fold(1f64, |m, &x| m.max((x as f64).abs()));
+    for b in 0..p.batch {
+        for i in 0..p.q_len {
+            for h in 0..p.q_heads {
+                let kh = h / group;
+                let qrow = &q[(b * p.q_len + i) * p.q_row_stride + h * d..][..d];
+                let (mut s, mut seen) = (Vec::new(), Vec::new());
+                let (mut a_max, mut s_max, mut sub_max) = (0f64, 0f64, 0f64);
+                for j in 0..p.kv_len {
+                    let visible = match p.mask {
+                        MaskKind::None => true,
+                        MaskKind::KeyPadding => mask.unwrap()[b * p.kv_len + j] != 0,
+                        MaskKind::Causal => j + p.q_len <= i + p.kv_len,
+                    };
+                    if !visible {
+                        continue;
+                    }
+                    let krow = &k[(b * p.kv_len + j) * p.kv_row_stride + kh * d..][..d];
+                    let (mut dot, mut abs, mut sub) = (0f64, 0f64, 0f64);
+                    for (&x, &y) in qrow.iter().zip(krow) {
+                        let xs = x as f64 * p.scale as f64;
+                        dot += xs * y as f64;
+                        abs += (xs * y as f64).abs();
+                        sub += xs.abs() + (y as f64).abs();
+                    }
+                    s.push(dot);
+                    seen.push(j);
+                    a_max = a_max.max(abs);
+                    s_max = s_max.max(dot.abs());
+                    sub_max = sub_max.max(sub);
+                }
+                if seen.is_empty() {
+                    continue;
+                }
+                let m = s.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(x));
+                let e: Vec<f64> = s.iter().map(|&x| (x - m).exp()).collect();
+                let z: f64 = e.iter().sum();
+                let dd = ((1.0 + u_in).powi(2) * (1.0 + u) - 1.0 + (d + 1) as f64 * u) * a_max
+                    + 2f64.powi(-24) * sub_max;
+                let x = 2.0 * (s_max + dd) + 8.0;
+                let a = ATTENTION_F16_ROUND + (3.0 + 2.0 * x) * 2f64.powi(-23);
+                let rel = (2.0 * dd).exp()
+                    * (1.0 + 2.0 * a / (1.0 - a))
+                    * (1.0 + u_in)
+                    * (1.0 + (2 * p.kv_len + 8) as f64 * u)
+                    - 1.0;
+                let abs = (p.kv_len + 1) as f64 * 2f64.powi(-24) * vmax;
+                let o = (b * p.q_len + i) * p.q_heads * d + h * d;
+                for t in 0..d {
+                    let (mut acc, mut mag) = (0f64, 0f64);
+                    for (&j, &ej) in seen.iter().zip(&e) {
+                        let vj = v[(b * p.kv_len + j) * p.kv_row_stride + kh * d + t] as f64;
+                        acc += ej * vj;
+                        mag += ej * vj.abs();
+                    }
+                    want[o + t] = acc / z;
+                    bound[o + t] = rel * mag / z + abs;
+                }
+            }
+        }
+    }
+    [want, bound]
+}
+
+/// Fast-mode attention on cooperative matrices against the f64 reference, within the f16
+/// rounding bound of [`attention_f64_bound`]: head_dim 128, query and key counts off the
+/// tile multiples (1, 7, 202, 254), GQA groups of 1, 2 and 4, every mask kind (key padding
+/// with a batch whose keys are all hidden, causal with more queries than keys so whole query
+/// blocks see nothing), batches > 1, operands as column slices of a fused QKV buffer (the
+/// vector loads) or with odd offsets and strides (the element loads), shapes that select each
+/// variant, and scores growing along the keys by more than the shader's rescaling threshold
+/// per tile (exact f16 inputs, so the bound is tight there). On a device where no fast
+/// variant runs (lavapipe) fast mode must run the strict shader: its result is checked to be
+/// the strict backend's bit for bit, with a notice that the fast kernel was not tested.
+#[test]
+fn fast_attention_within_f16_rounding() {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Data {
+        /// Uniform in [-1, 1), q, k and v columns of one fused buffer.
+        Fused,
+        /// Uniform in [-1, 1), separate buffers at odd offsets with odd row strides.
+        Odd,
+        /// Multiples of 1/16 in [-1, 1] (exact in f16), scale 1/8, with dimension 0 of q
+        /// 4, -4, 1/4 or 0 by row and of key j equal to j: scores rise by up to 16 per tile
+        /// of 32 keys, so rows are rescaled.
+        Growing,
+    }
+    let mut r = Rng(41);
+    use MaskKind::*;
+    let cases = [
+        (3, 202, 202, 8, 8, None, Data::Fused),
+        (3, 202, 202, 8, 8, KeyPadding, Data::Fused),
+        (2, 254, 254, 8, 4, Causal, Data::Fused),
+        (2, 7, 254, 4, 1, Causal, Data::Fused),
+        (2, 254, 7, 2, 2, Causal, Data::Odd),
+        (2, 1, 1, 2, 1, None, Data::Fused),
+        (1, 1, 254, 4, 2, KeyPadding, Data::Odd),
+        (2, 202, 7, 2, 1, KeyPadding, Data::Fused),
+        (3, 202, 202, 8, 8, None, Data::Growing),
+        (2, 254, 254, 2, 1, Causal, Data::Growing),
+        (1, 70, 254, 2, 2, KeyPadding, Data::Growing),
+    ];
+    for o in devices() {
+        let mut fast_o = o.clone();
+        fast_o.precision = Precision::Fast.into();
+        let fast = VulkanBackend::with_options(fast_o).unwrap();
+        let strict = VulkanBackend::with_options(o).unwrap();
+        // What the fast variants need (kernels/attention_cm.rs): the H200 has it.
+        let capable = fast.subgroup_size() == 32
+            && fast
+                .cooperative_matrix()
+                .is_some_and(|s| s.starts_with("16x16x16 "));
+        for &(batch, ql, kl, qh, kh, mask, data) in &cases {
+            let d = 128;
+            let (q_stride, kv_stride, q_at, k_at, v_at) = match data {
+                Data::Odd => (qh * d + 3, kh * d + 1, 1, 5, 2),
+                _ => {
+                    let w = (qh + 2 * kh) * d;
+                    (w, w, 0, qh * d, (qh + kh) * d)
+                }
+            };
+            let exact = |r: &mut Rng| (r.below(33) as f32 - 16.0) / 16.0;
+            let mut fill = |n: usize| -> Vec<f32> {
+                match data {
+                    Data::Growing => (0..n).map(|_| exact(&mut r)).collect(),
+                    _ => r.vec(n, -1.0, 1.0),
+                }
+            };
+            // Whole buffers; the operands start at q_at, k_at and v_at.
+            let (mut qbuf, mut kbuf, mut vbuf) = if data == Data::Odd {
+                (
+                    fill(q_at + batch * ql * q_stride),
+                    fill(k_at + batch * kl * kv_stride),
+                    fill(v_at + batch * kl * kv_stride),
+                )
+            } else {
+                let fused = fill(batch * kl * kv_stride);
+                (fill(batch * ql * q_stride), fused.clone(), fused)
+            };
+            let scale = if data == Data::Growing {
+                for t in 0..batch * ql {
+                    for h in 0..qh {
+                        qbuf[q_at + t * q_stride + h * d] = [4.0, -4.0, 0.25, 0.0][t % ql % 4];
+                    }
+                }
+                for t in 0..batch * kl {
+                    for h in 0..kh {
+                        kbuf[k_at + t * kv_stride + h * d] = (t % kl) as f32;
+                    }
+                }
+                // k and v share the fused buffer.
+                vbuf = kbuf.clone();
+                0.125
+            } else {
+                1.0 / (d as f32).sqrt()
+            };
+            // Every third key hidden, and all keys of batch 2 (its queries output zeros).
+            let m: Vec<u32> = (0..batch * kl)
+                .map(|i| u32::from(i % 3 != 1 && i / kl != 2))
+                .collect();
+            let p = AttentionParams {
+                batch,
+                q_len: ql,
+                kv_len: kl,
+                q_heads: qh,
+                kv_heads: kh,
+                head_dim: d,
+                scale,
+                mask,
+                q_row_stride: q_stride,
+                kv_row_stride: kv_stride,
+            };
+            let what = format!(
+                "fast attention {batch}x{ql}x{kl} heads {qh}/{kh} {mask:?} on {}",
+                fast.device_name()
+            );
+            let run = |b: &VulkanBackend| {
+                let qb = upload_f32(b, &qbuf);
+                let (kb, vb) = if data == Data::Odd {
+                    (upload_f32(b, &kbuf), upload_f32(b, &vbuf))
+                } else {
+                    let kv = upload_f32(b, &kbuf);
+                    (kv.clone(), kv)
+                };
+                let qs = qb.slice(q_at, qb.len - q_at).unwrap();
+                let ks = kb.slice(k_at, kb.len - k_at).unwrap();
+                let vs = vb.slice(v_at, vb.len - v_at).unwrap();
+                let mb = upload_u32(b, &m);
+                let out = alloc(b, DType::F32, batch * ql * qh * d);
+                let mref = (mask == KeyPadding).then_some(&mb);
+                let mut rec = b.begin().unwrap();
+                b.attention(&mut rec, &p, &qs, &ks, &vs, mref, &out)
+                    .unwrap();
+                b.submit(&rec).unwrap();
+                download_f32(b, &out)
+            };
+            let got = run(&fast);
+            let Some(shader) = fast.fast_attention_shader(&p) else {
+                assert!(
+                    !capable,
+                    "{what}: the device has 32-invocation subgroups and the 16x16x16 f16 \
+                     cooperative matrix, but no fast attention variant was chosen"
+                );
+                let want = run(&strict);
+                let same = got
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(
+                    same,
+                    "{what}: without a fast variant the strict shader runs"
+                );
+                continue;
+            };
+            let u_in = if data == Data::Growing {
+                0.0
+            } else {
+                ATTENTION_F16_ROUND
+            };
+            let mk = (mask == KeyPadding).then_some(m.as_slice());
+            let [want, bound] =
+                attention_f64_bound(&p, &qbuf[q_at..], &kbuf[k_at..], &vbuf[v_at..], mk, u_in);
+            let mut worst = 0f64;
+            for (idx, &g) in got.iter().enumerate() {
+                let e = (g as f64 - want[idx]).abs();
+                assert!(
+                    e <= bound[idx],
+                    "{what} ({shader}): output {idx} is {g}, reference {}, error {e:e} > \
+                     bound {:e}",
+                    want[idx],
+                    bound[idx]
+                );
+                if bound[idx] > 0.0 {
+                    worst = worst.max(e / bound[idx]);
+                }
+            }
+            eprintln!("{what} ({shader}): worst error {worst:.3} of the bound");
+        }
+        if !capable {
+            eprintln!(
+                "NOTICE: {} cannot run the fast attention (it needs 32-invocation subgroups \
+                 and the 16x16x16 f16 cooperative matrix): only the strict fallback was \
+                 tested here",
+                fast.device_name()
+            );
+        }
+    }
+}

@@ -256,6 +256,15 @@ impl VulkanBackend {
         }
     }
 
+    /// The fast-mode attention shader (file stem) `attention` runs for `p`, or `None` when it
+    /// runs the strict f32 shader: strict mode, or a device, head dimension or
+    /// `KINEMA_VK_ATTENTION_SHADER` no fast variant fits.
+    pub fn fast_attention_shader(&self, p: &AttentionParams) -> Option<&'static str> {
+        let s = self.gemm_coopmat()?;
+        kernels::attention_cm::fast_attention_kernel(p, &s, &self.shared.ctx.limits)
+            .map(|f| f.shader.info().name)
+    }
+
     /// Compute pipelines created so far (they are created on first use).
     pub fn pipelines_created(&self) -> usize {
         self.shared.pipelines.count()
@@ -512,7 +521,7 @@ impl Backend for VulkanBackend {
     ) -> Result<()> {
         self.rec_check(rec)?;
         let (q, k, v, m, o) = check::attention(p, q, k, v, mask, out)?;
-        kernels::attention(rec, p, &q, &k, &v, m.as_ref(), &o)
+        kernels::attention(rec, p, &q, &k, &v, m.as_ref(), &o, self.gemm_coopmat())
     }
 
     fn activation(

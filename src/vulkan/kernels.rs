@@ -18,6 +18,8 @@ use crate::error::Result;
 use crate::ops::*;
 use crate::tensor::DType;
 
+pub(crate) mod attention_cm;
+
 type Ref = BufRef<VulkanBuffer>;
 
 /// `v` as a u32 push constant, or an error naming it.
@@ -1544,7 +1546,9 @@ fn forced_attention_tile(s: &str, head_dim: u32, l: &Limits) -> Result<Attention
 
 /// `q`, `k`, `v`, `mask`, `out` as checked by `check::attention`. One workgroup per (query
 /// block, query head, batch); batches are split over several dispatches when they exceed the
-/// device's z workgroup count or one storage-buffer binding.
+/// device's z workgroup count or one storage-buffer binding. With a cooperative-matrix shape
+/// `coopmat` (fast mode on a device that has one) a fast-mode variant runs where one fits
+/// ([`attention_cm::fast_attention_kernel`]), else the strict f32 shader.
 pub(crate) fn attention(
     rec: &mut VulkanRecording,
     p: &AttentionParams,
@@ -1553,7 +1557,12 @@ pub(crate) fn attention(
     v: &Ref,
     mask: Option<&Ref>,
     out: &Ref,
+    coopmat: Option<CoopMatShape>,
 ) -> Result<()> {
+    if let Some(f) = coopmat.and_then(|s| attention_cm::fast_attention_kernel(p, &s, rec.limits()))
+    {
+        return attention_cm::attention_cm(rec, p, q, k, v, mask, out, f);
+    }
     let limits = rec.limits();
     let kernel = attention_kernel(p.head_dim, limits)?.ok_or_else(|| {
         backend_error(format!(

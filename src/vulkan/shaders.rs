@@ -33,6 +33,10 @@ pub(crate) enum Shader {
     AttentionD128_32x8,
     AttentionD128_16x16,
     AttentionD64_64x8,
+    /// Fast-mode attention on cooperative matrices (`attention_cm.glsl`), head dimension 128,
+    /// 64 or 32 queries per workgroup, keys 32 at a time.
+    AttentionCmD128Q64Kv32,
+    AttentionCmD128Q32Kv32,
     Axpby,
     BatchedMatmul,
     Binary,
@@ -93,7 +97,7 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 36] = [
+    pub const ALL: [Shader; 38] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Attention,
@@ -102,6 +106,8 @@ impl Shader {
         Shader::AttentionD128_32x8,
         Shader::AttentionD128_16x16,
         Shader::AttentionD64_64x8,
+        Shader::AttentionCmD128Q64Kv32,
+        Shader::AttentionCmD128Q32Kv32,
         Shader::Axpby,
         Shader::BatchedMatmul,
         Shader::Binary,
@@ -147,6 +153,16 @@ impl Shader {
             info::<Attention>("attention_d128_16x16", spirv!("attention_d128_16x16"), 5);
         static ATTENTION_D64_64X8: ShaderInfo =
             info::<Attention>("attention_d64_64x8", spirv!("attention_d64_64x8"), 5);
+        static ATTENTION_CM_D128_Q64_KV32: ShaderInfo = info::<Attention>(
+            "attention_cm_d128_q64_kv32",
+            spirv!("attention_cm_d128_q64_kv32"),
+            5,
+        );
+        static ATTENTION_CM_D128_Q32_KV32: ShaderInfo = info::<Attention>(
+            "attention_cm_d128_q32_kv32",
+            spirv!("attention_cm_d128_q32_kv32"),
+            5,
+        );
         static AXPBY: ShaderInfo = info::<Axpby>("axpby", spirv!("axpby"), 3);
         static BATCHED_MATMUL: ShaderInfo =
             info::<BatchedMatmul>("batched_matmul", spirv!("batched_matmul"), 3);
@@ -198,6 +214,8 @@ impl Shader {
             Shader::AttentionD128_32x8 => &ATTENTION_D128_32X8,
             Shader::AttentionD128_16x16 => &ATTENTION_D128_16X16,
             Shader::AttentionD64_64x8 => &ATTENTION_D64_64X8,
+            Shader::AttentionCmD128Q64Kv32 => &ATTENTION_CM_D128_Q64_KV32,
+            Shader::AttentionCmD128Q32Kv32 => &ATTENTION_CM_D128_Q32_KV32,
             Shader::Axpby => &AXPBY,
             Shader::BatchedMatmul => &BATCHED_MATMUL,
             Shader::Binary => &BINARY,
