@@ -26,13 +26,6 @@ pub(crate) enum Shader {
     Activation,
     Argmax,
     Attention,
-    /// `attention` with the head dimension and tile fixed at compile time
-    /// (`attention_d<head_dim>_<bq>x<bkv>.comp`).
-    AttentionD128_64x8,
-    AttentionD128_32x16,
-    AttentionD128_32x8,
-    AttentionD128_16x16,
-    AttentionD64_64x8,
     /// Fast-mode attention on cooperative matrices (`attention_cm.glsl`), head dimension 128,
     /// 64 or 32 queries per workgroup, keys 32 at a time.
     AttentionCmD128Q64Kv32,
@@ -97,15 +90,10 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 38] = [
+    pub const ALL: [Shader; 33] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Attention,
-        Shader::AttentionD128_64x8,
-        Shader::AttentionD128_32x16,
-        Shader::AttentionD128_32x8,
-        Shader::AttentionD128_16x16,
-        Shader::AttentionD64_64x8,
         Shader::AttentionCmD128Q64Kv32,
         Shader::AttentionCmD128Q32Kv32,
         Shader::Axpby,
@@ -143,16 +131,6 @@ impl Shader {
         static ACTIVATION: ShaderInfo = info::<Activation>("activation", spirv!("activation"), 2);
         static ARGMAX: ShaderInfo = info::<Argmax>("argmax", spirv!("argmax"), 2);
         static ATTENTION: ShaderInfo = info::<Attention>("attention", spirv!("attention"), 5);
-        static ATTENTION_D128_64X8: ShaderInfo =
-            info::<Attention>("attention_d128_64x8", spirv!("attention_d128_64x8"), 5);
-        static ATTENTION_D128_32X16: ShaderInfo =
-            info::<Attention>("attention_d128_32x16", spirv!("attention_d128_32x16"), 5);
-        static ATTENTION_D128_32X8: ShaderInfo =
-            info::<Attention>("attention_d128_32x8", spirv!("attention_d128_32x8"), 5);
-        static ATTENTION_D128_16X16: ShaderInfo =
-            info::<Attention>("attention_d128_16x16", spirv!("attention_d128_16x16"), 5);
-        static ATTENTION_D64_64X8: ShaderInfo =
-            info::<Attention>("attention_d64_64x8", spirv!("attention_d64_64x8"), 5);
         static ATTENTION_CM_D128_Q64_KV32: ShaderInfo = info::<Attention>(
             "attention_cm_d128_q64_kv32",
             spirv!("attention_cm_d128_q64_kv32"),
@@ -209,11 +187,6 @@ impl Shader {
             Shader::Activation => &ACTIVATION,
             Shader::Argmax => &ARGMAX,
             Shader::Attention => &ATTENTION,
-            Shader::AttentionD128_64x8 => &ATTENTION_D128_64X8,
-            Shader::AttentionD128_32x16 => &ATTENTION_D128_32X16,
-            Shader::AttentionD128_32x8 => &ATTENTION_D128_32X8,
-            Shader::AttentionD128_16x16 => &ATTENTION_D128_16X16,
-            Shader::AttentionD64_64x8 => &ATTENTION_D64_64X8,
             Shader::AttentionCmD128Q64Kv32 => &ATTENTION_CM_D128_Q64_KV32,
             Shader::AttentionCmD128Q32Kv32 => &ATTENTION_CM_D128_Q32_KV32,
             Shader::Axpby => &AXPBY,
