@@ -10,8 +10,7 @@
 //!    (`[head_dim][NR]`, 8 x 8 vector transposes), V in column chunks of `NR` (`[keys][NR]`),
 //!    so both micro-kernels stream contiguous memory whatever the row strides;
 //! 2. scores `MR x NR` come from a register-tiled GEMM (broadcast q, vector loads of K^T);
-//! 3. each row's softmax runs over its buffered scores (max, the shared vector
-//!    [`simd::exp_nonpositive`](super::simd::exp_nonpositive), sum);
+//! 3. each row's softmax runs over its buffered scores (max, vector exp, sum);
 //! 4. P.V accumulates `MR x NR` output columns in registers and divides by the row sums as it
 //!    stores them.
 //!
@@ -50,9 +49,7 @@ trait Kernels {
     /// `r * lds + c` for every `r < MR`, `c < NR`.
     unsafe fn qk(d: usize, qp: *const f32, kp: *const f32, scale: f32, s: *mut f32, lds: usize);
 
-    /// In place `s[j] = exp(s[j] - max_j s[j])` for `j < n` (n >= 1); returns the sum. The
-    /// exponential is the shared `simd::exp_nonpositive` (the arguments are <= 0), so the
-    /// `s[j]` are the same bits on every ISA; only the order of the sum differs.
+    /// In place `s[j] = exp(s[j] - max_j s[j])` for `j < n` (n >= 1); returns the sum.
     ///
     /// # Safety
     /// The ISA is supported; `s` is readable and writable for `n.next_multiple_of(NR)` values.
@@ -430,11 +427,36 @@ unsafe fn run<K: Kernels>(
     });
 }
 
+/// Vector exp, Cephes `expf` (`cephes/single/expf.c`): `x = n ln2 + r`, `|r| <= ln2 / 2`,
+/// `e^r = 1 + r + r^2 P(r)` with a degree-5 `P`, `2^n` from exponent bits. About 1 ulp over
+/// the domain used here (softmax arguments, `x <= 0`); `x < EXP_MIN` (results below the
+/// smallest normal f32) gives exactly 0 and NaN stays NaN.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod exp_consts {
+    /// `ln(f32::MIN_POSITIVE)`: below it the result would be subnormal; it flushes to 0.
+    pub const EXP_MIN: f32 = -87.336_55;
+    /// Upper clamp keeping `2^n` finite (the callers only pass `x <= 0`).
+    pub const EXP_MAX: f32 = 88.0;
+    pub const LOG2E: f32 = std::f32::consts::LOG2_E;
+    /// `ln 2` split so `n * LN2_HI` is exact for |n| < 2^9.
+    pub const LN2_HI: f32 = 0.693_359_4;
+    pub const LN2_LO: f32 = -2.121_944_4e-4;
+    pub const P: [f32; 6] = [
+        1.987_569_2e-4,
+        1.398_199_9e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        1.666_666_5e-1,
+        // Cephes' 5.0000001201e-1, which rounds to 0.5 in f32.
+        0.5,
+    ];
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::exp_consts::*;
     use super::{Kernels, MR, QP};
     use crate::cpu::matmul::avx2::transpose8;
-    use crate::cpu::simd::{avx2, avx512, exp_nonpositive};
     use std::arch::x86_64::*;
 
     pub struct Avx2;
@@ -484,6 +506,37 @@ mod x86 {
             // SAFETY: forwarded contract.
             unsafe { pv_avx2(p, ldp, ends, z, vp, cols, out) }
         }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn exp_avx2(x: __m256) -> __m256 {
+        // MINPS/MAXPS return the second operand when either is NaN: x goes second so a NaN
+        // survives the clamps.
+        let xc = _mm256_max_ps(
+            _mm256_set1_ps(EXP_MIN),
+            _mm256_min_ps(_mm256_set1_ps(EXP_MAX), x),
+        );
+        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm256_mul_ps(xc, _mm256_set1_ps(LOG2E)),
+        );
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), xc);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
+        let mut y = _mm256_set1_ps(P[0]);
+        for &c in &P[1..] {
+            y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(c));
+        }
+        let y = _mm256_add_ps(
+            _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), r),
+            _mm256_set1_ps(1.0),
+        );
+        let pow2n = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(
+            _mm256_cvtps_epi32(n),
+            _mm256_set1_epi32(127),
+        )));
+        let e = _mm256_mul_ps(y, pow2n);
+        let tiny = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(EXP_MIN));
+        _mm256_andnot_ps(tiny, e)
     }
 
     #[inline]
@@ -610,18 +663,15 @@ mod x86 {
             mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, x, tail));
         }
         let m = _mm256_set1_ps(hmax_avx2(mx));
-        let v = avx2::Avx2::new();
         let mut sum = _mm256_setzero_ps();
         for i in (0..full).step_by(8) {
-            let e = exp_nonpositive(v, _mm256_sub_ps(unsafe { _mm256_loadu_ps(s.add(i)) }, m));
+            let e = exp_avx2(_mm256_sub_ps(unsafe { _mm256_loadu_ps(s.add(i)) }, m));
             unsafe { _mm256_storeu_ps(s.add(i), e) };
             sum = _mm256_add_ps(sum, e);
         }
         if full < n {
-            // Lanes from n on hold other keys' scores, possibly above the max, where
-            // `exp_nonpositive` returns garbage: the mask zeroes them.
             let x = unsafe { _mm256_loadu_ps(s.add(full)) };
-            let e = _mm256_and_ps(exp_nonpositive(v, _mm256_sub_ps(x, m)), tail);
+            let e = _mm256_and_ps(exp_avx2(_mm256_sub_ps(x, m)), tail);
             unsafe { _mm256_storeu_ps(s.add(full), e) };
             sum = _mm256_add_ps(sum, e);
         }
@@ -740,6 +790,36 @@ mod x86 {
         }
     }
 
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")]
+    fn exp_avx512(x: __m512) -> __m512 {
+        // As exp_avx2 (VMINPS/VMAXPS keep a NaN in the second operand).
+        let xc = _mm512_max_ps(
+            _mm512_set1_ps(EXP_MIN),
+            _mm512_min_ps(_mm512_set1_ps(EXP_MAX), x),
+        );
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm512_mul_ps(xc, _mm512_set1_ps(LOG2E)),
+        );
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), xc);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
+        let mut y = _mm512_set1_ps(P[0]);
+        for &c in &P[1..] {
+            y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(c));
+        }
+        let y = _mm512_add_ps(
+            _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r),
+            _mm512_set1_ps(1.0),
+        );
+        let pow2n = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(
+            _mm512_cvtps_epi32(n),
+            _mm512_set1_epi32(127),
+        )));
+        let e = _mm512_mul_ps(y, pow2n);
+        let tiny = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_set1_ps(EXP_MIN));
+        _mm512_maskz_mov_ps(!tiny, e)
+    }
+
     /// Lanes `< n` of a vector as a mask.
     #[inline]
     fn lanes_below_512(n: usize) -> __mmask16 {
@@ -824,18 +904,15 @@ mod x86 {
             mx = _mm512_max_ps(mx, unsafe { _mm512_mask_loadu_ps(ninf, tail, s.add(full)) });
         }
         let m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-        let v = avx512::Avx512::new();
         let mut sum = _mm512_setzero_ps();
         for i in (0..full).step_by(16) {
-            let e = exp_nonpositive(v, _mm512_sub_ps(unsafe { _mm512_loadu_ps(s.add(i)) }, m));
+            let e = exp_avx512(_mm512_sub_ps(unsafe { _mm512_loadu_ps(s.add(i)) }, m));
             unsafe { _mm512_storeu_ps(s.add(i), e) };
             sum = _mm512_add_ps(sum, e);
         }
         if full < n {
-            // Lanes from n on load 0, possibly above the max, where `exp_nonpositive`
-            // returns garbage: the mask zeroes them.
             let x = unsafe { _mm512_maskz_loadu_ps(tail, s.add(full)) };
-            let e = _mm512_maskz_mov_ps(tail, exp_nonpositive(v, _mm512_sub_ps(x, m)));
+            let e = _mm512_maskz_mov_ps(tail, exp_avx512(_mm512_sub_ps(x, m)));
             unsafe { _mm512_mask_storeu_ps(s.add(full), tail, e) };
             sum = _mm512_add_ps(sum, e);
         }
@@ -906,8 +983,8 @@ mod x86 {
 
 #[cfg(target_arch = "aarch64")]
 mod arm {
+    use super::exp_consts::*;
     use super::{Kernels, MR, QP};
-    use crate::cpu::simd::{exp_nonpositive, neon};
     use std::arch::aarch64::*;
 
     pub struct Neon;
@@ -959,6 +1036,28 @@ mod arm {
             // SAFETY: forwarded contract.
             unsafe { pv_neon(p, ldp, ends, z, vp, cols, out) }
         }
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon")]
+    fn exp_neon(x: float32x4_t) -> float32x4_t {
+        // As exp_avx2; FMIN/FMAX propagate NaN on their own.
+        let xc = vmaxq_f32(vdupq_n_f32(EXP_MIN), vminq_f32(vdupq_n_f32(EXP_MAX), x));
+        let n = vrndnq_f32(vmulq_n_f32(xc, LOG2E));
+        let r = vfmsq_f32(xc, n, vdupq_n_f32(LN2_HI));
+        let r = vfmsq_f32(r, n, vdupq_n_f32(LN2_LO));
+        let mut y = vdupq_n_f32(P[0]);
+        for &c in &P[1..] {
+            y = vfmaq_f32(vdupq_n_f32(c), y, r);
+        }
+        let y = vaddq_f32(vfmaq_f32(r, y, vmulq_f32(r, r)), vdupq_n_f32(1.0));
+        let pow2n = vreinterpretq_f32_s32(vshlq_n_s32::<23>(vaddq_s32(
+            vcvtnq_s32_f32(n),
+            vdupq_n_s32(127),
+        )));
+        let e = vmulq_f32(y, pow2n);
+        let tiny = vcltq_f32(x, vdupq_n_f32(EXP_MIN));
+        vbslq_f32(tiny, vdupq_n_f32(0.0), e)
     }
 
     /// Lanes `< n` of a vector as an all-ones mask.
@@ -1062,17 +1161,15 @@ mod arm {
             mx = vmaxq_f32(mx, vbslq_f32(tail, unsafe { vld1q_f32(s.add(full)) }, ninf));
         }
         let m = vdupq_n_f32(vmaxvq_f32(mx));
-        let v = neon::Neon::new();
         let mut sum = vdupq_n_f32(0.0);
         for i in (0..full).step_by(4) {
-            let e = exp_nonpositive(v, vsubq_f32(unsafe { vld1q_f32(s.add(i)) }, m));
+            let e = exp_neon(vsubq_f32(unsafe { vld1q_f32(s.add(i)) }, m));
             unsafe { vst1q_f32(s.add(i), e) };
             sum = vaddq_f32(sum, e);
         }
         if full < n {
-            // Lanes from n on are -inf, whose exponential is exactly 0.
             let x = vbslq_f32(tail, unsafe { vld1q_f32(s.add(full)) }, ninf);
-            let e = exp_nonpositive(v, vsubq_f32(x, m));
+            let e = exp_neon(vsubq_f32(x, m));
             unsafe { vst1q_f32(s.add(full), e) };
             sum = vaddq_f32(sum, e);
         }
@@ -1144,8 +1241,6 @@ mod tests {
     use crate::backend::Precision;
     use crate::cpu::ThreadPool;
     use crate::cpu::rng::uniform;
-    use crate::cpu::simd::testing::gamma;
-    use crate::cpu::simd::{self, Simd};
     use proptest::prelude::*;
 
     /// Multiplier on the first-order error bound of an output against the f64 reference,
@@ -1417,105 +1512,6 @@ mod tests {
                         assert!(z.is_nan(), "{what}: a visible NaN must propagate");
                     } else {
                         assert_eq!(a.to_bits(), z.to_bits(), "{what}: changed");
-                    }
-                }
-            }
-        }
-    }
-
-    /// `Kernels::softmax` of `isa` over the row `s[..n]`; `None` for the scalar path, which
-    /// has no such kernel.
-    fn softmax_on(isa: Isa, s: &mut [f32], n: usize) -> Option<f32> {
-        assert!(isa.is_supported() && s.len() >= n.next_multiple_of(MAX_NR));
-        let s = s.as_mut_ptr();
-        // SAFETY (every arm): the ISA is supported and `s` holds n rounded up to
-        // MAX_NR >= NR values (both asserted).
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => Some(unsafe { <x86::Avx512 as Kernels>::softmax(s, n) }),
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => Some(unsafe { <x86::Avx2 as Kernels>::softmax(s, n) }),
-            #[cfg(target_arch = "aarch64")]
-            Isa::Neon => Some(unsafe { <arm::Neon as Kernels>::softmax(s, n) }),
-            _ => None,
-        }
-    }
-
-    #[derive(Clone, Copy)]
-    struct ExpNonpositive;
-    impl simd::LaneFn for ExpNonpositive {
-        #[inline(always)]
-        fn apply<S: Simd>(self, s: S, x: S::F) -> S::F {
-            simd::exp_nonpositive(s, x)
-        }
-    }
-
-    /// `x[i] = simd::exp_nonpositive(x[i])`, through `simd::dispatch`.
-    struct MapExp<'a>(&'a mut [f32]);
-    impl simd::Kernel for MapExp<'_> {
-        type Output = ();
-        #[inline(always)]
-        fn run<S: Simd>(self, s: S) {
-            let p = self.0.as_mut_ptr();
-            // SAFETY: source and destination are the same slice of `len` values.
-            unsafe { simd::map(s, ExpNonpositive, p, p, self.0.len()) }
-        }
-        fn scalar(self) {
-            self.0.iter_mut().for_each(|x| *x = x.exp());
-        }
-    }
-
-    /// The softmax numerators are the shared `simd::exp_nonpositive` of `score - max`, bit for
-    /// bit, on every ISA, so all ISAs compute the same numerators (the sums differ in their
-    /// order only), down to subnormal results and the underflow to 0. Values past the row
-    /// end (NaN and huge, as hidden keys of a causal row can score) reach neither the
-    /// numerators nor the sum, and the sum is the numerators' within its rounding.
-    #[test]
-    fn softmax_numerators_are_the_shared_exp_on_every_isa() {
-        for n in (1..=80).chain([127, 200]) {
-            // Scores of order 1, and spreads that reach the subnormal range (score - max in
-            // [-104, -87]) and the clamp at -104 below it.
-            for (amp, seed) in [(1f32, 1u64), (60.0, 2), (300.0, 3)] {
-                let mut row: Vec<f32> = values((seed << 16) | n as u64, n)
-                    .iter()
-                    .map(|x| x * amp)
-                    .collect();
-                if n >= 4 {
-                    // A tie with the first score and a -inf score (an overflowed product).
-                    row[n - 1] = row[0];
-                    row[1] = f32::NEG_INFINITY;
-                }
-                let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut first: Option<(Isa, Vec<f32>)> = None;
-                for isa in Isa::available() {
-                    let mut s = vec![0f32; n.next_multiple_of(MAX_NR)];
-                    s[..n].copy_from_slice(&row);
-                    for (i, x) in s[n..].iter_mut().enumerate() {
-                        *x = [f32::NAN, 1e30, -1e30, f32::INFINITY][i % 4];
-                    }
-                    let Some(z) = softmax_on(isa, &mut s, n) else {
-                        continue;
-                    };
-                    let mut want: Vec<f32> = row.iter().map(|x| x - m).collect();
-                    simd::dispatch(isa, MapExp(&mut want));
-                    let what = format!("{} n {n} amp {amp}", isa.name());
-                    for (j, (g, w)) in s.iter().zip(&want).enumerate() {
-                        assert_eq!(g.to_bits(), w.to_bits(), "{what}: e[{j}] = {g}, want {w}");
-                    }
-                    // One accumulator of at least 4 lanes, then at most 4 tree levels.
-                    let exact: f64 = want.iter().map(|&e| e as f64).sum();
-                    let tol = gamma(n.div_ceil(4) + 4) * exact;
-                    assert!(
-                        (z as f64 - exact).abs() <= tol,
-                        "{what}: sum {z}, want {exact}"
-                    );
-                    match &first {
-                        None => first = Some((isa, s[..n].to_vec())),
-                        Some((isa0, e0)) => assert!(
-                            e0.iter().zip(&s).all(|(a, b)| a.to_bits() == b.to_bits()),
-                            "{what}: numerators differ from {}",
-                            isa0.name()
-                        ),
                     }
                 }
             }

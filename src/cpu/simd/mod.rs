@@ -351,20 +351,15 @@ const EXP_POLY: [f32; 7] = [
 /// `exp(-inf) = 0`, `exp(inf) = inf`, NaN stays NaN.
 #[inline(always)]
 pub fn exp<S: Simd>(s: S, x: S::F) -> S::F {
-    exp_core::<S, true>(s, x, s.splat(NO_LO))
+    exp_core::<S, true>(s, x, s.splat(0.0))
 }
 
 /// [`exp`] for arguments that are never positive (or NaN), as in softmax after the maximum
 /// is subtracted: the same result without the overflow handling.
 #[inline(always)]
 pub fn exp_nonpositive<S: Simd>(s: S, x: S::F) -> S::F {
-    exp_core::<S, false>(s, x, s.splat(NO_LO))
+    exp_core::<S, false>(s, x, s.splat(0.0))
 }
-
-/// The correction `lo` of an argument without one: `r + (-0.0)` is `r` for every `r`, so the
-/// compiler drops the addition (`r + 0.0` would stay, as it turns -0 into +0; the results
-/// are the same bits either way, since the polynomial is exactly 1 at both zeros).
-const NO_LO: f32 = -0.0;
 
 /// `e^(hi + lo)` for `hi <= 0` and a correction `|lo| <= ulp(hi)` that `hi` could not hold
 /// (used to evaluate `exp(-a^2 / 2)` from the exact two-term square of `a`).
