@@ -277,12 +277,23 @@ mod bodies {
             let out = alloc(b, DType::F32, want.len());
             let mref = (mask == MaskKind::KeyPadding).then_some(&mb);
             run(b, |rec| b.attention(rec, &p, &qb, &kb, &vb, mref, &out));
+            // Fast mode on cooperative matrices (head_dim 128 on a device that has them)
+            // rounds q * scale, k, v and p to f16 (2^-11 relative each) before f32 sums: with
+            // inputs in [-1, 1] an output moves by a few 2^-11 at most (measured on the H200:
+            // 1.2e-4). tests/vulkan.rs (`fast_attention_within_f16_rounding`) holds it to
+            // its derived per-element bound; here the f16 input rounding sets the scale.
+            let f16_inputs = b.info().cooperative_matrix && d == 128;
+            let (abs, rel) = if f16_inputs {
+                (4.0 / 2048.0, 4.0 / 2048.0)
+            } else {
+                (1e-5, REL_F32)
+            };
             assert_close(
-                &format!("attention {mask:?}"),
+                &format!("attention {mask:?} d {d} fast {f16_inputs}"),
                 &download_f32(b, &out),
                 &want,
-                1e-5,
-                REL_F32,
+                abs,
+                rel,
             );
         }
     }

@@ -142,12 +142,14 @@ impl Default for Coopmat2Features {
 }
 
 impl Coopmat2Features {
-    /// What `linear_cm2.comp` uses: workgroup-scope matrices sized by its tile, a
-    /// per-element epilogue and tensor-layout loads and stores.
+    /// What `linear_cm2.comp` uses: workgroup-scope matrices sized by its tile,
+    /// accumulator-to-operand conversions, a per-element epilogue and tensor-layout loads and
+    /// stores.
     pub fn used() -> Self {
         Coopmat2Features {
             workgroup_scope: vk::TRUE,
             flexible_dimensions: vk::TRUE,
+            conversions: vk::TRUE,
             per_element_operations: vk::TRUE,
             tensor_addressing: vk::TRUE,
             ..Default::default()
@@ -159,6 +161,7 @@ impl Coopmat2Features {
         [
             self.workgroup_scope,
             self.flexible_dimensions,
+            self.conversions,
             self.per_element_operations,
             self.tensor_addressing,
         ]

@@ -48,7 +48,6 @@ pub(crate) enum Shader {
     LinearCm64x64x32_32x32,
     /// `linear` on workgroup-scope cooperative matrices (`VK_NV_cooperative_matrix2`).
     LinearCm2,
-    LinearCm2Plain,
     MeanPool,
     PosEnc,
     RmsNorm,
@@ -90,7 +89,7 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 33] = [
+    pub const ALL: [Shader; 32] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Attention,
@@ -112,7 +111,6 @@ impl Shader {
         Shader::LinearCm128x128x32_64x32,
         Shader::LinearCm64x64x32_32x32,
         Shader::LinearCm2,
-        Shader::LinearCm2Plain,
         Shader::MeanPool,
         Shader::PosEnc,
         Shader::RmsNorm,
@@ -168,8 +166,6 @@ impl Shader {
             4,
         );
         static LINEAR_CM2: ShaderInfo = info::<Linear>("linear_cm2", spirv!("linear_cm2"), 4);
-        static LINEAR_CM2_PLAIN: ShaderInfo =
-            info::<Linear>("linear_cm2_plain", spirv!("linear_cm2_plain"), 4);
         static MEAN_POOL: ShaderInfo = info::<MeanPool>("mean_pool", spirv!("mean_pool"), 3);
         static POSENC: ShaderInfo = info::<PosEnc>("posenc", spirv!("posenc"), 2);
         static RMS_NORM: ShaderInfo = info::<RmsNorm>("rms_norm", spirv!("rms_norm"), 3);
@@ -205,7 +201,6 @@ impl Shader {
             Shader::LinearCm128x128x32_64x32 => &LINEAR_CM_128X128X32_64X32,
             Shader::LinearCm64x64x32_32x32 => &LINEAR_CM_64X64X32_32X32,
             Shader::LinearCm2 => &LINEAR_CM2,
-            Shader::LinearCm2Plain => &LINEAR_CM2_PLAIN,
             Shader::MeanPool => &MEAN_POOL,
             Shader::PosEnc => &POSENC,
             Shader::RmsNorm => &RMS_NORM,
