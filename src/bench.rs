@@ -81,6 +81,10 @@ pub const OPS: &[(&str, &str)] = &[
         "fma_peak",
         "(none: a register-only FMA loop, the FLOP ceiling)",
     ),
+    (
+        "coopmat_peak",
+        "(none, Vulkan: register-only 16x16x16 f16 cooperative-matrix products, the ceiling of fast mode)",
+    ),
 ];
 
 /// Default (op, shape, dtype) list: the shapes the models run.
@@ -736,6 +740,34 @@ pub fn peak_measurements(isa: crate::cpu::Isa, threads: usize) -> Vec<Measuremen
         v.push(mk("bf16_dot_peak", "bf16", g));
     }
     v
+}
+
+/// The Vulkan device's cooperative-matrix multiply-add peak
+/// ([`crate::vulkan::VulkanBackend::coopmat_peak_gflops`]) as a measurement with op
+/// `coopmat_peak`; `None` on a device without 16 x 16 x 16 f16 cooperative matrices.
+pub fn coopmat_peak_measurement(b: &crate::vulkan::VulkanBackend) -> Result<Option<Measurement>> {
+    let Some(g) = b.coopmat_peak_gflops()? else {
+        return Ok(None);
+    };
+    let info = b.info();
+    Ok(Some(Measurement {
+        op: "coopmat_peak".to_string(),
+        shape: "registers".to_string(),
+        dtype: "f16".to_string(),
+        backend: info.kind.to_string(),
+        isa: info.device,
+        threads: 1,
+        precision: info.precision.name().to_string(),
+        cooperative_matrix: true,
+        median_s: 0.0,
+        min_s: 0.0,
+        samples: 3,
+        iters_per_sample: 1,
+        gflops: Some(g),
+        gbps: None,
+        gpu_s: None,
+        gpu_gflops: None,
+    }))
 }
 
 /// `kinema bench kimodo`: a full Kimodo generation on deterministic synthetic weights

@@ -1196,3 +1196,22 @@ fn fast_attention_within_f16_rounding() {
         }
     }
 }
+
+/// `coopmat_peak` (the register-only cooperative-matrix loop behind `kinema bench --op
+/// coopmat_peak`) runs exactly where the device has the 16 x 16 x 16 f16 shape and gives a
+/// finite positive rate; elsewhere (lavapipe) it reports that there is nothing to measure.
+#[test]
+fn coopmat_peak_runs_where_the_shape_exists() {
+    for o in devices() {
+        let b = VulkanBackend::with_options(o).unwrap();
+        let peak = b.coopmat_peak_gflops().unwrap();
+        let shape = b
+            .cooperative_matrix()
+            .is_some_and(|d| d.starts_with("16x16x16 f16*f16+f32->f32"));
+        assert_eq!(peak.is_some(), shape, "{}: {peak:?}", b.device_name());
+        if let Some(g) = peak {
+            assert!(g.is_finite() && g > 0.0, "{}: {g}", b.device_name());
+            eprintln!("{}: cooperative-matrix peak {g:.0} GFLOP/s", b.device_name());
+        }
+    }
+}

@@ -523,7 +523,7 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
         })
         .transpose()?;
     let cases: Vec<(String, String, DType)> = match (&o.op, &o.shape) {
-        (Some(op), _) if op == "fma_peak" => Vec::new(),
+        (Some(op), _) if op == "fma_peak" || op == "coopmat_peak" => Vec::new(),
         (Some(op), Some(shape)) => vec![(op.clone(), shape.clone(), dtype.unwrap_or(DType::F32))],
         (op, shape) => bench::default_cases()
             .into_iter()
@@ -535,7 +535,8 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
             .map(|(c, s, d)| (c.to_string(), s, d))
             .collect(),
     };
-    if cases.is_empty() && o.op.as_deref() != Some("fma_peak") {
+    let peak_only = matches!(o.op.as_deref(), Some("fma_peak" | "coopmat_peak"));
+    if cases.is_empty() && !peak_only {
         return Err(kinema::Error::InvalidArgument(
             "no benchmark matches; give --op and --shape, or see --list".into(),
         ));
@@ -544,6 +545,16 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
         println!("{}", Measurement::table_header());
     }
     if let AnyBackend::Vulkan(b) = &selection.backend {
+        if o.op.is_none() || o.op.as_deref() == Some("coopmat_peak") {
+            match bench::coopmat_peak_measurement(b)? {
+                Some(m) => println!("{}", if o.json { m.to_json() } else { m.table_row() }),
+                None if o.op.is_some() => eprintln!(
+                    "kinema: coopmat_peak: {} has no 16x16x16 f16 cooperative matrices",
+                    b.device_name()
+                ),
+                None => {}
+            }
+        }
         // A second backend on the same device with timestamps on gives each op's GPU time.
         let mut po = VulkanOptions::from_env(precision)?;
         po.profile = true;
@@ -554,6 +565,12 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
             println!("{}", if o.json { m.to_json() } else { m.table_row() });
         }
         return Ok(());
+    }
+    if o.op.as_deref() == Some("coopmat_peak") {
+        return Err(kinema::Error::InvalidArgument(
+            "coopmat_peak measures a Vulkan device's cooperative matrices: use --backend vulkan"
+                .into(),
+        ));
     }
     let with_peak = o.op.is_none() || o.op.as_deref() == Some("fma_peak");
     for isa in isas {

@@ -265,6 +265,33 @@ impl VulkanBackend {
             .map(|f| f.shader.info().name)
     }
 
+    /// The device's cooperative-matrix multiply-add rate in GFLOP/s: 16 x 16 x 16 f16 x f16 +
+    /// f32 products on operands held in registers (`coopmat_peak.comp`), the best of 3 timed
+    /// runs of about 0.1 s on a fast GPU. `None` on a device without that shape.
+    pub fn coopmat_peak_gflops(&self) -> Result<Option<f64>> {
+        const GROUPS: u32 = 2048;
+        const ITERS: u32 = 512;
+        match self.shared.ctx.coopmat {
+            Some(s) if (s.m, s.n, s.k) == (16, 16, 16) => {}
+            _ => return Ok(None),
+        }
+        let len = GROUPS as usize * 4 * 256;
+        let y = BufRef::new(self.alloc(DType::F32, len)?, DType::F32, len);
+        let mut rec = self.begin()?;
+        kernels::coopmat_peak(&mut rec, &y, GROUPS, ITERS)?;
+        self.submit(&rec)?;
+        self.sync()?;
+        let mut best = f64::INFINITY;
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            self.submit(&rec)?;
+            self.sync()?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        let flops = f64::from(GROUPS) * 4.0 * f64::from(ITERS) * 8.0 * 2.0 * 4096.0;
+        Ok(Some(flops / best / 1e9))
+    }
+
     /// Compute pipelines created so far (they are created on first use).
     pub fn pipelines_created(&self) -> usize {
         self.shared.pipelines.count()

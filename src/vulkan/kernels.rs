@@ -108,6 +108,28 @@ pub(crate) fn scale(rec: &mut VulkanRecording, s: f32, x: &Ref, y: &Ref) -> Resu
     elementwise(rec, OP, Shader::Scale, &[In(x), Out(y)], push, x.len)
 }
 
+/// `coopmat_peak.comp` on `groups` workgroups of 4 subgroups, `iters` loop trips each; `y`
+/// takes 256 floats per subgroup.
+pub(crate) fn coopmat_peak(
+    rec: &mut VulkanRecording,
+    y: &Ref,
+    groups: u32,
+    iters: u32,
+) -> Result<()> {
+    let wg = 4 * rec.limits().subgroup_size;
+    rec.dispatch(Dispatch {
+        op: "coopmat_peak",
+        shader: Shader::CoopmatPeak,
+        spec: &[wg],
+        args: &[Out(y)],
+        push: push::CoopmatPeak {
+            iters,
+            ..Default::default()
+        },
+        groups: [groups, 1, 1],
+    })
+}
+
 pub(crate) fn axpby(
     rec: &mut VulkanRecording,
     a: f32,

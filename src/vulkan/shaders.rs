@@ -35,6 +35,8 @@ pub(crate) enum Shader {
     Binary,
     Cfg,
     Conv1d,
+    /// The cooperative-matrix multiply-add peak (`kinema bench --op coopmat_peak`).
+    CoopmatPeak,
     Copy,
     Ddim,
     Embedding,
@@ -89,7 +91,7 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
 }
 
 impl Shader {
-    pub const ALL: [Shader; 32] = [
+    pub const ALL: [Shader; 33] = [
         Shader::Activation,
         Shader::Argmax,
         Shader::Attention,
@@ -100,6 +102,7 @@ impl Shader {
         Shader::Binary,
         Shader::Cfg,
         Shader::Conv1d,
+        Shader::CoopmatPeak,
         Shader::Copy,
         Shader::Ddim,
         Shader::Embedding,
@@ -145,6 +148,8 @@ impl Shader {
         static BINARY: ShaderInfo = info::<Binary>("binary", spirv!("binary"), 3);
         static CFG: ShaderInfo = info::<Cfg>("cfg", spirv!("cfg"), 2);
         static CONV1D: ShaderInfo = info::<Conv1d>("conv1d", spirv!("conv1d"), 4);
+        static COOPMAT_PEAK: ShaderInfo =
+            info::<CoopmatPeak>("coopmat_peak", spirv!("coopmat_peak"), 1);
         static COPY: ShaderInfo = info::<Copy>("copy", spirv!("copy"), 2);
         static DDIM: ShaderInfo = info::<Ddim>("ddim", spirv!("ddim"), 4);
         static EMBEDDING: ShaderInfo = info::<Embedding>("embedding", spirv!("embedding"), 4);
@@ -190,6 +195,7 @@ impl Shader {
             Shader::Binary => &BINARY,
             Shader::Cfg => &CFG,
             Shader::Conv1d => &CONV1D,
+            Shader::CoopmatPeak => &COOPMAT_PEAK,
             Shader::Copy => &COPY,
             Shader::Ddim => &DDIM,
             Shader::Embedding => &EMBEDDING,
@@ -239,6 +245,13 @@ pub(crate) mod push {
         pub b_len: u32,
         /// 0 add, 1 mul.
         pub op: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct CoopmatPeak {
+        pub off: [u32; 1],
+        pub iters: u32,
     }
 
     #[repr(C)]
