@@ -2,8 +2,9 @@
 //! list), timed on the GPU: each sample sums the per-op timestamp-query times of the submitted
 //! recordings (`VulkanOptions::profile`), so host submission overhead is not counted.
 //! Throughput is FLOP/s for compute-bound ops and bytes/s for the others. Every op runs in
-//! strict mode; the GEMMs (linear, batched_matmul) again in fast mode (cooperative matrices
-//! where the device has them). Without a Vulkan device the bench says why and measures
+//! strict mode; the ops fast mode runs differently ([`FAST_OPS`]: the GEMMs and attention on
+//! cooperative matrices where the device has them, the row reductions with subgroup
+//! arithmetic) again in fast mode. Without a Vulkan device the bench says why and measures
 //! nothing.
 
 use std::time::Duration;
@@ -19,6 +20,16 @@ fn vulkan_kernels(c: &mut Criterion) {
         vulkan_kernels_in(c, precision);
     }
 }
+
+/// Ops (by name prefix) whose fast-mode kernels differ from the strict ones.
+const FAST_OPS: [&str; 6] = [
+    "linear",
+    "batched",
+    "attention",
+    "layer_norm",
+    "rms_norm",
+    "softmax",
+];
 
 fn vulkan_kernels_in(c: &mut Criterion, precision: Precision) {
     let mut o = match VulkanOptions::from_env(precision) {
@@ -43,7 +54,7 @@ fn vulkan_kernels_in(c: &mut Criterion, precision: Precision) {
         precision.name()
     };
     for (op, shape, dtype) in default_cases() {
-        if precision == Precision::Fast && !op.starts_with("linear") && !op.starts_with("batched") {
+        if precision == Precision::Fast && !FAST_OPS.iter().any(|f| op.starts_with(f)) {
             continue;
         }
         let Ok(dims) = parse_shape(&shape) else {

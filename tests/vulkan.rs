@@ -1211,7 +1211,10 @@ fn coopmat_peak_runs_where_the_shape_exists() {
         assert_eq!(peak.is_some(), shape, "{}: {peak:?}", b.device_name());
         if let Some(g) = peak {
             assert!(g.is_finite() && g > 0.0, "{}: {g}", b.device_name());
-            eprintln!("{}: cooperative-matrix peak {g:.0} GFLOP/s", b.device_name());
+            eprintln!(
+                "{}: cooperative-matrix peak {g:.0} GFLOP/s",
+                b.device_name()
+            );
         }
     }
 }
