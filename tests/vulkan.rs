@@ -715,6 +715,11 @@ fn strict_gemm_tiles_and_edges() {
     }
 }
 
+/// Whether two results are the same bits, element for element.
+fn bit_identical(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
 /// Error of a cooperative-matrix linear output (f16 x f16 products, f32 sums) relative to
 /// `sum |x_i w_i|`, beyond the f32 sums' [`strict_gemm_rel`]: x and w are rounded to f16 when
 /// staged, each by at most 2^-11 of itself (2^-10 allowed, should a device not round to
@@ -832,13 +837,8 @@ fn coopmat_linear_within_f16_rounding() {
                     let abs = k as f64 * COOPMAT_F16_SUBNORMAL_ABS;
                     assert_gemm(&what, &got, &want, rel, abs);
                 } else {
-                    let want = run(&strict);
-                    let same = got
-                        .iter()
-                        .zip(&want)
-                        .all(|(a, b)| a.to_bits() == b.to_bits());
                     assert!(
-                        same,
+                        bit_identical(&got, &run(&strict)),
                         "{what}: fast mode without cooperative matrices must be strict"
                     );
                 }
@@ -1151,13 +1151,8 @@ fn fast_attention_within_f16_rounding() {
                     "{what}: the device has 32-invocation subgroups and the 16x16x16 f16 \
                      cooperative matrix, but no fast attention variant was chosen"
                 );
-                let want = run(&strict);
-                let same = got
-                    .iter()
-                    .zip(&want)
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(
-                    same,
+                    bit_identical(&got, &run(&strict)),
                     "{what}: without a fast variant the strict shader runs"
                 );
                 continue;

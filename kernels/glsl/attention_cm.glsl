@@ -134,12 +134,9 @@ bool q_vec() {
     return VEC_OK != 0u && p.q_off % 4u == 0u && p.q_stride % 4u == 0u;
 }
 
-bool k_vec() {
-    return VEC_OK != 0u && p.k_off % 4u == 0u && p.kv_stride % 4u == 0u;
-}
-
-bool v_vec() {
-    return VEC_OK != 0u && p.v_off % 4u == 0u && p.kv_stride % 4u == 0u;
+// Whether k (value false) or v (true) rows can be read as vectors.
+bool kv_vec(bool value) {
+    return VEC_OK != 0u && (value ? p.v_off : p.k_off) % 4u == 0u && p.kv_stride % 4u == 0u;
 }
 
 // Elements d .. d + 3 of query row i (zeros past q_len); base is the head's first element.
@@ -154,28 +151,20 @@ vec4 load_q4(uint base, uint i, uint d) {
     return vec4(q[e], q[e + 1u], q[e + 2u], q[e + 3u]);
 }
 
-// Elements d .. d + 3 of key row j (zeros from `end` on).
-vec4 load_k4(uint base, uint j, uint end, uint d) {
+// Elements d .. d + 3 of row j of k (value false) or v (true), zeros from `end` on. The
+// zeros matter for v: p = 0 there, and 0 * v must stay 0.
+vec4 load_kv4(bool value, uint base, uint j, uint end, uint d) {
     if (j >= end) {
         return vec4(0.0);
     }
     uint e = base + j * p.kv_stride + d;
-    if (k_vec()) {
-        return k4[e >> 2u];
+    if (kv_vec(value)) {
+        return value ? v4[e >> 2u] : k4[e >> 2u];
+    }
+    if (value) {
+        return vec4(v[e], v[e + 1u], v[e + 2u], v[e + 3u]);
     }
     return vec4(k[e], k[e + 1u], k[e + 2u], k[e + 3u]);
-}
-
-// Zeros past the end matter: p = 0 there, and 0 * v must stay 0.
-vec4 load_v4(uint base, uint j, uint end, uint d) {
-    if (j >= end) {
-        return vec4(0.0);
-    }
-    uint e = base + j * p.kv_stride + d;
-    if (v_vec()) {
-        return v4[e >> 2u];
-    }
-    return vec4(v[e], v[e + 1u], v[e + 2u], v[e + 3u]);
 }
 
 // 1 when key j of batch b lies before `end` and is not padding.
@@ -222,7 +211,7 @@ void main() {
     vec4 kvr[KV_LOADS];
     [[unroll]] for (uint l = 0u; l < KV_LOADS; l++) {
         uint e = tid + l * NT;
-        kvr[l] = load_k4(k_base, e / D4, kv_end, 4u * (e % D4));
+        kvr[l] = load_kv4(false, k_base, e / D4, kv_end, 4u * (e % D4));
     }
     [[unroll]] for (uint l = 0u; l < KV_LOADS; l++) {
         uint e = tid + l * NT;
@@ -230,7 +219,7 @@ void main() {
     }
     [[unroll]] for (uint l = 0u; l < KV_LOADS; l++) {
         uint e = tid + l * NT;
-        kvr[l] = load_v4(v_base, e / D4, kv_end, 4u * (e % D4));
+        kvr[l] = load_kv4(true, v_base, e / D4, kv_end, 4u * (e % D4));
     }
     [[unroll]] for (uint l = 0u; l < KV_LOADS; l++) {
         uint e = tid + l * NT;
@@ -273,7 +262,7 @@ void main() {
         if (more) {
             [[unroll]] for (uint l = 0u; l < KV_LOADS; l++) {
                 uint e = tid + l * NT;
-                kvr[l] = load_k4(k_base, j0 + BKV + e / D4, kv_end, 4u * (e % D4));
+                kvr[l] = load_kv4(false, k_base, j0 + BKV + e / D4, kv_end, 4u * (e % D4));
             }
             if (tid < BKV) {
                 kvis = key_visible(b, j0 + BKV + tid, kv_end);
@@ -309,7 +298,7 @@ void main() {
             }
             [[unroll]] for (uint l = 0u; l < KV_LOADS; l++) {
                 uint e = tid + l * NT;
-                kvr[l] = load_v4(v_base, j0 + BKV + e / D4, kv_end, 4u * (e % D4));
+                kvr[l] = load_kv4(true, v_base, j0 + BKV + e / D4, kv_end, 4u * (e % D4));
             }
         }
         SUBGROUP_SYNC();

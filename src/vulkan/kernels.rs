@@ -1435,14 +1435,48 @@ pub(crate) fn attention(
     {
         return attention_cm::attention_cm(rec, p, q, k, v, mask, out, f);
     }
-    const OP: &str = "attention";
     let limits = rec.limits();
     let tile = attention_tile(p.head_dim, limits)?.ok_or_else(|| {
         backend_error(format!(
-            "{OP}: head_dim {} needs more shared memory than this device's {} bytes",
+            "attention: head_dim {} needs more shared memory than this device's {} bytes",
             p.head_dim, limits.max_shared_memory
         ))
     })?;
+    let spec = [
+        tile.workgroup,
+        u32_of("attention", "head_dim", p.head_dim)?,
+        tile.bq,
+        tile.bkv,
+    ];
+    attention_with(
+        rec,
+        p,
+        [q, k, v],
+        mask,
+        out,
+        Shader::Attention,
+        &spec,
+        tile.bq,
+    )
+}
+
+/// The dispatches of an attention shader (`attention.comp` or a fast variant; they share
+/// bindings and push constants) with specialization constants `spec` and `bq` query rows per
+/// workgroup: one workgroup per (query block, query head, batch), batches split over several
+/// dispatches when they exceed the device's z workgroup count or one storage-buffer binding.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn attention_with(
+    rec: &mut VulkanRecording,
+    p: &AttentionParams,
+    [q, k, v]: [&Ref; 3],
+    mask: Option<&Ref>,
+    out: &Ref,
+    shader: Shader,
+    spec: &[u32],
+    bq: u32,
+) -> Result<()> {
+    const OP: &str = "attention";
+    let limits = rec.limits();
     let usable = (limits
         .max_binding
         .saturating_sub(limits.min_storage_offset_align + 4)
@@ -1471,19 +1505,13 @@ pub(crate) fn attention(
             limits.max_binding
         )));
     }
-    let spec = [
-        tile.workgroup,
-        u32_of(OP, "head_dim", d)?,
-        tile.bq,
-        tile.bkv,
-    ];
     let mask_kind = match p.mask {
         MaskKind::None => 0,
         MaskKind::KeyPadding => 1,
         MaskKind::Causal => 2,
     };
     let groups_xy = [
-        u32_of(OP, "query blocks", p.q_len.div_ceil(tile.bq as usize))?,
+        u32_of(OP, "query blocks", p.q_len.div_ceil(bq as usize))?,
         u32_of(OP, "q_heads", p.q_heads)?,
     ];
     for z0 in (0..p.batch).step_by(chunk) {
@@ -1508,8 +1536,8 @@ pub(crate) fn attention(
         };
         rec.dispatch(Dispatch {
             op: OP,
-            shader: Shader::Attention,
-            spec: &spec,
+            shader,
+            spec,
             args: &[
                 In(&qs),
                 In(&ks),
@@ -1619,17 +1647,7 @@ mod tests {
 
     #[test]
     fn coop_tiles_follow_the_device_and_the_shape() {
-        use ash::vk::ComponentTypeKHR as T;
-        let s = CoopMatShape {
-            m: 16,
-            n: 16,
-            k: 16,
-            a: T::FLOAT16,
-            b: T::FLOAT16,
-            c: T::FLOAT32,
-            result: T::FLOAT32,
-            subgroup_scope: true,
-        };
+        let s = CoopMatShape::f16_16x16x16();
         let mut h200 = limits(1024, 49152);
         h200.subgroup_size = 32;
         let fixed = |v: CoopFixed| Some((v.shader, v.tile));

@@ -59,6 +59,23 @@ fn component_name(t: vk::ComponentTypeKHR) -> String {
 }
 
 impl CoopMatShape {
+    /// NVIDIA's 16 x 16 x 16 f16 * f16 + f32 -> f32 subgroup shape, for tests of the kernel
+    /// choice.
+    #[cfg(test)]
+    pub(crate) fn f16_16x16x16() -> CoopMatShape {
+        use vk::ComponentTypeKHR as T;
+        CoopMatShape {
+            m: 16,
+            n: 16,
+            k: 16,
+            a: T::FLOAT16,
+            b: T::FLOAT16,
+            c: T::FLOAT32,
+            result: T::FLOAT32,
+            subgroup_scope: true,
+        }
+    }
+
     /// `16x16x16 f16*f16+f32->f32 subgroup` (m x n x k).
     pub fn describe(&self) -> String {
         format!(

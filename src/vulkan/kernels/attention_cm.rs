@@ -110,10 +110,8 @@ pub(crate) fn fast_attention_kernel(
     select(p, s, l, forced.as_deref())
 }
 
-/// `q`, `k`, `v`, `mask`, `out` as checked by `check::attention`, on variant `f`. One
-/// workgroup per (query block, query head, batch); batches are split over several dispatches
-/// when they exceed the device's z workgroup count or one storage-buffer binding, as for the
-/// strict shader.
+/// `q`, `k`, `v`, `mask`, `out` as checked by `check::attention`, on variant `f`
+/// (dispatched as the strict shader is, by [`attention_with`]).
 pub(super) fn attention_cm(
     rec: &mut VulkanRecording,
     p: &AttentionParams,
@@ -124,87 +122,13 @@ pub(super) fn attention_cm(
     out: &Ref,
     f: FastAttention,
 ) -> Result<()> {
-    const OP: &str = "attention";
-    let limits = rec.limits();
-    let usable = (limits
-        .max_binding
-        .saturating_sub(limits.min_storage_offset_align + 4)
-        / 4) as usize;
-    let d = p.head_dim;
-    // Elements from one batch to the next, and the span one batch reads or writes.
-    let q_step = p.q_len * p.q_row_stride;
-    let q_span = (p.q_len - 1) * p.q_row_stride + p.q_heads * d;
-    let kv_step = p.kv_len * p.kv_row_stride;
-    let kv_span = (p.kv_len - 1) * p.kv_row_stride + p.kv_heads * d;
-    let o_step = p.q_len * p.q_heads * d;
-    let chunk = [
-        batches_per_binding(usable, q_step, q_span),
-        batches_per_binding(usable, kv_step, kv_span),
-        batches_per_binding(usable, p.kv_len, p.kv_len),
-        batches_per_binding(usable, o_step, o_step),
-        limits.max_workgroup_count[2] as usize,
-    ]
-    .into_iter()
-    .min()
-    .unwrap_or(0)
-    .min(p.batch);
-    if chunk == 0 {
-        return Err(backend_error(format!(
-            "{OP}: one batch does not fit this device's {}-byte storage-buffer binding limit",
-            limits.max_binding
-        )));
-    }
     // The workgroup size (the variant's compiled-in one) and VEC_OK: whether bindings start
     // on 16-byte boundaries, so the shader's vec4 views line up with its scalar ones.
     let spec = [
         f.invocations(),
-        u32::from(limits.min_storage_offset_align.is_multiple_of(16)),
+        u32::from(rec.limits().min_storage_offset_align.is_multiple_of(16)),
     ];
-    let mask_kind = match p.mask {
-        MaskKind::None => 0,
-        MaskKind::KeyPadding => 1,
-        MaskKind::Causal => 2,
-    };
-    let groups_xy = [
-        u32_of(OP, "query blocks", p.q_len.div_ceil(f.bq as usize))?,
-        u32_of(OP, "q_heads", p.q_heads)?,
-    ];
-    for z0 in (0..p.batch).step_by(chunk) {
-        let nb = chunk.min(p.batch - z0);
-        let qs = q.slice(z0 * q_step, (nb - 1) * q_step + q_span)?;
-        let ks = k.slice(z0 * kv_step, (nb - 1) * kv_step + kv_span)?;
-        let vs = v.slice(z0 * kv_step, (nb - 1) * kv_step + kv_span)?;
-        let ms = mask
-            .map(|m| m.slice(z0 * p.kv_len, nb * p.kv_len))
-            .transpose()?;
-        let os = out.slice(z0 * o_step, nb * o_step)?;
-        let push = push::Attention {
-            q_len: u32_of(OP, "q_len", p.q_len)?,
-            kv_len: u32_of(OP, "kv_len", p.kv_len)?,
-            q_heads: groups_xy[1],
-            group: (p.q_heads / p.kv_heads) as u32,
-            q_stride: u32_of(OP, "q_row_stride", p.q_row_stride)?,
-            kv_stride: u32_of(OP, "kv_row_stride", p.kv_row_stride)?,
-            scale: p.scale,
-            mask_kind,
-            ..Default::default()
-        };
-        rec.dispatch(Dispatch {
-            op: OP,
-            shader: f.shader,
-            spec: &spec,
-            args: &[
-                In(&qs),
-                In(&ks),
-                In(&vs),
-                ms.as_ref().map_or(Absent, In),
-                Out(&os),
-            ],
-            push,
-            groups: [groups_xy[0], groups_xy[1], nb as u32],
-        })?;
-    }
-    Ok(())
+    attention_with(rec, p, [q, k, v], mask, out, f.shader, &spec, f.bq)
 }
 
 #[cfg(test)]
@@ -227,20 +151,6 @@ mod tests {
         }
     }
 
-    fn shape() -> CoopMatShape {
-        use ash::vk::ComponentTypeKHR as T;
-        CoopMatShape {
-            m: 16,
-            n: 16,
-            k: 16,
-            a: T::FLOAT16,
-            b: T::FLOAT16,
-            c: T::FLOAT32,
-            result: T::FLOAT32,
-            subgroup_scope: true,
-        }
-    }
-
     fn params(batch: usize, q_len: usize, q_heads: usize, head_dim: usize) -> AttentionParams {
         AttentionParams {
             batch,
@@ -258,7 +168,7 @@ mod tests {
 
     #[test]
     fn variants_follow_the_device_and_the_shape() {
-        let (s, l) = (shape(), h200());
+        let (s, l) = (CoopMatShape::f16_16x16x16(), h200());
         let pick = |p: &AttentionParams, l: &Limits, forced| select(p, &s, l, forced);
         // Kimodo's shape: 4 query blocks of 64 x 8 heads x 3 rows = 96 workgroups.
         let kimodo = params(3, 202, 8, 128);
@@ -292,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_forced_shader_wins_when_it_fits() {
-        let (s, l) = (shape(), h200());
+        let (s, l) = (CoopMatShape::f16_16x16x16(), h200());
         let kimodo = params(3, 202, 8, 128);
         let q32 = FAST_ATTENTION[1];
         let name = q32.shader.info().name;
@@ -324,7 +234,10 @@ mod tests {
                 let line = format!("#define {name} {value}\n");
                 assert!(src.contains(&line), "{path} lacks {line:?}");
             }
-            assert!(v.fits(&shape(), &l), "{v:?} must fit the H200");
+            assert!(
+                v.fits(&CoopMatShape::f16_16x16x16(), &l),
+                "{v:?} must fit the H200"
+            );
         }
         assert_eq!(FAST_ATTENTION[0].shared_bytes(), 48128);
         assert_eq!(FAST_ATTENTION[1].shared_bytes(), 41600);
