@@ -5,6 +5,9 @@
 
 use std::path::PathBuf;
 
+#[path = "common/shared_data.rs"]
+mod shared_data;
+
 use half::{bf16, f16};
 use kinema::formats::gguf::{ALIGNMENT_KEY, MAX_ARRAY_DEPTH};
 use kinema::formats::{
@@ -59,21 +62,7 @@ fn corrupt_loop(valid: &[u8], rounds: usize, seed: u64, parse: impl Fn(Vec<u8>))
 }
 
 fn shared_dir() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/upstream");
-    if p.is_dir() {
-        Some(p)
-    } else {
-        // CI has ../shared beside the checkout and sets KINEMA_REQUIRE_SHARED=1, so there a
-        // missing folder fails instead of skipping.
-        let required = std::env::var("KINEMA_REQUIRE_SHARED").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "KINEMA_REQUIRE_SHARED=1 but {} is missing",
-            p.display()
-        );
-        println!("skipping: {} is missing", p.display());
-        None
-    }
+    shared_data::upstream_dir("")
 }
 
 /// Parse a GGUF from memory and read every tensor.

@@ -5,6 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "common/shared_data.rs"]
+mod shared_data;
+
 #[path = "common/kimodo_fixture.rs"]
 mod kimodo_fixture;
 
@@ -30,22 +33,7 @@ const FK_GLOBAL_TOL: f32 = 1e-5;
 const HEADING0_TOL: f32 = 0.06;
 
 fn demo_dir() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/upstream/kimodo/assets/demo/examples");
-    if p.is_dir() {
-        Some(p)
-    } else {
-        // CI has ../shared beside the checkout and sets KINEMA_REQUIRE_SHARED=1, so there a
-        // missing folder fails instead of skipping.
-        let required = std::env::var("KINEMA_REQUIRE_SHARED").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "KINEMA_REQUIRE_SHARED=1 but {} is missing",
-            p.display()
-        );
-        println!("skipping: {} is missing", p.display());
-        None
-    }
+    shared_data::upstream_dir("kimodo/assets/demo/examples")
 }
 
 struct Clip {
