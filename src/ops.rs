@@ -548,3 +548,35 @@ pub fn expect_dtype(op: &'static str, what: &str, got: DType, allowed: &[DType])
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bind_takes_the_inputs_by_role() {
+        let op = Op::LayerNorm(NormParams {
+            rows: 1,
+            cols: 1,
+            eps: 1e-5,
+        });
+        let roles: Vec<(&str, bool)> = op.inputs().iter().map(|r| (r.name, r.optional)).collect();
+        assert_eq!(roles, [("x", false), ("gamma", true), ("beta", true)]);
+        assert_eq!(op.kind().output(), "y");
+        match Call::bind(&op, &[Some(1), None, Some(3)], 9).unwrap() {
+            Call::LayerNorm {
+                x, gamma, beta, y, ..
+            } => assert_eq!((x, gamma, beta, y), (1, None, Some(3), 9)),
+            c => panic!("bound to {:?}", c.kind()),
+        }
+        let e = Call::bind(&op, &[None, Some(2), None], 0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("layer_norm") && e.contains("x is required"),
+            "{e}"
+        );
+        let e = Call::bind(&op, &[Some(1)], 0).unwrap_err().to_string();
+        assert!(e.contains("1 inputs given for the 3 roles"), "{e}");
+    }
+}
