@@ -10,7 +10,8 @@
 //!    (`[head_dim][NR]`, vector transposes), V in column chunks of `NR` (`[keys][NR]`), so
 //!    both micro-kernels stream contiguous memory whatever the row strides;
 //! 2. scores `MR x NR` come from a register-tiled GEMM (broadcast q, vector loads of K^T);
-//! 3. each row's softmax runs over its buffered scores (max, vector exp, sum);
+//! 3. each row's softmax runs over its buffered scores (max, the shared vector exp
+//!    [`simd::exp_nonpositive`](super::simd::exp_nonpositive), sum);
 //! 4. P.V accumulates `MR x NR` output columns in registers and divides by the row sums as it
 //!    stores them.
 //!

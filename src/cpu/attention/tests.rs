@@ -4,6 +4,8 @@ use super::*;
 use crate::backend::Precision;
 use crate::cpu::ThreadPool;
 use crate::cpu::rng::uniform;
+use crate::cpu::simd::testing::gamma;
+use crate::cpu::simd::{self, Simd};
 use proptest::prelude::*;
 
 /// Multiplier on the first-order error bound of an output against the f64 reference,
@@ -275,6 +277,111 @@ fn hidden_keys_are_skipped_exactly() {
                     assert!(z.is_nan(), "{what}: a visible NaN must propagate");
                 } else {
                     assert_eq!(a.to_bits(), z.to_bits(), "{what}: changed");
+                }
+            }
+        }
+    }
+}
+
+/// `tile::softmax` over `row[..n]` on `isa` through `simd::dispatch`; `None` for the scalar
+/// path, which has no such kernel.
+struct RowSoftmax<'a>(&'a mut [f32], usize);
+impl simd::Kernel for RowSoftmax<'_> {
+    type Output = Option<f32>;
+    #[inline(always)]
+    fn run<S: Simd>(self, s: S) -> Option<f32> {
+        assert!(self.0.len() >= self.1);
+        // SAFETY: the row holds n values (asserted).
+        Some(unsafe { super::tile::softmax(s, self.0.as_mut_ptr(), self.1) })
+    }
+    fn scalar(self) -> Option<f32> {
+        None
+    }
+}
+
+#[derive(Clone, Copy)]
+struct ExpNonpositive;
+impl simd::LaneFn for ExpNonpositive {
+    #[inline(always)]
+    fn apply<S: Simd>(self, s: S, x: S::F) -> S::F {
+        simd::exp_nonpositive(s, x)
+    }
+}
+
+/// `x[i] = simd::exp_nonpositive(x[i])`, through `simd::dispatch`.
+struct MapExp<'a>(&'a mut [f32]);
+impl simd::Kernel for MapExp<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<S: Simd>(self, s: S) {
+        let p = self.0.as_mut_ptr();
+        // SAFETY: source and destination are the same slice of `len` values.
+        unsafe { simd::map(s, ExpNonpositive, p, p, self.0.len()) }
+    }
+    fn scalar(self) {
+        self.0.iter_mut().for_each(|x| *x = x.exp());
+    }
+}
+
+/// The softmax numerators are the shared `simd::exp_nonpositive` of `score - max`, bit for
+/// bit, on every ISA, so all ISAs compute the same numerators (the sums differ in their order
+/// only), down to subnormal results and the underflow to 0. Values past the row end (NaN and
+/// huge, as hidden keys of a causal row can score) reach neither the numerators nor the sum,
+/// and the sum is the numerators' within its rounding.
+#[test]
+fn softmax_numerators_are_the_shared_exp_on_every_isa() {
+    for n in (1..=80).chain([127, 200]) {
+        // Scores of order 1, and spreads that reach the subnormal range (score - max in
+        // [-104, -87]) and the clamp at -104 below it.
+        for (amp, seed) in [(1f32, 1u64), (60.0, 2), (300.0, 3)] {
+            let mut row: Vec<f32> = values((seed << 16) | n as u64, n)
+                .iter()
+                .map(|x| x * amp)
+                .collect();
+            if n >= 4 {
+                // A tie with the first score and a -inf score (an overflowed product).
+                row[n - 1] = row[0];
+                row[1] = f32::NEG_INFINITY;
+            }
+            let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut first: Option<(Isa, Vec<f32>)> = None;
+            for isa in Isa::available() {
+                let mut s = vec![0f32; n.next_multiple_of(MAX_NR)];
+                s[..n].copy_from_slice(&row);
+                for (i, x) in s[n..].iter_mut().enumerate() {
+                    *x = [f32::NAN, 1e30, -1e30, f32::INFINITY][i % 4];
+                }
+                let tail = s[n..].to_vec();
+                let Some(z) = simd::dispatch(isa, RowSoftmax(&mut s, n)) else {
+                    continue;
+                };
+                let mut want: Vec<f32> = row.iter().map(|x| x - m).collect();
+                simd::dispatch(isa, MapExp(&mut want));
+                let what = format!("{} n {n} amp {amp}", isa.name());
+                for (j, (g, w)) in s.iter().zip(&want).enumerate() {
+                    assert_eq!(g.to_bits(), w.to_bits(), "{what}: e[{j}] = {g}, want {w}");
+                }
+                assert!(
+                    s[n..]
+                        .iter()
+                        .zip(&tail)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{what}: wrote past the row"
+                );
+                // One accumulator of at least 4 lanes, then at most 4 tree levels.
+                let exact: f64 = want.iter().map(|&e| e as f64).sum();
+                let tol = gamma(n.div_ceil(4) + 4) * exact;
+                assert!(
+                    (z as f64 - exact).abs() <= tol,
+                    "{what}: sum {z}, want {exact}"
+                );
+                match &first {
+                    None => first = Some((isa, s[..n].to_vec())),
+                    Some((isa0, e0)) => assert!(
+                        e0.iter().zip(&s).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{what}: numerators differ from {}",
+                        isa0.name()
+                    ),
                 }
             }
         }

@@ -5,7 +5,7 @@
 //! Each function is `#[inline(always)]` and reached from an ISA's `#[target_feature]` entry
 //! point (see `entries!` in `mod.rs`), so it is compiled with that ISA's features.
 
-use super::super::simd::{Simd, load_n, store_n};
+use super::super::simd::{Simd, exp_nonpositive, load_n, store_n};
 use super::{MR, QP};
 
 /// `sc[r * lds + c] = scale * sum_t qp[t * QP + r] * kp[t * NR + c]` for `r < MR`, `c < NR`.
@@ -49,7 +49,8 @@ pub(super) unsafe fn qk<S: Simd>(
 
 /// In place `x[j] = exp(x[j] - max_j x[j])` for `j < n` (n >= 1); returns the sum, one vector
 /// accumulator combined across lanes at the end. Values from `n` on are neither read nor
-/// written.
+/// written. The exponential is the shared [`exp_nonpositive`] (the arguments are <= 0), so
+/// the numerators are the same bits on every ISA and the same function as `cpu::softmax`'s.
 ///
 /// # Safety
 /// `x` is readable and writable for `n` values.
@@ -71,7 +72,7 @@ pub(super) unsafe fn softmax<S: Simd>(s: S, x: *mut f32, n: usize) -> f32 {
     let mut sum = s.splat(0.0);
     for i in (0..full).step_by(l) {
         // SAFETY: as in the first loop.
-        let e = exp(s, s.sub(unsafe { s.load(x.add(i)) }, m));
+        let e = exp_nonpositive(s, s.sub(unsafe { s.load(x.add(i)) }, m));
         // SAFETY: as in the first loop.
         unsafe { s.store(x.add(i), e) };
         sum = s.add(sum, e);
@@ -79,8 +80,12 @@ pub(super) unsafe fn softmax<S: Simd>(s: S, x: *mut f32, n: usize) -> f32 {
     if full < n {
         // SAFETY: as for the tail's maximum.
         let t = unsafe { s.load_part(x.add(full), n - full, ninf) };
-        // The lanes past the row (-inf - m) are zeroed before the sum.
-        let e = s.select(s.first_mask(n - full), exp(s, s.sub(t, m)), s.splat(0.0));
+        // The lanes past the row (-inf - m, or NaN when m = -inf) are zeroed before the sum.
+        let e = s.select(
+            s.first_mask(n - full),
+            exp_nonpositive(s, s.sub(t, m)),
+            s.splat(0.0),
+        );
         // SAFETY: as for the tail's maximum.
         unsafe { s.store_part(x.add(full), n - full, e) };
         sum = s.add(sum, e);
@@ -190,39 +195,4 @@ pub(super) unsafe fn pack_v<S: Simd>(s: S, row: &[f32], dst: *mut f32, stride: u
             s.store(dst.add(c * stride + l), v1);
         }
     }
-}
-
-/// Vector exp, Cephes `expf` (`cephes/single/expf.c`): `x = n ln2 + r`, `|r| <= ln2 / 2`,
-/// `e^r = 1 + r + r^2 P(r)` with a degree-5 `P`, `2^n` from exponent bits. About 1 ulp over
-/// the domain used here (softmax arguments, `x <= 0`); `x < EXP_MIN` (results below the
-/// smallest normal f32) gives exactly 0 and NaN stays NaN.
-#[inline(always)]
-fn exp<S: Simd>(s: S, x: S::F) -> S::F {
-    /// `ln(f32::MIN_POSITIVE)`: below it the result would be subnormal; it flushes to 0.
-    const EXP_MIN: f32 = -87.336_55;
-    /// Upper clamp keeping `2^n` finite (the callers only pass `x <= 0`).
-    const EXP_MAX: f32 = 88.0;
-    /// `ln 2` split so `n * LN2_HI` is exact for |n| < 2^9.
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    const P: [f32; 6] = [
-        1.987_569_2e-4,
-        1.398_199_9e-3,
-        8.333_452e-3,
-        4.166_579_6e-2,
-        1.666_666_5e-1,
-        // Cephes' 5.0000001201e-1, which rounds to 0.5 in f32.
-        0.5,
-    ];
-    // min/max return the second operand when either is NaN: x goes second so a NaN survives
-    // the clamps.
-    let xc = s.max(s.splat(EXP_MIN), s.min(s.splat(EXP_MAX), x));
-    let n = s.round(s.mul(xc, s.splat(std::f32::consts::LOG2_E)));
-    let r = s.mul_add(n, s.splat(-LN2_HI), xc);
-    let r = s.mul_add(n, s.splat(-LN2_LO), r);
-    let y = super::super::simd::poly(s, r, &P);
-    let y = s.add(s.mul_add(y, s.mul(r, r), r), s.splat(1.0));
-    let pow2n = s.i_as_f(s.i_shl23(s.i_add(s.to_i32(n), s.i_splat(127))));
-    let e = s.mul(y, pow2n);
-    s.select(s.lt(x, s.splat(EXP_MIN)), s.splat(0.0), e)
 }
