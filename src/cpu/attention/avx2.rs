@@ -1,29 +1,38 @@
-//! AVX2 + FMA: panels of 16 keys, packed with 8 x 8 transposes (also used by AVX-512).
+//! AVX2 + FMA: panels of 16 keys, packed with 8 x 8 transposes (the packers of AVX-512 too).
 
 use std::arch::x86_64::*;
 
 use super::super::matmul::avx2::transpose8;
 use super::super::simd::avx2::Avx2;
-use super::{Packers, QP, entries};
+use super::entries;
 
 entries!(Avx2, "avx2,fma,f16c");
 
-impl Packers for Avx2 {
-    #[inline(always)]
-    unsafe fn pack_k(self, rows: &[&[f32]], d: usize, panel: *mut f32) {
-        // SAFETY: the token proves AVX2; the rest is the forwarded contract.
-        unsafe { pack_rows::<16>(rows, d, panel) }
-    }
-    #[inline(always)]
-    unsafe fn pack_q(self, rows: &[&[f32]], d: usize, qp: *mut f32) {
-        // SAFETY: as in `pack_k`.
-        unsafe { pack_rows::<QP>(rows, d, qp) }
-    }
-    #[inline(always)]
-    fn prefetch(self, x: &f32) {
-        prefetch(x)
-    }
+/// `Packers` for an x86 token whose panels are `$nr` keys: 8 x 8 transposes, PREFETCHT0.
+macro_rules! x86_packers {
+    ($token:ty, $nr:literal) => {
+        impl super::Packers for $token {
+            #[inline(always)]
+            unsafe fn pack_k(self, rows: &[&[f32]], d: usize, panel: *mut f32) {
+                // SAFETY: the token proves AVX2 (AVX-512 F implies it); the rest is the
+                // forwarded contract.
+                unsafe { super::avx2::pack_rows::<$nr>(rows, d, panel) }
+            }
+            #[inline(always)]
+            unsafe fn pack_q(self, rows: &[&[f32]], d: usize, qp: *mut f32) {
+                // SAFETY: as in `pack_k`.
+                unsafe { super::avx2::pack_rows::<{ super::QP }>(rows, d, qp) }
+            }
+            #[inline(always)]
+            fn prefetch(self, x: &f32) {
+                super::avx2::prefetch(x)
+            }
+        }
+    };
 }
+pub(super) use x86_packers;
+
+x86_packers!(Avx2, 16);
 
 /// `PREFETCHT0` of the line holding `x`.
 #[inline(always)]

@@ -144,7 +144,8 @@ pub fn attention(
     mask: Option<&[u32]>,
     out: &mut [f32],
 ) {
-    check(p, q, k, v, mask, out);
+    let x = Operands { q, k, v, mask };
+    check(p, x, out);
     assert!(
         cx.isa.is_supported(),
         "{} is not supported here",
@@ -157,24 +158,26 @@ pub fn attention(
         Isa::Avx2 => avx2::ENTRIES,
         #[cfg(target_arch = "aarch64")]
         Isa::Neon => neon::ENTRIES,
-        _ => return scalar::split(cx, p, q, k, v, mask, out),
+        _ => return scalar::split(cx, p, x, out),
     };
     // SAFETY: the ISA was checked just above (`Isa::is_supported`) and the operands passed
     // `check`.
-    unsafe { run(cx, &entries, p, q, k, v, mask, out) }
+    unsafe { run(cx, &entries, p, x, out) }
+}
+
+/// The inputs of one call: queries, keys, values and the key-padding mask.
+#[derive(Clone, Copy)]
+struct Operands<'a> {
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
+    mask: Option<&'a [u32]>,
 }
 
 /// The operand sizes the unchecked SIMD paths rely on (CpuBackend checked them when the op
 /// was recorded; this keeps the public entry point sound on its own).
-fn check(
-    p: &AttentionParams,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    mask: Option<&[u32]>,
-    out: &mut [f32],
-) {
-    let d = p.head_dim;
+fn check(p: &AttentionParams, x: Operands, out: &mut [f32]) {
+    let (Operands { q, k, v, mask }, d) = (x, p.head_dim);
     assert!(
         p.kv_heads > 0 && p.q_heads.is_multiple_of(p.kv_heads),
         "attention: bad head grouping"
@@ -202,24 +205,14 @@ fn check(
 ///
 /// # Safety
 /// `entries` belong to an ISA this CPU runs, and the operands passed [`check`].
-#[allow(clippy::too_many_arguments)]
-unsafe fn run(
-    cx: &Cx,
-    entries: &Entries,
-    p: &AttentionParams,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    mask: Option<&[u32]>,
-    out: &mut [f32],
-) {
+unsafe fn run(cx: &Cx, entries: &Entries, p: &AttentionParams, x: Operands, out: &mut [f32]) {
     let (lq, lk, hq, hkv) = (p.q_len, p.kv_len, p.q_heads, p.kv_heads);
     if p.batch * lq * hq * p.head_dim == 0 {
         return;
     }
     // Visible keys of each batch row, in order.
     let keys: Vec<Vec<u32>> = (0..p.batch)
-        .map(|b| match (p.mask, mask) {
+        .map(|b| match (p.mask, x.mask) {
             (MaskKind::KeyPadding, Some(m)) => (0..lk as u32)
                 .filter(|&j| m[b * lk + j as usize] != 0)
                 .collect(),
@@ -228,9 +221,7 @@ unsafe fn run(
         .collect();
     let mut job = Job {
         p,
-        q,
-        k,
-        v,
+        x,
         keys,
         nr: entries.nr,
         at: Vec::new(),
@@ -262,9 +253,7 @@ unsafe fn run(
 /// The operands and packed layout of one attention call, shared by its pool tasks.
 struct Job<'a> {
     p: &'a AttentionParams,
-    q: &'a [f32],
-    k: &'a [f32],
-    v: &'a [f32],
+    x: Operands<'a>,
     /// The visible keys of each batch row, in order.
     keys: Vec<Vec<u32>>,
     /// Keys per K^T panel, `nr::<S>()` of the ISA that runs.
@@ -324,7 +313,7 @@ impl Job<'_> {
         for pn in 0..self.panels(b) {
             let cnt = nr.min(n - pn * nr);
             for (c, r) in rows.iter_mut().enumerate().take(cnt) {
-                *r = &self.k[row(pn * nr + c)..][..d];
+                *r = &self.x.k[row(pn * nr + c)..][..d];
             }
             // SAFETY: panel pn lies in [at[bh], at[bh] + v_off(b)), inside the capacity and
             // this task's range; cnt <= NR rows of d values.
@@ -336,7 +325,7 @@ impl Job<'_> {
             unsafe {
                 tile::pack_v(
                     s,
-                    &self.v[row(jj)..][..d],
+                    &self.x.v[row(jj)..][..d],
                     base.add(self.v_off(b) + jj * nr),
                     n * nr,
                 )
@@ -380,7 +369,7 @@ impl Job<'_> {
             if hi > 0 {
                 let mut rows_q: [&[f32]; MR] = [&[]; MR];
                 for (r, row) in rows_q.iter_mut().enumerate().take(rows) {
-                    *row = &self.q[(b * lq + i0 + r) * p.q_row_stride + h * d..][..d];
+                    *row = &self.x.q[(b * lq + i0 + r) * p.q_row_stride + h * d..][..d];
                 }
                 // SAFETY: rows <= MR <= QP rows of d values; qp holds d * QP values.
                 unsafe { s.pack_q(&rows_q[..rows], d, qp.as_mut_ptr()) };
@@ -389,7 +378,7 @@ impl Job<'_> {
                 for i in
                     (i0 + MR..i_end.min(i0 + 2 * MR)).map(|i| (b * lq + i) * p.q_row_stride + h * d)
                 {
-                    for x in self.q[i..i + d].iter().step_by(16) {
+                    for x in self.x.q[i..i + d].iter().step_by(16) {
                         s.prefetch(x);
                     }
                 }

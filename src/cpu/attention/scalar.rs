@@ -2,6 +2,7 @@
 //! it split over batch rows.
 
 use super::super::Cx;
+use super::Operands;
 use crate::ops::AttentionParams;
 
 /// The f64 reference the SIMD paths are tested against.
@@ -84,15 +85,8 @@ pub mod reference {
 }
 
 /// The reference, split over batch rows.
-pub(super) fn split(
-    cx: &Cx,
-    p: &AttentionParams,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    mask: Option<&[u32]>,
-    out: &mut [f32],
-) {
+pub(super) fn split(cx: &Cx, p: &AttentionParams, x: Operands, out: &mut [f32]) {
+    let Operands { q, k, v, mask } = x;
     let row = p.q_heads * p.head_dim;
     cx.pool.par_chunks_mut(
         &mut out[..p.batch * p.q_len * row],
