@@ -1,7 +1,7 @@
 //! Fused multi-head attention with grouped-query heads and optional key-padding or causal
 //! masking.
 //!
-//! The SIMD paths work flash-attention style on the CPU, one tile of [`MR`] query rows of one
+//! The SIMD paths work flash-attention style on the CPU, one tile of `MR` query rows of one
 //! head at a time, with the whole score row of the tile held in a small buffer (two-pass
 //! softmax, so no rescaling of partial outputs):
 //! 1. the visible keys of each batch row are listed once (key padding drops hidden keys here,
