@@ -24,7 +24,11 @@ use kinema::formats::{NpyArray, NpzReader, npy};
 /// soma30 and g1 stay under DECODED_ABS).
 const DECODED_ABS: f32 = 3e-4;
 const LOOP_MARGIN: f32 = 8.0;
-/// The normalised features after the loop (the stage-output bound of kimodo.md §9 item 13).
+/// The normalised features after the loop: `max(FEATURES_ABS, LOOP_MARGIN x s)` as above,
+/// `FEATURES_ABS` being the stage-output bound of kimodo.md §9 item 13. On smplx22 one ulp of
+/// noise moves the features by 3.5e-4..2.1e-3 (the bridge's heading amplification measured in
+/// `tests/kimodo_parity.rs`, LOOP_MARGIN), so a flat 2e-3 there rested on which last bits a
+/// build happened to produce.
 const FEATURES_ABS: f32 = 2e-3;
 
 fn kinema() -> Command {
@@ -137,8 +141,11 @@ fn generate_matches(f: &Fixture, backend: &str, rows: usize) {
 
     let (feat, shape) = read(&npz, "features");
     assert_eq!(shape, vec![t, dim], "{what}: features shape");
+    let sensitivity = max_abs(&feat, &read(&npz_up, "features").0);
+    let bound = FEATURES_ABS.max(LOOP_MARGIN * sensitivity);
     let e = max_abs(&feat, &f.f32("features").0);
-    assert!(e <= FEATURES_ABS, "{what}: features max_abs {e}");
+    eprintln!("{what}: features max_abs {e:.2e} (one-ulp sensitivity {sensitivity:.2e})");
+    assert!(e <= bound, "{what}: features max_abs {e} > {bound}");
 
     // SOMA30 output is expanded to SOMA77, as upstream returns it.
     let suffix = if f.has("posed_joints_77") { "_77" } else { "" };

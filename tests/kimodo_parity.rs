@@ -28,6 +28,22 @@ use kinema::vulkan::{VulkanBackend, VulkanOptions};
 /// Stage outputs of the first call (kimodo.md §9 item 13; kimodo.cpp's bounds).
 const STAGE_ABS: f32 = 2e-3;
 const STAGE_REL: f32 = 2e-4;
+/// The features after the whole loop are held to `max(STAGE_ABS, LOOP_MARGIN x s)` (rel_l2
+/// likewise), where `s` is how far the same loop moves when every noise value is nudged up by
+/// one ulp: the rule of `tests/kimodo_generate.rs`, which no faithful f32 port can beat by
+/// much, since upstream's own last bits move it as far.
+///
+/// Why the smplx22 loop is that sensitive (measured on the CPU, Zen 4): in the last denoiser
+/// call its root stage predicts a heading (cos, sin) of length 0.064 at frame 4 (soma30: at
+/// least 0.48), and the bridge (`global_root_to_local_root`: atan2 of the raw pair, times
+/// fps 30, over the local std 0.756, kimodo.md §4.4) multiplies any change of that heading by
+/// ~440 into the body stage's input, which carries it to the features of frames 3-4 (columns
+/// 211 and 216). Nudging the noise by one ulp moves x0 by 1e-5..2e-4 over the first nine steps and the
+/// final features by 3.5e-4..2.1e-3 there; the features are 2.7e-4..2.1e-3 from upstream
+/// depending only on last bits (avx512 and avx2, each with the attention's old Cephes exp, the
+/// shared `simd::exp_nonpositive` and a correctly rounded exp), at most 4.6 `s` (avx512 with
+/// the shared exp: 2.08e-3 at s = 4.5e-4). soma30 and g1 stay under STAGE_ABS.
+const LOOP_MARGIN: f32 = 8.0;
 
 fn model(f: &Fixture) -> KimodoModel {
     let ckpt = f.checkpoint_dir();
@@ -228,21 +244,28 @@ fn boundaries<B: Backend>(b: &B, f: &Fixture, tag: &str) {
         );
     }
 
-    // The full loop through the public sampler, both row layouts.
+    // The full loop through the public sampler, both row layouts, and from noise one ulp
+    // larger everywhere: the loop's own sensitivity.
+    let nudged: Vec<f32> = noise.iter().map(|v| v.next_up()).collect();
     for rows in [3, 2] {
-        let mut o = SampleOptions::new(&m, t);
-        o.steps = steps;
-        o.cfg_rows = rows;
-        o.heading = heading;
-        o.noise = Some(noise.clone());
-        o.diagnostics = true;
-        let mut calls = 0;
-        let s = sampler::sample(b, &m, &emb, &o, &mut |done, n| {
-            calls += 1;
-            assert_eq!((done, n), (calls, steps));
-        })
-        .unwrap();
-        assert_eq!(calls, steps);
+        let run = |noise: &[f32]| {
+            let mut o = SampleOptions::new(&m, t);
+            o.steps = steps;
+            o.cfg_rows = rows;
+            o.heading = heading;
+            o.noise = Some(noise.to_vec());
+            o.diagnostics = true;
+            let mut calls = 0;
+            let s = sampler::sample(b, &m, &emb, &o, &mut |done, n| {
+                calls += 1;
+                assert_eq!((done, n), (calls, steps));
+            })
+            .unwrap();
+            assert_eq!(calls, steps);
+            s
+        };
+        let s = run(&noise);
+        let up = run(&nudged);
         let tg = format!("{tag} rows {rows} loop");
         let dg = s.diagnostics.unwrap();
         check(
@@ -253,13 +276,15 @@ fn boundaries<B: Backend>(b: &B, f: &Fixture, tag: &str) {
             STAGE_ABS,
             STAGE_REL,
         );
+        let (sa, sr) = errors(&up.features, &s.features);
+        eprintln!("{tg:<28} features one-ulp sensitivity max_abs {sa:.2e}  rel_l2 {sr:.2e}");
         check(
             &tg,
             "features",
             &s.features,
             &f.f32("features").0,
-            STAGE_ABS,
-            STAGE_REL,
+            STAGE_ABS.max(LOOP_MARGIN * sa),
+            STAGE_REL.max(LOOP_MARGIN * sr),
         );
     }
 }
