@@ -2,7 +2,10 @@
 //! operands, f32 scores, softmax and accumulation): the compiled variants, which one runs, and
 //! its dispatch. Same bindings and push constants as the strict `attention.comp`.
 
-use super::*;
+use super::super::context::Limits;
+use super::super::probe::CoopMatShape;
+use super::super::shaders::Shader;
+use crate::ops::AttentionParams;
 
 /// One compiled variant (`attention_cm_*.comp`): its head dimension, `bq` query rows per
 /// workgroup (16 per subgroup) and keys `bkv` at a time. They need 32-invocation subgroups and
@@ -27,6 +30,17 @@ impl FastAttention {
         4 * self.bkv * (self.head_dim + 8) * 2
             + 2 * self.bkv * 4
             + self.bq / 16 * (self.bkv * 16 * (4 + 2) + 32 * 4 + 16 * 4)
+    }
+
+    /// The specialization constants of a dispatch (as the strict shader's, by
+    /// `attention::attention_with`): the workgroup size (the variant's compiled-in one) and
+    /// VEC_OK, whether bindings start on 16-byte boundaries, so the shader's vec4 views line
+    /// up with its scalar ones.
+    pub fn spec(&self, l: &Limits) -> [u32; 2] {
+        [
+            self.invocations(),
+            u32::from(l.min_storage_offset_align.is_multiple_of(16)),
+        ]
     }
 
     fn fits(&self, s: &CoopMatShape, l: &Limits) -> bool {
@@ -110,46 +124,11 @@ pub(crate) fn fast_attention_kernel(
     select(p, s, l, forced.as_deref())
 }
 
-/// `q`, `k`, `v`, `mask`, `out` as checked by `check::attention`, on variant `f`
-/// (dispatched as the strict shader is, by [`attention_with`]).
-pub(super) fn attention_cm(
-    rec: &mut VulkanRecording,
-    p: &AttentionParams,
-    q: &Ref,
-    k: &Ref,
-    v: &Ref,
-    mask: Option<&Ref>,
-    out: &Ref,
-    f: FastAttention,
-) -> Result<()> {
-    // The workgroup size (the variant's compiled-in one) and VEC_OK: whether bindings start
-    // on 16-byte boundaries, so the shader's vec4 views line up with its scalar ones.
-    let spec = [
-        f.invocations(),
-        u32::from(rec.limits().min_storage_offset_align.is_multiple_of(16)),
-    ];
-    attention_with(rec, p, [q, k, v], mask, out, f.shader, &spec, f.bq)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::test_h200 as h200;
     use super::*;
-
-    fn h200() -> Limits {
-        Limits {
-            subgroup_arithmetic: true,
-            subgroup_size: 32,
-            max_shared_memory: 49152,
-            max_push_constants: 128,
-            max_binding: 1 << 32,
-            min_storage_offset_align: 16,
-            max_workgroup_count: [65535; 3],
-            max_workgroup_size: [1024, 1024, 64],
-            max_workgroup_invocations: 1024,
-            timestamp_period_ns: 1.0,
-            timestamp_valid_bits: 64,
-        }
-    }
+    use crate::ops::MaskKind;
 
     fn params(batch: usize, q_len: usize, q_heads: usize, head_dim: usize) -> AttentionParams {
         AttentionParams {
