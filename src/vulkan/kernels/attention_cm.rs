@@ -1,4 +1,4 @@
-//! Fast-mode attention on cooperative matrices (`kernels/glsl/attention_cm.glsl`: f16
+//! Fast-mode attention on cooperative matrices (`kernels/glsl/attention_cm.comp`: f16
 //! operands, f32 scores, softmax and accumulation): the compiled variants, which one runs, and
 //! its dispatch. Same bindings and push constants as the strict `attention.comp`.
 
@@ -7,9 +7,10 @@ use super::super::probe::CoopMatShape;
 use super::super::shaders::Shader;
 use crate::ops::AttentionParams;
 
-/// One compiled variant (`attention_cm_*.comp`): its head dimension, `bq` query rows per
-/// workgroup (16 per subgroup) and keys `bkv` at a time. They need 32-invocation subgroups and
-/// the 16 x 16 x 16 f16 shape (what the shader hard-codes).
+/// One compiled variant (`attention_cm_*`: `attention_cm.comp` with the defines of
+/// `tools/shaderc`'s variant table): its head dimension, `bq` query rows per workgroup (16 per
+/// subgroup) and keys `bkv` at a time. They need 32-invocation subgroups and the 16 x 16 x 16
+/// f16 shape (what the shader hard-codes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FastAttention {
     pub shader: Shader,
@@ -196,22 +197,26 @@ mod tests {
         assert_eq!(select(&params(1, 8, 1, 64), &s, &l, Some(q64)), None);
     }
 
-    /// The table agrees with the variants' sources (their #defines) and with the shared
-    /// memory of the compiled modules (48128 and 41600 bytes: read back from the SPIR-V's
-    /// workgroup arrays when the variants were written).
+    /// The table agrees with the variants' defines (`tools/shaderc`'s variant table) and with
+    /// the shared memory of the compiled modules (48128 and 41600 bytes: read back from the
+    /// SPIR-V's workgroup arrays when the variants were written).
     #[test]
-    fn variants_match_their_sources() {
+    fn variants_match_their_defines() {
         let l = h200();
         for v in FAST_ATTENTION {
-            let path = format!(
-                "{}/kernels/glsl/{}.comp",
-                env!("CARGO_MANIFEST_DIR"),
-                v.shader.info().name
-            );
-            let src = std::fs::read_to_string(&path).unwrap();
-            for (name, value) in [("HD", v.head_dim), ("BQ", v.bq), ("BKV", v.bkv)] {
-                let line = format!("#define {name} {value}\n");
-                assert!(src.contains(&line), "{path} lacks {line:?}");
+            let name = v.shader.info().name;
+            let variant = super::super::shader_variants::VARIANTS
+                .iter()
+                .find(|t| t.name == name)
+                .unwrap_or_else(|| panic!("{name} is not in the variant table"));
+            assert_eq!(variant.source, "attention_cm.comp");
+            for (define, value) in [("HD", v.head_dim), ("BQ", v.bq), ("BKV", v.bkv)] {
+                let want = value.to_string();
+                assert_eq!(
+                    variant.define(define),
+                    Some(want.as_str()),
+                    "{name}: {define}"
+                );
             }
             assert!(
                 v.fits(&CoopMatShape::f16_16x16x16(), &l),

@@ -728,6 +728,35 @@ mod tests {
         }
     }
 
+    /// The fixed-tile table agrees with the variants' defines (`tools/shaderc`'s variant
+    /// table).
+    #[test]
+    fn fixed_tiles_match_their_defines() {
+        for v in COOP_FIXED {
+            let name = v.shader.info().name;
+            let variant = super::super::shader_variants::VARIANTS
+                .iter()
+                .find(|t| t.name == name)
+                .unwrap_or_else(|| panic!("{name} is not in the variant table"));
+            assert_eq!(variant.source, "linear_cm.comp");
+            let t = v.tile;
+            for (define, value) in [
+                ("BM", t.bm),
+                ("BN", t.bn),
+                ("BK", t.bk),
+                ("WM", t.wm),
+                ("WN", t.wn),
+            ] {
+                let want = value.to_string();
+                assert_eq!(
+                    variant.define(define),
+                    Some(want.as_str()),
+                    "{name}: {define}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn linear_kernels_follow_precision_dtype_and_shape() {
         let s = CoopMatShape::f16_16x16x16();

@@ -44,6 +44,13 @@ pub(crate) use norm::{layer_norm, rms_norm, softmax};
 pub(crate) use position::{posenc, rope};
 pub(crate) use sampling::{argmax, cfg, ddim, gumbel};
 
+/// The shader tool's variant table, for the tests that check the host's tables of compiled
+/// variants against their defines.
+#[cfg(test)]
+#[path = "../../../tools/shaderc/src/variants.rs"]
+#[allow(dead_code)] // The tests read the table, not the MANIFEST identity.
+mod shader_variants;
+
 type Ref = BufRef<VulkanBuffer>;
 
 /// `v` as a u32 push constant, or an error naming it.
