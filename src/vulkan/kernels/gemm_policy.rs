@@ -211,6 +211,9 @@ pub(crate) struct CoopTile {
 }
 
 impl CoopTile {
+    const fn new(bm: u32, bn: u32, bk: u32, wm: u32, wn: u32) -> CoopTile {
+        CoopTile { bm, bn, bk, wm, wn }
+    }
     fn subgroups(&self) -> u32 {
         (self.bm / self.wm) * (self.bn / self.wn)
     }
@@ -255,23 +258,11 @@ impl CoopFixed {
 /// blocks of 64 x 64 (56.5, 128 x 128 and 128 x 256 tiles) and 32 x 64 (17.1).
 pub(crate) const COOP_FIXED: [CoopFixed; 2] = [
     CoopFixed {
-        tile: CoopTile {
-            bm: 128,
-            bn: 128,
-            bk: 32,
-            wm: 64,
-            wn: 32,
-        },
+        tile: CoopTile::new(128, 128, 32, 64, 32),
         shader: Shader::LinearCm128x128x32_64x32,
     },
     CoopFixed {
-        tile: CoopTile {
-            bm: 64,
-            bn: 64,
-            bk: 32,
-            wm: 32,
-            wn: 32,
-        },
+        tile: CoopTile::new(64, 64, 32, 32, 32),
         shader: Shader::LinearCm64x64x32_32x32,
     },
 ];
@@ -688,13 +679,7 @@ mod tests {
         // The generic shader by name, over its default tiles or a forced one that fits.
         let f = forced(Some("linear_coopmat"), None);
         assert_eq!(coop_kernel(4096, 4096, &s, &l, &f), generic(COOP_TILES[0]));
-        let t = CoopTile {
-            bm: 64,
-            bn: 128,
-            bk: 32,
-            wm: 32,
-            wn: 64,
-        };
+        let t = CoopTile::new(64, 128, 32, 32, 64);
         let f = forced(Some("linear_coopmat"), Some("64x128x32x32x64"));
         assert_eq!(coop_kernel(4096, 4096, &s, &l, &f), generic(t));
         // A forced generic tile alone does not displace a fixed variant...
@@ -703,13 +688,7 @@ mod tests {
         // ...but is taken where no fixed variant runs.
         let mut wave64 = l.clone();
         wave64.subgroup_size = 64;
-        let t64 = CoopTile {
-            bm: 128,
-            bn: 128,
-            bk: 32,
-            wm: 64,
-            wn: 64,
-        };
+        let t64 = CoopTile::new(128, 128, 32, 64, 64);
         let f = forced(None, Some("128x128x32x64x64"));
         assert_eq!(coop_kernel(4096, 4096, &s, &wave64, &f), generic(t64));
         // A forced tile that is invalid or does not fit leaves the default tiles.
