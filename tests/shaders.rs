@@ -1,12 +1,25 @@
-//! The committed SPIR-V is what `tools/shaderc` makes from the committed GLSL: every source
-//! under `kernels/glsl/` and every module under `kernels/spirv/` matches the SHA-256 recorded
-//! in `kernels/spirv/MANIFEST`, and every module passes `spirv-val` (skipped with a message
-//! when spirv-tools is not installed). No shader compiler is needed.
+//! The committed SPIR-V is what `tools/shaderc` makes from the committed GLSL and its variant
+//! table: every source under `kernels/glsl/`, every variant (its defines with its source) and
+//! every module under `kernels/spirv/` matches the SHA-256 recorded in
+//! `kernels/spirv/MANIFEST`, and every module passes `spirv-val` (skipped with a message when
+//! spirv-tools is not installed). No shader compiler is needed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+
+/// The shader tool's variant table.
+#[path = "../tools/shaderc/src/variants.rs"]
+#[allow(dead_code)] // `Variant::define` serves the library's tests.
+mod variants;
+
+fn hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
 
 fn kernels() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels")
@@ -23,10 +36,8 @@ fn hashes(dir: &str, exts: &[&str]) -> BTreeMap<String, String> {
                 .is_some_and(|e| exts.contains(&e))
         })
         .map(|p| {
-            let digest = Sha256::digest(std::fs::read(&p).unwrap());
-            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
             let name = p.file_name().unwrap().to_str().unwrap().to_string();
-            (format!("{dir}/{name}"), hex)
+            (format!("{dir}/{name}"), hex(&std::fs::read(&p).unwrap()))
         })
         .collect()
 }
@@ -47,6 +58,15 @@ fn spirv_is_up_to_date_with_the_glsl() {
                       kernels/spirv";
     let mut actual = hashes("glsl", &["comp", "glsl"]);
     actual.extend(hashes("spirv", &["spv"]));
+    // A variant's line: its name, source and defines, then the source's bytes.
+    for v in variants::VARIANTS {
+        let source = kernels().join("glsl").join(v.source);
+        let text = std::fs::read(&source)
+            .unwrap_or_else(|e| panic!("variant {}: {}: {e}", v.name, source.display()));
+        let mut hashed = v.identity().into_bytes();
+        hashed.extend_from_slice(&text);
+        actual.insert(format!("variant/{}", v.name), hex(&hashed));
+    }
     for (path, hash) in &actual {
         match recorded.get(path) {
             Some(h) if h == hash => {}
@@ -60,15 +80,56 @@ fn spirv_is_up_to_date_with_the_glsl() {
             "{path} is in kernels/spirv/MANIFEST but missing: {regenerate}"
         );
     }
-    // Every compute shader has its module.
+    // The modules the tool makes: every variant, and every compute shader that is not a
+    // variant's source under its own name; nothing else.
+    let mut want: Vec<String> = variants::VARIANTS
+        .iter()
+        .map(|v| format!("spirv/{}.spv", v.name))
+        .collect();
     for path in actual.keys() {
-        if let Some(stem) = path
-            .strip_prefix("glsl/")
-            .and_then(|p| p.strip_suffix(".comp"))
+        if let Some(file) = path.strip_prefix("glsl/")
+            && let Some(stem) = file.strip_suffix(".comp")
+            && !variants::VARIANTS.iter().any(|v| v.source == file)
         {
+            want.push(format!("spirv/{stem}.spv"));
+        }
+    }
+    want.sort();
+    let have: Vec<&String> = actual.keys().filter(|p| p.starts_with("spirv/")).collect();
+    assert_eq!(
+        have,
+        want.iter().collect::<Vec<_>>(),
+        "modules: {regenerate}"
+    );
+}
+
+/// The variant table is well formed: unique module names, sources that exist, defines that
+/// are identifiers, and no variant named as a stand-alone shader.
+#[test]
+fn variants_are_well_formed() {
+    let mut names: Vec<&str> = variants::VARIANTS.iter().map(|v| v.name).collect();
+    names.sort_unstable();
+    let n = names.len();
+    names.dedup();
+    assert_eq!(names.len(), n, "two variants share a name");
+    for v in variants::VARIANTS {
+        assert!(
+            kernels().join("glsl").join(v.source).is_file(),
+            "{}: no source {}",
+            v.name,
+            v.source
+        );
+        let own = kernels().join("glsl").join(format!("{}.comp", v.name));
+        assert!(
+            format!("{}.comp", v.name) == v.source || !own.exists(),
+            "{}: a variant and a shader of that name",
+            v.name
+        );
+        for (name, _) in v.defines {
             assert!(
-                actual.contains_key(&format!("spirv/{stem}.spv")),
-                "{path} has no module"
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "{}: define {name:?}",
+                v.name
             );
         }
     }

@@ -423,6 +423,51 @@ fn device_out_of_range_is_a_clear_error() {
     assert!(!out.status.success() && err.contains("device 99"), "{err}");
 }
 
+/// `0.5 x` on `b`.
+fn halve<B: Backend>(b: &B, x: &[f32]) -> Vec<f32> {
+    let xi = upload_f32(b, x);
+    let y = alloc(b, DType::F32, x.len());
+    let mut rec = b.begin().unwrap();
+    b.scale(&mut rec, 0.5, &xi, &y).unwrap();
+    b.submit(&rec).unwrap();
+    download_f32(b, &y)
+}
+
+/// A buffer larger than the device allows (1 TiB: beyond lavapipe's largest allocation, its
+/// memory heap and this machine's memory; beyond the H200's too) is refused with the typed
+/// out-of-memory error before anything is allocated, and afterwards the same Vulkan backend
+/// and the CPU backend both still run an op (issue 10, part 3).
+#[test]
+fn an_allocation_beyond_the_device_is_a_typed_error() {
+    let x: Vec<f32> = (0..64).map(|i| i as f32 - 20.0).collect();
+    let want: Vec<f32> = x.iter().map(|v| v * 0.5).collect();
+    for b in backends() {
+        for (dtype, len) in [(DType::F32, 1usize << 38), (DType::F16, 1 << 39)] {
+            let e = b.alloc(dtype, len).expect_err("a 1 TiB buffer is refused");
+            let msg = e.to_string();
+            assert!(
+                matches!(
+                    e,
+                    kinema::Error::Backend {
+                        backend: "vulkan",
+                        ..
+                    }
+                ) && msg.contains("out of device memory")
+                    && msg.contains("1099511627776-byte buffer")
+                    && msg.contains("maximum of this device"),
+                "{msg}"
+            );
+        }
+        assert_eq!(halve(&b, &x), want, "the Vulkan backend still runs");
+    }
+    let cpu = CpuBackend::new(Precision::Strict).unwrap();
+    assert_eq!(
+        halve(&cpu, &x),
+        want,
+        "the CPU backend runs in the same process"
+    );
+}
+
 /// The same ops through descriptor pools instead of VK_KHR_push_descriptor.
 #[test]
 fn descriptor_pool_fallback() {
@@ -904,7 +949,7 @@ fn fast_rows_use_subgroup_reductions() {
 }
 
 /// Rounding of each f16 operand of the fast attention (q * scale, k, v and every probability
-/// p, `kernels/glsl/attention_cm.glsl`): at most 2^-11 of the value in f16's normal range
+/// p, `kernels/glsl/attention_cm.comp`): at most 2^-11 of the value in f16's normal range
 /// (2^-10 allowed, should a device not round to nearest, as for `COOPMAT_F16_INPUT_REL`).
 const ATTENTION_F16_ROUND: f64 = 1.0 / 1024.0;
 

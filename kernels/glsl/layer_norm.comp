@@ -1,4 +1,72 @@
 #version 450
-// Strict reductions: fixed trees over invocation ids (rows.glsl). Body in layer_norm.glsl.
+// y = (x - mean) / sqrt(var + eps) * gamma + beta over each row of x [rows, cols], with the
+// biased variance. One workgroup per row; each invocation sums a strided part of the row in
+// ascending order, then a fixed tree combines the parts (rows.glsl), so a row's result is the
+// same on every run. Two passes over x for the statistics (mean, then squared deviations) as
+// the reference, one to write.
+//
+// Strict reductions: fixed trees over invocation ids (rows.glsl). Its fast-mode variant
+// layer_norm_sg (tools/shaderc's variant table) defines SUBGROUP_REDUCE: the row reductions use
+// subgroup arithmetic.
 #extension GL_GOOGLE_include_directive : require
-#include "layer_norm.glsl"
+#ifdef SUBGROUP_REDUCE
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+#include "common.glsl"
+#include "rows.glsl"
+
+layout(local_size_x_id = 0) in;
+
+layout(set = 0, binding = 0) readonly buffer X { float x[]; };
+layout(set = 0, binding = 1) readonly buffer Gamma { float gamma[]; };
+layout(set = 0, binding = 2) readonly buffer Beta { float beta[]; };
+layout(set = 0, binding = 3) writeonly buffer Y { float y[]; };
+
+layout(push_constant) uniform Push {
+    uint x_off;
+    uint g_off;
+    uint b_off;
+    uint y_off;
+    uint rows;
+    uint cols;
+    float eps;
+    uint has_gamma;
+    uint has_beta;
+} p;
+
+void main() {
+    uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    // The same for the whole workgroup, so no invocation skips a barrier.
+    if (row >= p.rows) {
+        return;
+    }
+    uint t = gl_LocalInvocationID.x;
+    uint xr = p.x_off + row * p.cols;
+    uint yr = p.y_off + row * p.cols;
+    float n = float(p.cols);
+
+    float s = 0.0;
+    for (uint c = t; c < p.cols; c += WORKGROUP_SIZE) {
+        s += x[xr + c];
+    }
+    float mean = div_rn(wg_sum(s), n);
+
+    float q = 0.0;
+    for (uint c = t; c < p.cols; c += WORKGROUP_SIZE) {
+        float d = x[xr + c] - mean;
+        q += d * d;
+    }
+    float var = div_rn(wg_sum(q), n);
+    float inv = div_rn(1.0, sqrt_rn(var + p.eps));
+
+    for (uint c = t; c < p.cols; c += WORKGROUP_SIZE) {
+        float v = (x[xr + c] - mean) * inv;
+        if (p.has_gamma != 0u) {
+            v *= gamma[p.g_off + c];
+        }
+        if (p.has_beta != 0u) {
+            v += beta[p.b_off + c];
+        }
+        y[yr + c] = v;
+    }
+}

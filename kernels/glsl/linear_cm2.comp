@@ -4,12 +4,13 @@
 // accumulator, and the operands are read straight from the storage buffers through tensor
 // layouts (no shared-memory staging written by us: the driver stages and schedules, which is
 // what it can do better than subgroup-scope code on NVIDIA's tensor cores).
-// Same contract and rounding as linear_cm.glsl: x and f32 weights are rounded to the nearest
+// Same contract and rounding as linear_cm.comp: x and f32 weights are rounded to the nearest
 // f16, f16 weights are exact, products are summed in f32; only the order of the sums differs.
-// The host runs it for f32 and f16 weights (bf16 and q8_0 take linear_cm.glsl) when the
+// The host runs it for f32 and f16 weights (bf16 and q8_0 take linear_cm.comp) when the
 // device has the extension with workgroup scope, flexible dimensions, conversions,
 // per-element operations and tensor addressing, and only for outputs large enough to fill the
-// device with 128 x 256 tiles (where it beat linear_cm.glsl on the H200; see kernels.rs).
+// device with 128 x 256 tiles (where it beat linear_cm.comp on the H200; see
+// src/vulkan/kernels/gemm_policy.rs).
 //
 // Edges: the loads clamp to the m x k and n x k extents with the constant 0 and the store to
 // m x n, dropping what lies outside; no bounds checks are written here.

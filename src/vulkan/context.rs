@@ -69,6 +69,11 @@ pub(crate) struct Context {
     /// `linear_cm2.comp` uses and 16-bit storage buffers, and they were not refused
     /// (`KINEMA_VK_NO_COOPMAT2`); enabled at creation then.
     pub coopmat2: Option<Coopmat2>,
+    /// The largest buffer the backend asks for: `maxMemoryAllocationSize`, `maxBufferSize`
+    /// (Vulkan 1.3) and the largest memory heap, whichever is smallest. A larger request is
+    /// refused with [`VulkanError::OutOfDeviceMemory`] before it reaches the driver (which
+    /// may fail it, or on a CPU driver commit host memory it then has to zero-fill).
+    pub max_allocation: u64,
     pub name: String,
     pub index: usize,
     pub kind: vk::PhysicalDeviceType,
@@ -239,10 +244,35 @@ impl Context {
         }
 
         let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
-        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
-        // SAFETY: `physical` belongs to the instance; the chain is well formed.
+        let mut maint3 = vk::PhysicalDeviceMaintenance3Properties::default();
+        let mut props2 = vk::PhysicalDeviceProperties2::default()
+            .push_next(&mut subgroup)
+            .push_next(&mut maint3);
+        // SAFETY: `physical` belongs to the instance; the chain is well formed (both structs
+        // are core in Vulkan 1.1, and the device has 1.2).
         unsafe { instance.get_physical_device_properties2(physical, &mut props2) };
         let p = props2.properties;
+        let max_buffer = if p.api_version >= vk::API_VERSION_1_3 {
+            let mut maint4 = vk::PhysicalDeviceMaintenance4Properties::default();
+            let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut maint4);
+            // SAFETY: as above; the struct is core in Vulkan 1.3, which the device has.
+            unsafe { instance.get_physical_device_properties2(physical, &mut props2) };
+            maint4.max_buffer_size
+        } else {
+            u64::MAX
+        };
+        // SAFETY: as above.
+        let memory = unsafe { instance.get_physical_device_memory_properties(physical) };
+        let largest_heap = memory
+            .memory_heaps_as_slice()
+            .iter()
+            .map(|h| h.size)
+            .max()
+            .unwrap_or(0);
+        let max_allocation = maint3
+            .max_memory_allocation_size
+            .min(max_buffer)
+            .min(largest_heap);
         let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
         let mut f2 = vk::PhysicalDeviceFeatures2::default()
@@ -384,6 +414,7 @@ impl Context {
                     limits,
                     coopmat,
                     coopmat2,
+                    max_allocation,
                     name,
                     index,
                     kind: p.device_type,

@@ -156,6 +156,13 @@ impl Memory {
         let ctx = &self.ctx;
         ctx.check_lost("allocating a buffer")?;
         let capacity = bytes.div_ceil(4).max(4) * 4;
+        if capacity > ctx.max_allocation {
+            return Err(VulkanError::OutOfDeviceMemory(format!(
+                "allocating a {bytes}-byte buffer: larger than the {}-byte maximum of this \
+                 device (its largest allocation, buffer or memory heap)",
+                ctx.max_allocation
+            )));
+        }
         let ci = vk::BufferCreateInfo::default()
             .size(capacity)
             .usage(

@@ -20,52 +20,10 @@ macro_rules! spirv {
     }};
 }
 
-/// Every compute shader, one per op family.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Shader {
-    Activation,
-    Argmax,
-    Attention,
-    /// Fast-mode attention on cooperative matrices (`attention_cm.glsl`), head dimension 128,
-    /// 64 or 32 queries per workgroup, keys 32 at a time.
-    AttentionCmD128Q64Kv32,
-    AttentionCmD128Q32Kv32,
-    Axpby,
-    BatchedMatmul,
-    Binary,
-    Cfg,
-    Conv1d,
-    /// The cooperative-matrix multiply-add peak (`kinema bench --op coopmat_peak`).
-    CoopmatPeak,
-    Copy,
-    Ddim,
-    Embedding,
-    Gumbel,
-    LayerNorm,
-    /// `layer_norm` with subgroup-arithmetic reductions (fast mode).
-    LayerNormSg,
-    Linear,
-    LinearCoopmat,
-    LinearCm128x128x32_64x32,
-    LinearCm64x64x32_32x32,
-    /// `linear` on workgroup-scope cooperative matrices (`VK_NV_cooperative_matrix2`).
-    LinearCm2,
-    MeanPool,
-    PosEnc,
-    RmsNorm,
-    RmsNormSg,
-    RootBridge,
-    Rope,
-    Scale,
-    Softmax,
-    SoftmaxSg,
-    Swiglu,
-    UpsampleNearest2x,
-}
-
 /// What the host needs to know about a shader.
 pub(crate) struct ShaderInfo {
-    /// The file stem under `kernels/glsl/` and `kernels/spirv/`.
+    /// The module's name: `kernels/spirv/<name>.spv`, compiled from `kernels/glsl/<name>.comp`
+    /// or, for a variant, from the source `tools/shaderc`'s variant table names.
     pub name: &'static str,
     spirv: &'static [u8],
     /// Storage buffers at set 0, bindings `0..bindings`.
@@ -90,136 +48,74 @@ const fn info<P>(name: &'static str, spirv: &'static [u8], bindings: u32) -> Sha
     }
 }
 
-impl Shader {
-    pub const ALL: [Shader; 33] = [
-        Shader::Activation,
-        Shader::Argmax,
-        Shader::Attention,
-        Shader::AttentionCmD128Q64Kv32,
-        Shader::AttentionCmD128Q32Kv32,
-        Shader::Axpby,
-        Shader::BatchedMatmul,
-        Shader::Binary,
-        Shader::Cfg,
-        Shader::Conv1d,
-        Shader::CoopmatPeak,
-        Shader::Copy,
-        Shader::Ddim,
-        Shader::Embedding,
-        Shader::Gumbel,
-        Shader::LayerNorm,
-        Shader::LayerNormSg,
-        Shader::Linear,
-        Shader::LinearCoopmat,
-        Shader::LinearCm128x128x32_64x32,
-        Shader::LinearCm64x64x32_32x32,
-        Shader::LinearCm2,
-        Shader::MeanPool,
-        Shader::PosEnc,
-        Shader::RmsNorm,
-        Shader::RmsNormSg,
-        Shader::RootBridge,
-        Shader::Rope,
-        Shader::Scale,
-        Shader::Softmax,
-        Shader::SoftmaxSg,
-        Shader::Swiglu,
-        Shader::UpsampleNearest2x,
-    ];
-
-    pub fn info(self) -> &'static ShaderInfo {
-        use push::*;
-        static ACTIVATION: ShaderInfo = info::<Activation>("activation", spirv!("activation"), 2);
-        static ARGMAX: ShaderInfo = info::<Argmax>("argmax", spirv!("argmax"), 2);
-        static ATTENTION: ShaderInfo = info::<Attention>("attention", spirv!("attention"), 5);
-        static ATTENTION_CM_D128_Q64_KV32: ShaderInfo = info::<Attention>(
-            "attention_cm_d128_q64_kv32",
-            spirv!("attention_cm_d128_q64_kv32"),
-            5,
-        );
-        static ATTENTION_CM_D128_Q32_KV32: ShaderInfo = info::<Attention>(
-            "attention_cm_d128_q32_kv32",
-            spirv!("attention_cm_d128_q32_kv32"),
-            5,
-        );
-        static AXPBY: ShaderInfo = info::<Axpby>("axpby", spirv!("axpby"), 3);
-        static BATCHED_MATMUL: ShaderInfo =
-            info::<BatchedMatmul>("batched_matmul", spirv!("batched_matmul"), 3);
-        static BINARY: ShaderInfo = info::<Binary>("binary", spirv!("binary"), 3);
-        static CFG: ShaderInfo = info::<Cfg>("cfg", spirv!("cfg"), 2);
-        static CONV1D: ShaderInfo = info::<Conv1d>("conv1d", spirv!("conv1d"), 4);
-        static COOPMAT_PEAK: ShaderInfo =
-            info::<CoopmatPeak>("coopmat_peak", spirv!("coopmat_peak"), 1);
-        static COPY: ShaderInfo = info::<Copy>("copy", spirv!("copy"), 2);
-        static DDIM: ShaderInfo = info::<Ddim>("ddim", spirv!("ddim"), 4);
-        static EMBEDDING: ShaderInfo = info::<Embedding>("embedding", spirv!("embedding"), 4);
-        static GUMBEL: ShaderInfo = info::<Gumbel>("gumbel", spirv!("gumbel"), 3);
-        static LAYER_NORM: ShaderInfo = info::<LayerNorm>("layer_norm", spirv!("layer_norm"), 4);
-        static LAYER_NORM_SG: ShaderInfo =
-            info::<LayerNorm>("layer_norm_sg", spirv!("layer_norm_sg"), 4);
-        static LINEAR: ShaderInfo = info::<Linear>("linear", spirv!("linear"), 4);
-        static LINEAR_COOPMAT: ShaderInfo =
-            info::<Linear>("linear_coopmat", spirv!("linear_coopmat"), 4);
-        static LINEAR_CM_128X128X32_64X32: ShaderInfo = info::<Linear>(
-            "linear_cm_128x128x32_64x32",
-            spirv!("linear_cm_128x128x32_64x32"),
-            4,
-        );
-        static LINEAR_CM_64X64X32_32X32: ShaderInfo = info::<Linear>(
-            "linear_cm_64x64x32_32x32",
-            spirv!("linear_cm_64x64x32_32x32"),
-            4,
-        );
-        static LINEAR_CM2: ShaderInfo = info::<Linear>("linear_cm2", spirv!("linear_cm2"), 4);
-        static MEAN_POOL: ShaderInfo = info::<MeanPool>("mean_pool", spirv!("mean_pool"), 3);
-        static POSENC: ShaderInfo = info::<PosEnc>("posenc", spirv!("posenc"), 2);
-        static RMS_NORM: ShaderInfo = info::<RmsNorm>("rms_norm", spirv!("rms_norm"), 3);
-        static RMS_NORM_SG: ShaderInfo = info::<RmsNorm>("rms_norm_sg", spirv!("rms_norm_sg"), 3);
-        static ROOT_BRIDGE: ShaderInfo =
-            info::<RootBridge>("root_bridge", spirv!("root_bridge"), 2);
-        static ROPE: ShaderInfo = info::<Rope>("rope", spirv!("rope"), 4);
-        static SCALE: ShaderInfo = info::<Scale>("scale", spirv!("scale"), 2);
-        static SOFTMAX: ShaderInfo = info::<Softmax>("softmax", spirv!("softmax"), 2);
-        static SOFTMAX_SG: ShaderInfo = info::<Softmax>("softmax_sg", spirv!("softmax_sg"), 2);
-        static SWIGLU: ShaderInfo = info::<Swiglu>("swiglu", spirv!("swiglu"), 3);
-        static UPSAMPLE: ShaderInfo =
-            info::<Upsample>("upsample_nearest2x", spirv!("upsample_nearest2x"), 2);
-        match self {
-            Shader::Activation => &ACTIVATION,
-            Shader::Argmax => &ARGMAX,
-            Shader::Attention => &ATTENTION,
-            Shader::AttentionCmD128Q64Kv32 => &ATTENTION_CM_D128_Q64_KV32,
-            Shader::AttentionCmD128Q32Kv32 => &ATTENTION_CM_D128_Q32_KV32,
-            Shader::Axpby => &AXPBY,
-            Shader::BatchedMatmul => &BATCHED_MATMUL,
-            Shader::Binary => &BINARY,
-            Shader::Cfg => &CFG,
-            Shader::Conv1d => &CONV1D,
-            Shader::CoopmatPeak => &COOPMAT_PEAK,
-            Shader::Copy => &COPY,
-            Shader::Ddim => &DDIM,
-            Shader::Embedding => &EMBEDDING,
-            Shader::Gumbel => &GUMBEL,
-            Shader::LayerNorm => &LAYER_NORM,
-            Shader::LayerNormSg => &LAYER_NORM_SG,
-            Shader::Linear => &LINEAR,
-            Shader::LinearCoopmat => &LINEAR_COOPMAT,
-            Shader::LinearCm128x128x32_64x32 => &LINEAR_CM_128X128X32_64X32,
-            Shader::LinearCm64x64x32_32x32 => &LINEAR_CM_64X64X32_32X32,
-            Shader::LinearCm2 => &LINEAR_CM2,
-            Shader::MeanPool => &MEAN_POOL,
-            Shader::PosEnc => &POSENC,
-            Shader::RmsNorm => &RMS_NORM,
-            Shader::RmsNormSg => &RMS_NORM_SG,
-            Shader::RootBridge => &ROOT_BRIDGE,
-            Shader::Rope => &ROPE,
-            Shader::Scale => &SCALE,
-            Shader::Softmax => &SOFTMAX,
-            Shader::SoftmaxSg => &SOFTMAX_SG,
-            Shader::Swiglu => &SWIGLU,
-            Shader::UpsampleNearest2x => &UPSAMPLE,
+/// The shader table: one line per module, `Variant = "module name", push struct, bindings;`.
+/// It makes the [`Shader`] enum, [`Shader::ALL`] and [`Shader::info`] (with the module
+/// embedded); a unit test checks each line's bindings and push-constant size against the
+/// module's SPIR-V.
+macro_rules! shaders {
+    ($($(#[$doc:meta])* $shader:ident = $name:literal, $push:ident, $bindings:literal;)*) => {
+        /// Every compute shader module.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub(crate) enum Shader {
+            $($(#[$doc])* $shader,)*
         }
-    }
+
+        impl Shader {
+            /// Every shader, in table order.
+            pub const ALL: &'static [Shader] = &[$(Shader::$shader,)*];
+
+            pub fn info(self) -> &'static ShaderInfo {
+                match self {
+                    $(Shader::$shader => {
+                        static INFO: ShaderInfo = info::<push::$push>($name, spirv!($name), $bindings);
+                        &INFO
+                    })*
+                }
+            }
+        }
+    };
+}
+
+shaders! {
+    Activation = "activation", Activation, 2;
+    Argmax = "argmax", Argmax, 2;
+    Attention = "attention", Attention, 5;
+    /// Fast-mode attention on cooperative matrices (`attention_cm.comp`), head dimension 128,
+    /// 64 or 32 queries per workgroup, keys 32 at a time.
+    AttentionCmD128Q64Kv32 = "attention_cm_d128_q64_kv32", Attention, 5;
+    AttentionCmD128Q32Kv32 = "attention_cm_d128_q32_kv32", Attention, 5;
+    Axpby = "axpby", Axpby, 3;
+    BatchedMatmul = "batched_matmul", BatchedMatmul, 3;
+    Binary = "binary", Binary, 3;
+    Cfg = "cfg", Cfg, 2;
+    Conv1d = "conv1d", Conv1d, 4;
+    /// The cooperative-matrix multiply-add peak (`kinema bench --op coopmat_peak`).
+    CoopmatPeak = "coopmat_peak", CoopmatPeak, 1;
+    Copy = "copy", Copy, 2;
+    Ddim = "ddim", Ddim, 4;
+    Embedding = "embedding", Embedding, 4;
+    Gumbel = "gumbel", Gumbel, 3;
+    LayerNorm = "layer_norm", LayerNorm, 4;
+    /// `layer_norm` with subgroup-arithmetic reductions (fast mode).
+    LayerNormSg = "layer_norm_sg", LayerNorm, 4;
+    Linear = "linear", Linear, 4;
+    LinearCoopmat = "linear_coopmat", Linear, 4;
+    /// Fast-mode linear with compiled-in tiles (`linear_cm.comp`).
+    LinearCm128x128x32_64x32 = "linear_cm_128x128x32_64x32", Linear, 4;
+    LinearCm64x64x32_32x32 = "linear_cm_64x64x32_32x32", Linear, 4;
+    /// `linear` on workgroup-scope cooperative matrices (`VK_NV_cooperative_matrix2`).
+    LinearCm2 = "linear_cm2", Linear, 4;
+    MeanPool = "mean_pool", MeanPool, 3;
+    PosEnc = "posenc", PosEnc, 2;
+    RmsNorm = "rms_norm", RmsNorm, 3;
+    RmsNormSg = "rms_norm_sg", RmsNorm, 3;
+    RootBridge = "root_bridge", RootBridge, 2;
+    Rope = "rope", Rope, 4;
+    Scale = "scale", Scale, 2;
+    Softmax = "softmax", Softmax, 2;
+    SoftmaxSg = "softmax_sg", Softmax, 2;
+    Swiglu = "swiglu", Swiglu, 3;
+    UpsampleNearest2x = "upsample_nearest2x", Upsample, 2;
 }
 
 /// Push-constant structs, field for field the shaders' `push_constant` blocks (std430: u32

@@ -1,12 +1,16 @@
-//! Fast-mode attention on cooperative matrices (`kernels/glsl/attention_cm.glsl`: f16
+//! Fast-mode attention on cooperative matrices (`kernels/glsl/attention_cm.comp`: f16
 //! operands, f32 scores, softmax and accumulation): the compiled variants, which one runs, and
 //! its dispatch. Same bindings and push constants as the strict `attention.comp`.
 
-use super::*;
+use super::super::context::Limits;
+use super::super::probe::CoopMatShape;
+use super::super::shaders::Shader;
+use crate::ops::AttentionParams;
 
-/// One compiled variant (`attention_cm_*.comp`): its head dimension, `bq` query rows per
-/// workgroup (16 per subgroup) and keys `bkv` at a time. They need 32-invocation subgroups and
-/// the 16 x 16 x 16 f16 shape (what the shader hard-codes).
+/// One compiled variant (`attention_cm_*`: `attention_cm.comp` with the defines of
+/// `tools/shaderc`'s variant table): its head dimension, `bq` query rows per workgroup (16 per
+/// subgroup) and keys `bkv` at a time. They need 32-invocation subgroups and the 16 x 16 x 16
+/// f16 shape (what the shader hard-codes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FastAttention {
     pub shader: Shader,
@@ -27,6 +31,17 @@ impl FastAttention {
         4 * self.bkv * (self.head_dim + 8) * 2
             + 2 * self.bkv * 4
             + self.bq / 16 * (self.bkv * 16 * (4 + 2) + 32 * 4 + 16 * 4)
+    }
+
+    /// The specialization constants of a dispatch (as the strict shader's, by
+    /// `attention::attention_with`): the workgroup size (the variant's compiled-in one) and
+    /// VEC_OK, whether bindings start on 16-byte boundaries, so the shader's vec4 views line
+    /// up with its scalar ones.
+    pub fn spec(&self, l: &Limits) -> [u32; 2] {
+        [
+            self.invocations(),
+            u32::from(l.min_storage_offset_align.is_multiple_of(16)),
+        ]
     }
 
     fn fits(&self, s: &CoopMatShape, l: &Limits) -> bool {
@@ -110,46 +125,11 @@ pub(crate) fn fast_attention_kernel(
     select(p, s, l, forced.as_deref())
 }
 
-/// `q`, `k`, `v`, `mask`, `out` as checked by `check::attention`, on variant `f`
-/// (dispatched as the strict shader is, by [`attention_with`]).
-pub(super) fn attention_cm(
-    rec: &mut VulkanRecording,
-    p: &AttentionParams,
-    q: &Ref,
-    k: &Ref,
-    v: &Ref,
-    mask: Option<&Ref>,
-    out: &Ref,
-    f: FastAttention,
-) -> Result<()> {
-    // The workgroup size (the variant's compiled-in one) and VEC_OK: whether bindings start
-    // on 16-byte boundaries, so the shader's vec4 views line up with its scalar ones.
-    let spec = [
-        f.invocations(),
-        u32::from(rec.limits().min_storage_offset_align.is_multiple_of(16)),
-    ];
-    attention_with(rec, p, [q, k, v], mask, out, f.shader, &spec, f.bq)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::test_h200 as h200;
     use super::*;
-
-    fn h200() -> Limits {
-        Limits {
-            subgroup_arithmetic: true,
-            subgroup_size: 32,
-            max_shared_memory: 49152,
-            max_push_constants: 128,
-            max_binding: 1 << 32,
-            min_storage_offset_align: 16,
-            max_workgroup_count: [65535; 3],
-            max_workgroup_size: [1024, 1024, 64],
-            max_workgroup_invocations: 1024,
-            timestamp_period_ns: 1.0,
-            timestamp_valid_bits: 64,
-        }
-    }
+    use crate::ops::MaskKind;
 
     fn params(batch: usize, q_len: usize, q_heads: usize, head_dim: usize) -> AttentionParams {
         AttentionParams {
@@ -217,22 +197,26 @@ mod tests {
         assert_eq!(select(&params(1, 8, 1, 64), &s, &l, Some(q64)), None);
     }
 
-    /// The table agrees with the variants' sources (their #defines) and with the shared
-    /// memory of the compiled modules (48128 and 41600 bytes: read back from the SPIR-V's
-    /// workgroup arrays when the variants were written).
+    /// The table agrees with the variants' defines (`tools/shaderc`'s variant table) and with
+    /// the shared memory of the compiled modules (48128 and 41600 bytes: read back from the
+    /// SPIR-V's workgroup arrays when the variants were written).
     #[test]
-    fn variants_match_their_sources() {
+    fn variants_match_their_defines() {
         let l = h200();
         for v in FAST_ATTENTION {
-            let path = format!(
-                "{}/kernels/glsl/{}.comp",
-                env!("CARGO_MANIFEST_DIR"),
-                v.shader.info().name
-            );
-            let src = std::fs::read_to_string(&path).unwrap();
-            for (name, value) in [("HD", v.head_dim), ("BQ", v.bq), ("BKV", v.bkv)] {
-                let line = format!("#define {name} {value}\n");
-                assert!(src.contains(&line), "{path} lacks {line:?}");
+            let name = v.shader.info().name;
+            let variant = super::super::shader_variants::VARIANTS
+                .iter()
+                .find(|t| t.name == name)
+                .unwrap_or_else(|| panic!("{name} is not in the variant table"));
+            assert_eq!(variant.source, "attention_cm.comp");
+            for (define, value) in [("HD", v.head_dim), ("BQ", v.bq), ("BKV", v.bkv)] {
+                let want = value.to_string();
+                assert_eq!(
+                    variant.define(define),
+                    Some(want.as_str()),
+                    "{name}: {define}"
+                );
             }
             assert!(
                 v.fits(&CoopMatShape::f16_16x16x16(), &l),

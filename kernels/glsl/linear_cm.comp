@@ -1,6 +1,7 @@
-// Fast-mode linear on cooperative matrices with a tile fixed at compile time: the body of the
-// linear_cm_*.comp variants, which #define BM, BN, BK (the workgroup's output tile and k step)
-// and WM, WN (each subgroup's block) before including this file.
+#version 450
+// Fast-mode linear on cooperative matrices with a tile fixed at compile time, compiled only as
+// the linear_cm_* variants of tools/shaderc's variant table, which define BM, BN, BK (the
+// workgroup's output tile and k step) and WM, WN (each subgroup's block).
 // Same contract and rounding as linear_coopmat.comp (f16 operands, f32 accumulation; x and
 // f32/bf16 weights rounded to the nearest f16, f16 weights exact), for devices whose subgroup
 // has 32 invocations and which offer the 16 x 16 x 16 f16 -> f32 shape (the host checks).
@@ -16,6 +17,8 @@
 // element loads otherwise (and for q8_0). Weights stay raw in registers until they are stored,
 // so the conversions do not wait for the loads before the products. Results leave through a
 // per-subgroup 16 x 16 f32 staging block, where bias, activation and the m/n edges are applied.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require

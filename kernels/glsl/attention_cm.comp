@@ -1,6 +1,7 @@
-// Fast-mode fused attention on cooperative matrices, flash-attention style: the body of the
-// attention_cm_*.comp variants, which #define HD (the head dimension), BQ (query rows per
-// workgroup, 16 per subgroup) and BKV (keys per tile) before including this file. Same
+#version 450
+// Fast-mode fused attention on cooperative matrices, flash-attention style, compiled only as
+// the attention_cm_* variants of tools/shaderc's variant table, which define HD (the head
+// dimension), BQ (query rows per workgroup, 16 per subgroup) and BKV (keys per tile). Same
 // bindings, push constants, layouts and masks as attention.comp (see there and
 // AttentionParams in src/ops.rs), for devices whose subgroups have 32 invocations and which
 // offer the 16 x 16 x 16 f16 x f16 + f32 -> f32 shape (the host checks both).
@@ -32,6 +33,8 @@
 //
 // -FLT_MAX (NONE) marks a hidden score and a row that has seen no key, as in attention.comp.
 // A row that sees no key outputs zeros (its l stays 0).
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require

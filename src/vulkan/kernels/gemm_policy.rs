@@ -1,0 +1,794 @@
+//! Which GEMM kernel and tile runs for which shape on which device: the strict f32 GEMM of
+//! linear and batched_matmul (`gemm_f32.glsl`), the subgroup-scope cooperative-matrix kernels
+//! of fast mode (the compiled fixed-tile variants `linear_cm_*` and the generic
+//! `linear_coopmat`), the workgroup-scope kernel (`linear_cm2`, `VK_NV_cooperative_matrix2`)
+//! and the conv1d tiles. Every choice is a pure function of the shape, the device's limits and
+//! the tuning overrides ([`Forced`]), so each branch is unit-tested here without a device.
+
+use super::super::context::{Coopmat2, Limits};
+use super::super::probe::CoopMatShape;
+use super::super::shaders::Shader;
+use super::float_dtype_code;
+use crate::tensor::DType;
+
+/// Tile shape of a BM x BN output tile per workgroup of (BM / TM) * (BN / TN) invocations,
+/// k in steps of BK: the conv1d shader's tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LinearTile {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub tm: u32,
+    pub tn: u32,
+}
+
+impl LinearTile {
+    pub fn invocations(&self) -> u32 {
+        (self.bm / self.tm) * (self.bn / self.tn)
+    }
+    pub fn shared_bytes(&self) -> u32 {
+        (self.bm + self.bn) * self.bk * 4
+    }
+    fn fits(&self, l: &Limits) -> bool {
+        workgroup_fits(self.invocations(), self.shared_bytes(), l)
+    }
+    /// The shader's specialization constants 0..=5: workgroup size, BM, BN, BK, TM, TN.
+    pub fn spec(&self) -> [u32; 6] {
+        [
+            self.invocations(),
+            self.bm,
+            self.bn,
+            self.bk,
+            self.tm,
+            self.tn,
+        ]
+    }
+}
+
+/// Whether a 1-D workgroup of `invocations` using `shared` bytes of shared memory fits.
+fn workgroup_fits(invocations: u32, shared: u32, l: &Limits) -> bool {
+    invocations <= l.max_workgroup_invocations
+        && invocations <= l.max_workgroup_size[0]
+        && shared <= l.max_shared_memory
+}
+
+// 64 invocations and 3 KiB of shared memory: within every device's guaranteed minimums.
+const TILE_TINY: LinearTile = LinearTile {
+    bm: 16,
+    bn: 32,
+    bk: 16,
+    tm: 2,
+    tn: 4,
+};
+
+/// Tiles of the conv1d shader (an implicit GEMM with c_out rows and batch * out_len columns):
+/// small, because the model's convolutions are 512 x 128 outputs at most and a device needs
+/// many workgroups in flight; the second fits every device's guaranteed minimums.
+const CONV_TILES: [LinearTile; 2] = [
+    LinearTile {
+        bm: 32,
+        bn: 32,
+        bk: 16,
+        tm: 2,
+        tn: 2,
+    },
+    TILE_TINY,
+];
+
+/// The conv1d tile: the first of [`CONV_TILES`] the device fits.
+pub(crate) fn conv_tile(l: &Limits) -> LinearTile {
+    CONV_TILES
+        .iter()
+        .copied()
+        .find(|t| t.fits(l))
+        .unwrap_or(TILE_TINY)
+}
+
+/// Tile of the strict f32 GEMM shared by linear and batched_matmul (`gemm_f32.glsl`): the
+/// same fields as [`LinearTile`], with TM and TN multiples of 4 (outputs are read from shared
+/// memory as vec4) and two k-major shared buffers whose rows are padded by one vec4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GemmTile(pub LinearTile);
+
+impl GemmTile {
+    pub fn invocations(&self) -> u32 {
+        self.0.invocations()
+    }
+    pub fn shared_bytes(&self) -> u32 {
+        let t = &self.0;
+        2 * t.bk * (t.bm + 4 + t.bn + 4) * 4
+    }
+    fn fits(&self, l: &Limits) -> bool {
+        workgroup_fits(self.invocations(), self.shared_bytes(), l)
+    }
+    /// The shader's specialization constants 0..=5 (as [`LinearTile::spec`]).
+    pub fn spec(&self) -> [u32; 6] {
+        self.0.spec()
+    }
+    const fn new(bm: u32, bn: u32, bk: u32, tm: u32, tn: u32) -> GemmTile {
+        GemmTile(LinearTile { bm, bn, bk, tm, tn })
+    }
+}
+
+/// Strict GEMM tiles, largest first. 128 x 64 with 8 x 4 outputs per invocation and BK 16
+/// (25 KiB of shared memory, within lavapipe's 32 KiB): on the H200 at 4096^3 it ran at
+/// 27.2 TFLOP/s, where 128 x 128 with 8 x 8 outputs ran at 8.2 (BK 8) and 8.9 (BK 16) TFLOP/s
+/// (64 accumulators an invocation are too many for the driver's register allocation).
+/// `KINEMA_VK_GEMM_TILE` tries others.
+const GEMM_TILES: [GemmTile; 5] = [
+    GemmTile::new(128, 64, 16, 8, 4),
+    GemmTile::new(64, 64, 16, 4, 4),
+    GemmTile::new(32, 64, 16, 4, 4),
+    GemmTile::new(16, 64, 16, 4, 4),
+    // 32 invocations and 3.6 KiB: within every device's guaranteed minimums.
+    GemmTile::new(16, 32, 8, 4, 4),
+];
+
+/// Workgroups a large GPU needs to keep busy (the H200 has 132 SMs, each running at least two
+/// 256-invocation workgroups of the strict GEMM): a tile is taken only when the grid has at
+/// least this many, unless no smaller tile exists.
+const GEMM_MIN_WORKGROUPS: usize = 264;
+
+/// Tuning overrides from the environment, for trying tiles on a new device. Each holds the
+/// variable's text; one that does not parse, or names a tile the device does not fit, is
+/// ignored (the default choice runs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Forced {
+    /// `KINEMA_VK_GEMM_TILE=BMxBNxBKxTMxTN`: the strict GEMM tile.
+    pub gemm_tile: Option<String>,
+    /// `KINEMA_VK_COOP_SHADER=<file stem>`: a fixed-tile cooperative-matrix variant, or
+    /// `linear_coopmat` for the generic shader.
+    pub coop_shader: Option<String>,
+    /// `KINEMA_VK_COOP_TILE=BMxBNxBKxWMxWN`: the generic cooperative-matrix shader's tile.
+    pub coop_tile: Option<String>,
+    /// `KINEMA_VK_CM2_TILE=BMxBNxBKxWG`: the workgroup-scope tile.
+    pub cm2_tile: Option<String>,
+}
+
+impl Forced {
+    /// The overrides set in the environment now.
+    pub fn from_env() -> Forced {
+        let var = |name| std::env::var(name).ok();
+        Forced {
+            gemm_tile: var("KINEMA_VK_GEMM_TILE"),
+            coop_shader: var("KINEMA_VK_COOP_SHADER"),
+            coop_tile: var("KINEMA_VK_COOP_TILE"),
+            cm2_tile: var("KINEMA_VK_CM2_TILE"),
+        }
+    }
+}
+
+/// The `N` numbers of an `AxBx..` override, or `None` when it has another form.
+fn dims<const N: usize>(v: Option<&str>) -> Option<[u32; N]> {
+    let d: Vec<u32> = v?.split('x').filter_map(|d| d.parse().ok()).collect();
+    d.try_into().ok()
+}
+
+/// The forced strict GEMM tile, when it is one `gemm_f32.glsl` accepts and the device fits.
+fn forced_gemm_tile(forced: Option<&str>, l: &Limits) -> Option<GemmTile> {
+    let [bm, bn, bk, tm, tn] = dims(forced)?;
+    let t = GemmTile::new(bm, bn, bk, tm, tn);
+    let wg = (tm > 0 && tn > 0).then(|| t.invocations())?;
+    let valid = tm % 4 == 0
+        && tn % 4 == 0
+        && bm % tm == 0
+        && bn % tn == 0
+        && wg > 0
+        && (bm * bk) % wg == 0
+        && (bn * bk) % wg == 0;
+    (valid && t.fits(l)).then_some(t)
+}
+
+/// The strict GEMM tile for an m x n output (times `batch`): the forced one when valid, else
+/// the largest that the device allows and that still gives [`GEMM_MIN_WORKGROUPS`]
+/// workgroups, else the one giving the most; never a tile taller than needed for a few rows.
+pub(crate) fn gemm_tile(m: usize, n: usize, batch: usize, l: &Limits, f: &Forced) -> GemmTile {
+    if let Some(t) = forced_gemm_tile(f.gemm_tile.as_deref(), l) {
+        return t;
+    }
+    let fitting: Vec<GemmTile> = GEMM_TILES.iter().copied().filter(|t| t.fits(l)).collect();
+    let last = *fitting.last().unwrap_or(&GEMM_TILES[GEMM_TILES.len() - 1]);
+    let groups = |t: &GemmTile| m.div_ceil(t.0.bm as usize) * n.div_ceil(t.0.bn as usize) * batch;
+    fitting
+        .iter()
+        .copied()
+        .filter(|t| m > (t.0.bm / 2) as usize || t.0.bm <= 16)
+        .find(|t| groups(t) >= GEMM_MIN_WORKGROUPS)
+        .unwrap_or(last)
+}
+
+/// Tile of a cooperative-matrix linear shader: a BM x BN output tile per workgroup of
+/// (BM / WM) (BN / WN) subgroups, each a WM x WN block of the device's CM x CN accumulators; k
+/// in steps of BK. `linear_coopmat.comp` takes any tile as specialization constants; the
+/// `linear_cm_*` variants have theirs compiled in (`tools/shaderc`'s variant table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CoopTile {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub wm: u32,
+    pub wn: u32,
+}
+
+impl CoopTile {
+    const fn new(bm: u32, bn: u32, bk: u32, wm: u32, wn: u32) -> CoopTile {
+        CoopTile { bm, bn, bk, wm, wn }
+    }
+    fn subgroups(&self) -> u32 {
+        (self.bm / self.wm) * (self.bn / self.wn)
+    }
+    /// `buffers` sets of f16 A and B tiles (rows padded by 8 halves) and the f32 staging
+    /// blocks.
+    fn shared_bytes(&self, s: &CoopMatShape, buffers: u32) -> u32 {
+        buffers * (self.bm + self.bn) * (self.bk + 8) * 2 + self.subgroups() * s.m * s.n * 4
+    }
+    fn fits(&self, s: &CoopMatShape, l: &Limits, buffers: u32) -> bool {
+        let wg = self.subgroups() * l.subgroup_size;
+        self.wm.is_multiple_of(s.m)
+            && self.wn.is_multiple_of(s.n)
+            && self.bk.is_multiple_of(s.k)
+            && self.bk.is_multiple_of(4)
+            && (self.bm * self.bk / 4).is_multiple_of(wg)
+            && (self.bn * self.bk / 4).is_multiple_of(wg)
+            && workgroup_fits(wg, self.shared_bytes(s, buffers), l)
+    }
+}
+
+/// One compiled fixed-tile variant (`linear_cm_*`, double-buffered shared tiles): its tile
+/// and shader. They need 32-invocation subgroups and the 16 x 16 x 16 shape (what the shader
+/// hard-codes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CoopFixed {
+    pub tile: CoopTile,
+    pub shader: Shader,
+}
+
+impl CoopFixed {
+    fn fits(&self, s: &CoopMatShape, l: &Limits) -> bool {
+        l.subgroup_size == 32 && (s.m, s.n, s.k) == (16, 16, 16) && self.tile.fits(s, l, 2)
+    }
+}
+
+/// The fixed-tile variants, largest first: 128 x 128 with 8 subgroups of 64 x 32 (8
+/// accumulators of 16 x 16 each), and 64 x 64 with 4 subgroups of 32 x 32 for outputs that
+/// give too few 128 x 128 workgroups. Measured on the H200 (bf16 weights, TFLOP/s, 128 / 64
+/// tiles): 4096^3 68.6 / 39.7, 606x3072x1024 33.6 / 26.5, 606x2048x1024 23.1 / 17.4,
+/// 404x3072x1024 22.8 / 18.1, 606x1024x2048 15.5 / 18.3. Also measured and dropped: one
+/// shared buffer (70.7 at 4096^3, 30.3 at 606x3072x1024), k steps of 16 (51.9), subgroup
+/// blocks of 64 x 64 (56.5, 128 x 128 and 128 x 256 tiles) and 32 x 64 (17.1).
+pub(crate) const COOP_FIXED: [CoopFixed; 2] = [
+    CoopFixed {
+        tile: CoopTile::new(128, 128, 32, 64, 32),
+        shader: Shader::LinearCm128x128x32_64x32,
+    },
+    CoopFixed {
+        tile: CoopTile::new(64, 64, 32, 32, 32),
+        shader: Shader::LinearCm64x64x32_32x32,
+    },
+];
+
+/// Workgroups below which the fixed variants drop to the next smaller tile: on the H200 the
+/// 128 x 128 tile still won with 80 workgroups (606x2048x1024) and lost with 40
+/// (606x1024x2048), the 64 x 64 tile's extra loads costing more than idle SMs.
+const COOP_MIN_WORKGROUPS: usize = 64;
+
+/// Generic-shader tiles (`linear_coopmat.comp`), largest first: for devices the fixed variants
+/// do not fit (another subgroup size or shape). 128 x 128 with 8 subgroups of 64 x 32, and
+/// 64 x 64 with 4 subgroups of 32 x 32 for outputs too small to fill the GPU with the first.
+const COOP_TILES: [CoopTile; 2] = [COOP_FIXED[0].tile, COOP_FIXED[1].tile];
+
+/// A cooperative-matrix kernel: the shader and its tile.
+pub(crate) type CoopKernel = (Shader, CoopTile);
+
+/// The forced generic-shader tile, when the device fits it.
+fn forced_coop_tile(forced: Option<&str>, s: &CoopMatShape, l: &Limits) -> Option<CoopTile> {
+    let [bm, bn, bk, wm, wn] = dims(forced)?;
+    let t = CoopTile { bm, bn, bk, wm, wn };
+    let valid = wm > 0 && wn > 0 && bm % wm == 0 && bn % wn == 0 && bk % 4 == 0;
+    (valid && t.fits(s, l, 1)).then_some(t)
+}
+
+/// The first (largest) of `tiles` that gives at least `min_groups` workgroups for an m x n
+/// output, else the last (smallest).
+fn pick<T: Copy>(
+    m: usize,
+    n: usize,
+    tiles: &[T],
+    min_groups: usize,
+    tile: impl Fn(&T) -> CoopTile,
+) -> Option<T> {
+    let groups = |t: &CoopTile| m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize);
+    tiles
+        .iter()
+        .copied()
+        .find(|t| groups(&tile(t)) >= min_groups)
+        .or(tiles.last().copied())
+}
+
+/// The cooperative-matrix kernel for an m x n output: a forced fixed-tile variant that fits,
+/// else a fixed-tile variant when the device runs them (the largest giving
+/// [`COOP_MIN_WORKGROUPS`]), else the generic shader over the forced tile or [`COOP_TILES`]
+/// as [`gemm_tile`] chooses; `None` when nothing fits (the strict kernel runs then). Forcing
+/// the generic shader (`linear_coopmat`) skips the fixed-tile variants.
+pub(crate) fn coop_kernel(
+    m: usize,
+    n: usize,
+    s: &CoopMatShape,
+    l: &Limits,
+    f: &Forced,
+) -> Option<CoopKernel> {
+    let forced = f.coop_shader.as_deref();
+    let generic = forced == Some(Shader::LinearCoopmat.info().name);
+    if let Some(name) = forced.filter(|_| !generic) {
+        let v = COOP_FIXED
+            .iter()
+            .find(|v| v.shader.info().name == name && v.fits(s, l));
+        if let Some(v) = v {
+            return Some((v.shader, v.tile));
+        }
+    }
+    let fitting: Vec<CoopFixed> = COOP_FIXED
+        .iter()
+        .copied()
+        .filter(|v| v.fits(s, l))
+        .collect();
+    if !generic && let Some(v) = pick(m, n, &fitting, COOP_MIN_WORKGROUPS, |v| v.tile) {
+        return Some((v.shader, v.tile));
+    }
+    if let Some(t) = forced_coop_tile(f.coop_tile.as_deref(), s, l) {
+        return Some((Shader::LinearCoopmat, t));
+    }
+    let fitting: Vec<CoopTile> = COOP_TILES
+        .iter()
+        .copied()
+        .filter(|t| t.fits(s, l, 1))
+        .collect();
+    pick(m, n, &fitting, GEMM_MIN_WORKGROUPS, |t| *t).map(|t| (Shader::LinearCoopmat, t))
+}
+
+/// Tile of `linear_cm2.comp`: a BM x BN output tile (one workgroup-scope accumulator) per
+/// workgroup of `wg` invocations, k in steps of BK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Cm2Tile {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub wg: u32,
+}
+
+impl Cm2Tile {
+    fn fits(&self, c2: &Coopmat2, l: &Limits) -> bool {
+        self.bm > 0
+            && self.bn > 0
+            && self.bk > 0
+            && self.wg.is_multiple_of(l.subgroup_size)
+            && self.wg <= c2.max_workgroup_size
+            && self.wg <= l.max_workgroup_invocations
+            && self.wg <= l.max_workgroup_size[0]
+    }
+}
+
+/// The workgroup-scope tile: 128 x 256 with 256 invocations (ggml-vulkan's large coopmat2
+/// tile). Measured on the H200 (f16 weights, GPU time): 4096^3 1.48 ms (92.7 TFLOP/s)
+/// against 1.84 ms for the 128 x 128 subgroup-scope variant; at Kimodo's shapes no
+/// workgroup-scope tile was reliably faster (606x3072x1024: best 80 us against 69 us; 128 x
+/// 128, 64 x 64, 64 x 128, 128 x 64, 256 x 128, k steps of 16 and 64 were tried), so smaller
+/// outputs stay on the subgroup-scope kernels.
+const CM2_TILE: Cm2Tile = Cm2Tile {
+    bm: 128,
+    bn: 256,
+    bk: 32,
+    wg: 256,
+};
+
+/// The `linear_cm2.comp` tile for an m x n output, `None` for the subgroup-scope kernels: the
+/// forced tile when the device fits it, else [`CM2_TILE`] when it gives at least
+/// [`GEMM_MIN_WORKGROUPS`] workgroups.
+fn cm2_tile(m: usize, n: usize, c2: &Coopmat2, l: &Limits, f: &Forced) -> Option<Cm2Tile> {
+    if let Some([bm, bn, bk, wg]) = dims(f.cm2_tile.as_deref()) {
+        let t = Cm2Tile { bm, bn, bk, wg };
+        if t.fits(c2, l) {
+            return Some(t);
+        }
+    }
+    let t = CM2_TILE;
+    let groups = m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize);
+    (t.fits(c2, l) && groups >= GEMM_MIN_WORKGROUPS).then_some(t)
+}
+
+/// The kernel a linear runs: its shader, specialization constants and BM x BN output tile
+/// (one workgroup each).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LinearKernel {
+    pub shader: Shader,
+    pub spec: Vec<u32>,
+    pub bm: u32,
+    pub bn: u32,
+}
+
+/// The kernel for an m x n linear with weights of dtype `w`: with a cooperative-matrix shape
+/// `coopmat` (fast mode on a device that has one) the workgroup-scope kernel when the device
+/// has `coopmat2`, the weights are f32 or f16 (bf16 and q8_0 stay on the subgroup-scope
+/// kernels, which widen them in registers) and [`cm2_tile`] takes the shape, else the
+/// subgroup-scope kernel of [`coop_kernel`]; the strict f32 GEMM ([`gemm_tile`]) otherwise.
+pub(crate) fn linear_kernel(
+    [m, n]: [usize; 2],
+    w: DType,
+    coopmat: Option<CoopMatShape>,
+    coopmat2: Option<Coopmat2>,
+    l: &Limits,
+    f: &Forced,
+) -> LinearKernel {
+    let w_dtype = float_dtype_code(w);
+    let coop = coopmat.and_then(|s| Some((s, coop_kernel(m, n, &s, l, f)?)));
+    let cm2 = match (coop, coopmat2, w) {
+        (Some(_), Some(c2), DType::F32 | DType::F16) => cm2_tile(m, n, &c2, l, f),
+        _ => None,
+    };
+    match (cm2, coop) {
+        (Some(t), _) => LinearKernel {
+            shader: Shader::LinearCm2,
+            spec: vec![t.wg, t.bm, t.bn, t.bk, 0, 0, w_dtype],
+            bm: t.bm,
+            bn: t.bn,
+        },
+        (None, Some((s, (shader, t)))) => {
+            let sg = l.subgroup_size;
+            // The fixed-tile variants read only the workgroup size (their compiled-in one:
+            // subgroups of 32), W_DTYPE and VEC_OK; a module ignores constants it lacks.
+            let spec = vec![
+                t.subgroups() * sg,
+                t.bm,
+                t.bn,
+                t.bk,
+                t.wm,
+                t.wn,
+                w_dtype,
+                s.m,
+                s.n,
+                s.k,
+                sg,
+                u32::from(l.min_storage_offset_align.is_multiple_of(16)),
+            ];
+            LinearKernel {
+                shader,
+                spec,
+                bm: t.bm,
+                bn: t.bn,
+            }
+        }
+        (None, None) => {
+            let t = gemm_tile(m, n, 1, l, f);
+            let mut spec = t.spec().to_vec();
+            spec.push(w_dtype);
+            LinearKernel {
+                shader: Shader::Linear,
+                spec,
+                bm: t.0.bm,
+                bn: t.0.bn,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{test_h200 as h200, test_limits as limits};
+    use super::*;
+
+    fn none() -> Forced {
+        Forced::default()
+    }
+
+    fn forced_gemm(v: &str) -> Forced {
+        Forced {
+            gemm_tile: Some(v.into()),
+            ..none()
+        }
+    }
+
+    #[test]
+    fn tiles_respect_limits() {
+        for t in CONV_TILES {
+            assert_eq!(t.bm % t.tm, 0);
+            assert_eq!(t.bn % t.tn, 0);
+        }
+        assert!(TILE_TINY.fits(&limits(128, 16384)));
+        // What gemm_f32.glsl needs of a tile.
+        for GemmTile(t) in GEMM_TILES {
+            assert_eq!((t.tm % 4, t.tn % 4), (0, 0), "{t:?}");
+            assert_eq!((t.bm % t.tm, t.bn % t.tn), (0, 0), "{t:?}");
+            let wg = GemmTile(t).invocations();
+            assert_eq!((t.bm * t.bk % wg, t.bn * t.bk % wg), (0, 0), "{t:?}");
+        }
+        let smallest = GEMM_TILES[GEMM_TILES.len() - 1];
+        assert!(smallest.fits(&limits(128, 16384)));
+    }
+
+    #[test]
+    fn conv_tiles_follow_the_device() {
+        assert_eq!(conv_tile(&limits(1024, 32768)), CONV_TILES[0]);
+        // 256 invocations of the first tile do not fit 128.
+        assert_eq!(conv_tile(&limits(128, 32768)), TILE_TINY);
+        // Nothing fits: the tiny tile (within every device's guaranteed minimums) still runs.
+        assert_eq!(conv_tile(&limits(16, 1024)), TILE_TINY);
+        assert_eq!(CONV_TILES[0].spec(), [256, 32, 32, 16, 2, 2]);
+    }
+
+    #[test]
+    fn gemm_tiles_follow_the_device_and_the_shape() {
+        let h200 = limits(1024, 49152);
+        let lavapipe = limits(1024, 32768);
+        for l in [&h200, &lavapipe] {
+            assert_eq!(gemm_tile(4096, 4096, 1, l, &none()), GEMM_TILES[0]);
+        }
+        // 5 x 48 tiles of 128 x 64 would leave much of a large GPU idle.
+        assert_eq!(gemm_tile(606, 3072, 1, &h200, &none()).0.bm, 64);
+        // The batch counts: 202 x 202 attention scores, 12, 24 or 48 of them.
+        assert_eq!(gemm_tile(202, 202, 12, &h200, &none()).0.bm, 32);
+        assert_eq!(gemm_tile(202, 202, 24, &h200, &none()).0.bm, 64);
+        assert_eq!(gemm_tile(202, 202, 48, &h200, &none()).0.bm, 128);
+        // A few rows take the shortest tile.
+        assert_eq!(gemm_tile(3, 1 << 20, 1, &h200, &none()).0.bm, 16);
+        // Too few workgroups for any tile: the smallest that fits.
+        assert_eq!(gemm_tile(1, 1, 1, &h200, &none()), GEMM_TILES[4]);
+        // 64 invocations: the 128 x 64 and 64 x 64 tiles do not fit.
+        assert_eq!(
+            gemm_tile(4096, 4096, 1, &limits(64, 16384), &none()),
+            GemmTile::new(16, 64, 16, 4, 4)
+        );
+        // No tile fits: the smallest still runs.
+        assert_eq!(
+            gemm_tile(4096, 4096, 1, &limits(16, 1024), &none()),
+            GEMM_TILES[4]
+        );
+        for (m, n, b) in [(1, 1, 1), (202, 202, 24), (4096, 4096, 1)] {
+            for l in [&h200, &lavapipe, &limits(128, 16384)] {
+                assert!(gemm_tile(m, n, b, l, &none()).fits(l), "{m}x{n}x{b}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_forced_gemm_tile_wins_only_when_valid_and_fitting() {
+        let l = limits(1024, 49152);
+        let default = gemm_tile(4096, 4096, 1, &l, &none());
+        let t = |v: &str| gemm_tile(4096, 4096, 1, &l, &forced_gemm(v));
+        assert_eq!(t("64x128x8x4x8"), GemmTile::new(64, 128, 8, 4, 8));
+        // Not five numbers, or a zero, or outputs not in vec4s, or loads that do not divide.
+        for bad in [
+            "",
+            "64x64x16x4",
+            "64x64x16x4x4x4",
+            "64x64x16x0x4",
+            "64x64x16x2x4",
+        ] {
+            assert_eq!(t(bad), default, "{bad:?}");
+        }
+        assert_eq!(t("64x66x16x4x4"), default, "bn not a multiple of tn");
+        assert_eq!(t("64x64x1x4x4"), default, "a 64 x 1 tile in 256 loads");
+        // Valid but too large for the device.
+        assert_eq!(t("256x256x16x4x4"), default);
+    }
+
+    #[test]
+    fn workgroup_scope_tile_only_for_large_outputs_on_devices_that_fit_it() {
+        let h200 = h200();
+        let c2 = Coopmat2 {
+            max_workgroup_size: 256,
+        };
+        let tile = |m, n, c2: &Coopmat2, l: &Limits| cm2_tile(m, n, c2, l, &none());
+        assert_eq!(tile(4096, 4096, &c2, &h200), Some(CM2_TILE));
+        // 16 x 32 = 512 workgroups; Kimodo's 606 x 3072 gives 60, 4096 x 1024 only 128.
+        assert_eq!(tile(606, 3072, &c2, &h200), None);
+        assert_eq!(tile(4096, 1024, &c2, &h200), None);
+        assert_eq!(tile(2048, 8192, &c2, &h200), Some(CM2_TILE));
+        // A device whose workgroup-scope matrices allow fewer invocations keeps the
+        // subgroup-scope kernels, as does one whose workgroups are smaller.
+        let small = Coopmat2 {
+            max_workgroup_size: 128,
+        };
+        assert_eq!(tile(4096, 4096, &small, &h200), None);
+        let mut l128 = h200.clone();
+        l128.max_workgroup_invocations = 128;
+        assert_eq!(tile(4096, 4096, &c2, &l128), None);
+        // A forced tile that fits wins, even for small outputs; one that does not (not whole
+        // subgroups, too many invocations, a zero, malformed) leaves the default.
+        let forced = |v: &str| Forced {
+            cm2_tile: Some(v.into()),
+            ..none()
+        };
+        let t64 = Cm2Tile {
+            bm: 64,
+            bn: 64,
+            bk: 16,
+            wg: 128,
+        };
+        assert_eq!(
+            cm2_tile(606, 3072, &c2, &h200, &forced("64x64x16x128")),
+            Some(t64)
+        );
+        for bad in ["64x64x16x100", "64x64x16x512", "0x64x16x128", "64x64x16"] {
+            let f = forced(bad);
+            assert_eq!(cm2_tile(606, 3072, &c2, &h200, &f), None, "{bad}");
+            assert_eq!(
+                cm2_tile(4096, 4096, &c2, &h200, &f),
+                Some(CM2_TILE),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn coop_tiles_follow_the_device_and_the_shape() {
+        let s = CoopMatShape::f16_16x16x16();
+        let mut h200 = h200();
+        let kernel = |m, n, s: &CoopMatShape, l: &Limits| coop_kernel(m, n, s, l, &none());
+        let fixed = |v: CoopFixed| Some((v.shader, v.tile));
+        assert_eq!(kernel(4096, 4096, &s, &h200), fixed(COOP_FIXED[0]));
+        assert_eq!(kernel(606, 3072, &s, &h200), fixed(COOP_FIXED[0]));
+        assert_eq!(kernel(404, 3072, &s, &h200), fixed(COOP_FIXED[0]));
+        assert_eq!(kernel(606, 1024, &s, &h200), fixed(COOP_FIXED[1]));
+        for v in COOP_FIXED {
+            assert!(v.fits(&s, &h200), "{v:?}");
+        }
+        // The generic shader's tiles also fit the H200.
+        for t in COOP_TILES {
+            assert!(t.fits(&s, &h200, 1), "{t:?}");
+        }
+        // Another subgroup size or shape takes the generic shader, its small tile for outputs
+        // that give too few workgroups of the large one.
+        let mut wave64 = h200.clone();
+        wave64.subgroup_size = 64;
+        let generic = |t: CoopTile| Some((Shader::LinearCoopmat, t));
+        assert_eq!(kernel(4096, 4096, &s, &wave64), generic(COOP_TILES[0]));
+        assert_eq!(kernel(606, 3072, &s, &wave64), generic(COOP_TILES[1]));
+        let s16x8 = CoopMatShape { n: 8, ..s };
+        assert_eq!(kernel(4096, 4096, &s16x8, &h200), generic(COOP_TILES[0]));
+        // 128-invocation devices take the 4-subgroup tiles; none fits 8 KiB of shared memory.
+        h200.max_workgroup_invocations = 128;
+        assert_eq!(kernel(4096, 4096, &s, &h200), fixed(COOP_FIXED[1]));
+        let mut small = limits(1024, 8192);
+        small.subgroup_size = 32;
+        assert_eq!(kernel(4096, 4096, &s, &small), None);
+    }
+
+    #[test]
+    fn forced_coop_kernels_win_when_they_fit() {
+        let s = CoopMatShape::f16_16x16x16();
+        let l = h200();
+        let forced = |shader: Option<&str>, tile: Option<&str>| Forced {
+            coop_shader: shader.map(String::from),
+            coop_tile: tile.map(String::from),
+            ..none()
+        };
+        let small_name = COOP_FIXED[1].shader.info().name;
+        let big_name = COOP_FIXED[0].shader.info().name;
+        let fixed = |v: CoopFixed| Some((v.shader, v.tile));
+        let generic = |t: CoopTile| Some((Shader::LinearCoopmat, t));
+        // A fixed variant that fits, where the default would take the other.
+        let f = forced(Some(small_name), None);
+        assert_eq!(coop_kernel(4096, 4096, &s, &l, &f), fixed(COOP_FIXED[1]));
+        // One that does not fit (256 invocations of 128), or an unknown name: the default.
+        let mut l128 = l.clone();
+        l128.max_workgroup_invocations = 128;
+        let f = forced(Some(big_name), None);
+        assert_eq!(coop_kernel(4096, 4096, &s, &l128, &f), fixed(COOP_FIXED[1]));
+        let f = forced(Some("linear_cm_nope"), None);
+        assert_eq!(coop_kernel(4096, 4096, &s, &l, &f), fixed(COOP_FIXED[0]));
+        // The generic shader by name, over its default tiles or a forced one that fits.
+        let f = forced(Some("linear_coopmat"), None);
+        assert_eq!(coop_kernel(4096, 4096, &s, &l, &f), generic(COOP_TILES[0]));
+        let t = CoopTile::new(64, 128, 32, 32, 64);
+        let f = forced(Some("linear_coopmat"), Some("64x128x32x32x64"));
+        assert_eq!(coop_kernel(4096, 4096, &s, &l, &f), generic(t));
+        // A forced generic tile alone does not displace a fixed variant...
+        let f = forced(None, Some("64x128x32x32x64"));
+        assert_eq!(coop_kernel(4096, 4096, &s, &l, &f), fixed(COOP_FIXED[0]));
+        // ...but is taken where no fixed variant runs.
+        let mut wave64 = l.clone();
+        wave64.subgroup_size = 64;
+        let t64 = CoopTile::new(128, 128, 32, 64, 64);
+        let f = forced(None, Some("128x128x32x64x64"));
+        assert_eq!(coop_kernel(4096, 4096, &s, &wave64, &f), generic(t64));
+        // A forced tile that is invalid or does not fit leaves the default tiles.
+        for bad in [
+            "128x128x30x64x32",
+            "128x100x32x64x32",
+            "128x128x32",
+            "512x512x32x16x16",
+        ] {
+            let f = forced(Some("linear_coopmat"), Some(bad));
+            assert_eq!(
+                coop_kernel(4096, 4096, &s, &l, &f),
+                generic(COOP_TILES[0]),
+                "{bad}"
+            );
+        }
+    }
+
+    /// The fixed-tile table agrees with the variants' defines (`tools/shaderc`'s variant
+    /// table).
+    #[test]
+    fn fixed_tiles_match_their_defines() {
+        for v in COOP_FIXED {
+            let name = v.shader.info().name;
+            let variant = super::super::shader_variants::VARIANTS
+                .iter()
+                .find(|t| t.name == name)
+                .unwrap_or_else(|| panic!("{name} is not in the variant table"));
+            assert_eq!(variant.source, "linear_cm.comp");
+            let t = v.tile;
+            for (define, value) in [
+                ("BM", t.bm),
+                ("BN", t.bn),
+                ("BK", t.bk),
+                ("WM", t.wm),
+                ("WN", t.wn),
+            ] {
+                let want = value.to_string();
+                assert_eq!(
+                    variant.define(define),
+                    Some(want.as_str()),
+                    "{name}: {define}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn linear_kernels_follow_precision_dtype_and_shape() {
+        let s = CoopMatShape::f16_16x16x16();
+        let l = h200();
+        let c2 = Coopmat2 {
+            max_workgroup_size: 256,
+        };
+        let k = |mn, w, s, c2| linear_kernel(mn, w, s, c2, &l, &none());
+        // Strict: the f32 GEMM, W_DTYPE last.
+        let strict = k([606, 3072], DType::BF16, None, None);
+        let t = gemm_tile(606, 3072, 1, &l, &none());
+        assert_eq!(strict.shader, Shader::Linear);
+        assert_eq!((strict.bm, strict.bn), (t.0.bm, t.0.bn));
+        let mut spec = t.spec().to_vec();
+        spec.push(2);
+        assert_eq!(strict.spec, spec);
+        // Even with workgroup-scope matrices, strict mode has no cooperative matrices.
+        assert_eq!(
+            k([4096, 4096], DType::F16, None, Some(c2)).shader,
+            Shader::Linear
+        );
+        // Fast mode, subgroup scope: the fixed variant and its constants.
+        let fast = k([606, 3072], DType::Q8_0, Some(s), None);
+        assert_eq!(fast.shader, COOP_FIXED[0].shader);
+        assert_eq!(
+            fast.spec,
+            [256, 128, 128, 32, 64, 32, 3, 16, 16, 16, 32, 1].to_vec()
+        );
+        // VEC_OK is 0 when bindings may start off a 16-byte boundary.
+        let mut l4 = l.clone();
+        l4.min_storage_offset_align = 4;
+        let v = linear_kernel([606, 3072], DType::F16, Some(s), None, &l4, &none());
+        assert_eq!(v.spec[11], 0);
+        // Workgroup scope for large f32 and f16 weights only.
+        for w in [DType::F32, DType::F16] {
+            let cm2 = k([4096, 4096], w, Some(s), Some(c2));
+            assert_eq!(cm2.shader, Shader::LinearCm2);
+            let code = float_dtype_code(w);
+            assert_eq!(cm2.spec, [256, 128, 256, 32, 0, 0, code].to_vec());
+            assert_eq!((cm2.bm, cm2.bn), (128, 256));
+        }
+        for w in [DType::BF16, DType::Q8_0] {
+            let v = k([4096, 4096], w, Some(s), Some(c2));
+            assert_eq!(v.shader, COOP_FIXED[0].shader, "{w:?}");
+        }
+        assert_eq!(
+            k([606, 3072], DType::F16, Some(s), Some(c2)).shader,
+            COOP_FIXED[0].shader
+        );
+        // A cooperative-matrix shape no kernel fits: the strict GEMM.
+        let mut tiny = limits(1024, 8192);
+        tiny.subgroup_size = 32;
+        let v = linear_kernel([4096, 4096], DType::F16, Some(s), Some(c2), &tiny, &none());
+        assert_eq!(v.shader, Shader::Linear);
+    }
+}

@@ -1,0 +1,94 @@
+//! The linear layer (`y = act(x w^T + b)`) on the kernel [`linear_kernel`] picks, split over
+//! groups of weight rows where the weights exceed a binding; and the cooperative-matrix
+//! multiply-add peak that its fast kernels are measured against.
+
+use super::super::context::Coopmat2;
+use super::super::probe::CoopMatShape;
+use super::super::recording::Arg::{Absent, In, Out};
+use super::super::recording::{Dispatch, VulkanRecording};
+use super::super::shaders::{Shader, push};
+use super::gemm_policy::{Forced, linear_kernel};
+use super::{Ref, act_code, rows_per_binding, tile_groups, u32_of};
+use crate::error::Result;
+use crate::ops::LinearParams;
+
+/// `x`, `w`, `bias`, `y` as checked by `check::linear`, on cooperative matrices of shape
+/// `coopmat` when given (fast mode on a device that has them), else on the strict f32
+/// kernel. When the weight matrix does not fit one storage-buffer binding (lavapipe allows
+/// 128 MiB) it is split into groups of output columns (weight rows), one dispatch each.
+pub(crate) fn linear(
+    rec: &mut VulkanRecording,
+    p: &LinearParams,
+    x: &Ref,
+    w: &Ref,
+    bias: Option<&Ref>,
+    y: &Ref,
+    coopmat: Option<CoopMatShape>,
+    coopmat2: Option<Coopmat2>,
+) -> Result<()> {
+    const OP: &str = "linear";
+    if p.m == 0 || p.n == 0 {
+        return Ok(());
+    }
+    let limits = rec.limits();
+    let kernel = linear_kernel(
+        [p.m, p.n],
+        w.dtype,
+        coopmat,
+        coopmat2,
+        limits,
+        &Forced::from_env(),
+    );
+    let row_bytes = w.dtype.bytes_for(p.k).expect("checked: whole q8_0 blocks") as u64;
+    let rows = rows_per_binding(OP, "weight row", limits, row_bytes)?;
+    let (act, slope) = act_code(p.activation);
+    for n0 in (0..p.n).step_by(rows) {
+        let nc = rows.min(p.n - n0);
+        let ws = w.slice(n0 * p.k, nc * p.k)?;
+        let bs = bias.map(|b| b.slice(n0, nc)).transpose()?;
+        // Columns n0..n0+nc of every row of y: a strided window from element n0.
+        let ys = y.slice(n0, (p.m - 1) * p.n + nc)?;
+        let push = push::Linear {
+            m: u32_of(OP, "m", p.m)?,
+            n: u32_of(OP, "n", nc)?,
+            k: u32_of(OP, "k", p.k)?,
+            ldy: u32_of(OP, "n", p.n)?,
+            has_bias: u32::from(bs.is_some()),
+            act,
+            slope,
+            ..Default::default()
+        };
+        let groups = tile_groups(OP, [p.m, nc], [kernel.bm, kernel.bn], 1)?;
+        rec.dispatch(Dispatch {
+            op: OP,
+            shader: kernel.shader,
+            spec: &kernel.spec,
+            args: &[In(x), In(&ws), bs.as_ref().map_or(Absent, In), Out(&ys)],
+            push,
+            groups,
+        })?;
+    }
+    Ok(())
+}
+
+/// `coopmat_peak.comp` on `groups` workgroups of 4 subgroups, `iters` loop trips each; `y`
+/// takes 256 floats per subgroup.
+pub(crate) fn coopmat_peak(
+    rec: &mut VulkanRecording,
+    y: &Ref,
+    groups: u32,
+    iters: u32,
+) -> Result<()> {
+    let wg = 4 * rec.limits().subgroup_size;
+    rec.dispatch(Dispatch {
+        op: "coopmat_peak",
+        shader: Shader::CoopmatPeak,
+        spec: &[wg],
+        args: &[Out(y)],
+        push: push::CoopmatPeak {
+            iters,
+            ..Default::default()
+        },
+        groups: [groups, 1, 1],
+    })
+}

@@ -1,0 +1,107 @@
+// The shader variant table of tools/shaderc (as ggml's vulkan-shaders-gen lists its
+// variants): modules compiled from one `kernels/glsl/*.comp` source with preprocessor
+// defines, instead of a wrapper `.comp` that `#define`s and `#include`s. A `.comp` named here as
+// a source is compiled only as its variants; every other `.comp` becomes the module of its own
+// name. Plain data, also read by kinema's tests (`tests/shaders.rs` recomputes each variant's
+// MANIFEST hash; the host's tile tables are checked against the defines), so it is a file of
+// its own.
+
+/// One module compiled from a shared source with defines.
+pub struct Variant {
+    /// The module: `kernels/spirv/<name>.spv` (and the `Shader` table's name in
+    /// `src/vulkan/shaders.rs`).
+    pub name: &'static str,
+    /// The source file under `kernels/glsl/`.
+    pub source: &'static str,
+    /// `(NAME, value)` defines, in the order given; an empty value defines the name alone.
+    pub defines: &'static [(&'static str, &'static str)],
+}
+
+impl Variant {
+    /// What the MANIFEST's `variant/<name>` line hashes, followed by the source's bytes: the
+    /// name, the source file and every define, one a line.
+    pub fn identity(&self) -> String {
+        let mut s = format!("{}\n{}\n", self.name, self.source);
+        for (name, value) in self.defines {
+            s.push_str(&format!("{name}={value}\n"));
+        }
+        s
+    }
+
+    /// The value of define `name`, if it is one of this variant's.
+    pub fn define(&self, name: &str) -> Option<&'static str> {
+        self.defines.iter().find(|d| d.0 == name).map(|d| d.1)
+    }
+}
+
+/// Every variant, grouped by source.
+pub const VARIANTS: &[Variant] = &[
+    // Fast-mode fused attention, head dimension 128: 64 queries per workgroup of 4 subgroups
+    // and 32 of 2, keys 32 at a time.
+    Variant {
+        name: "attention_cm_d128_q32_kv32",
+        source: "attention_cm.comp",
+        defines: &[("HD", "128"), ("BQ", "32"), ("BKV", "32")],
+    },
+    Variant {
+        name: "attention_cm_d128_q64_kv32",
+        source: "attention_cm.comp",
+        defines: &[("HD", "128"), ("BQ", "64"), ("BKV", "32")],
+    },
+    // Fast-mode linear with compiled-in tiles: 128 x 128, k steps of 32, 8 subgroups of
+    // 64 x 32; and 64 x 64 with 4 subgroups of 32 x 32.
+    Variant {
+        name: "linear_cm_128x128x32_64x32",
+        source: "linear_cm.comp",
+        defines: &[
+            ("BM", "128"),
+            ("BN", "128"),
+            ("BK", "32"),
+            ("WM", "64"),
+            ("WN", "32"),
+        ],
+    },
+    Variant {
+        name: "linear_cm_64x64x32_32x32",
+        source: "linear_cm.comp",
+        defines: &[
+            ("BM", "64"),
+            ("BN", "64"),
+            ("BK", "32"),
+            ("WM", "32"),
+            ("WN", "32"),
+        ],
+    },
+    // Row ops: strict fixed-tree reductions, and the fast-mode variants on subgroup
+    // arithmetic (rows.glsl).
+    Variant {
+        name: "layer_norm",
+        source: "layer_norm.comp",
+        defines: &[],
+    },
+    Variant {
+        name: "layer_norm_sg",
+        source: "layer_norm.comp",
+        defines: &[("SUBGROUP_REDUCE", "")],
+    },
+    Variant {
+        name: "rms_norm",
+        source: "rms_norm.comp",
+        defines: &[],
+    },
+    Variant {
+        name: "rms_norm_sg",
+        source: "rms_norm.comp",
+        defines: &[("SUBGROUP_REDUCE", "")],
+    },
+    Variant {
+        name: "softmax",
+        source: "softmax.comp",
+        defines: &[],
+    },
+    Variant {
+        name: "softmax_sg",
+        source: "softmax.comp",
+        defines: &[("SUBGROUP_REDUCE", "")],
+    },
+];
