@@ -6,6 +6,7 @@
 //! - [`cpu`]: CPU kernels, each with a scalar reference and AVX2+FMA / AVX-512 / NEON paths
 //!   picked at run time;
 //! - [`vulkan`]: the Vulkan device layer (loader opened at run time);
+//! - [`precision`]: the arithmetic modes (strict, fast) and the `--precision` choice;
 //! - [`backend`]: the one dispatch trait every backend implements;
 //! - [`graph`]: typed op nodes, shape checks, buffer planning, record-once/run-many execution;
 //! - [`formats`]: GGUF, safetensors and npy/npz readers and writers for untrusted input.
@@ -19,9 +20,11 @@ pub mod formats;
 pub mod graph;
 pub mod models;
 pub mod ops;
+pub mod precision;
 pub mod tensor;
 pub mod vulkan;
 
-pub use backend::{Backend, BufRef, Precision};
+pub use backend::{Backend, BufRef};
 pub use error::{Error, Result};
+pub use precision::Precision;
 pub use tensor::{DType, HostTensor, Layout};
