@@ -160,7 +160,7 @@ pub fn parse_shape(s: &str) -> Result<Vec<usize>> {
 /// Deterministic pseudo-random values in [-1, 1) (SplitMix64 based).
 fn values(n: usize, seed: u64) -> Vec<f32> {
     (0..n as u64)
-        .map(|i| crate::cpu::rng::uniform(seed, i) * 2.0 - 1.0)
+        .map(|i| crate::rng::uniform(seed, i) * 2.0 - 1.0)
         .collect()
 }
 
@@ -456,7 +456,7 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
         "embedding" => {
             let [t, v, dd] = dims(op, d)?;
             let ids: Vec<u32> = (0..t as u64)
-                .map(|i| (crate::cpu::rng::splitmix64(3, i) % v as u64) as u32)
+                .map(|i| (crate::rng::splitmix64(3, i) % v as u64) as u32)
                 .collect();
             let (ib, tb, o) = (
                 s.u32s(&ids)?,

@@ -7,6 +7,7 @@
 //!   picked at run time;
 //! - [`vulkan`]: the Vulkan device layer (loader opened at run time);
 //! - [`precision`]: the arithmetic modes (strict, fast) and the `--precision` choice;
+//! - [`rng`]: the counter-based random stream both backends implement bit for bit;
 //! - [`backend`]: the one dispatch trait every backend implements;
 //! - [`graph`]: typed op nodes, shape checks, buffer planning, record-once/run-many execution;
 //! - [`formats`]: GGUF, safetensors and npy/npz readers and writers for untrusted input.
@@ -21,6 +22,7 @@ pub mod graph;
 pub mod models;
 pub mod ops;
 pub mod precision;
+pub mod rng;
 pub mod tensor;
 pub mod vulkan;
 

@@ -1240,7 +1240,7 @@ mod tests {
     use super::*;
     use crate::backend::Precision;
     use crate::cpu::ThreadPool;
-    use crate::cpu::rng::uniform;
+    use crate::rng::uniform;
     use proptest::prelude::*;
 
     /// Multiplier on the first-order error bound of an output against the f64 reference,
@@ -1361,7 +1361,7 @@ mod tests {
         let mask_buf = (mask == MaskKind::KeyPadding).then(|| {
             (0..batch)
                 .flat_map(|b| {
-                    let mode = crate::cpu::rng::splitmix64(seed, 1000 + b as u64) % 4;
+                    let mode = crate::rng::splitmix64(seed, 1000 + b as u64) % 4;
                     (0..kv_len).map(move |j| match mode {
                         0 => 1,
                         1 => 0,

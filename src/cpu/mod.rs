@@ -22,7 +22,6 @@ pub mod norm;
 pub mod peak;
 pub mod pool;
 pub mod posenc;
-pub mod rng;
 pub mod root_bridge;
 pub mod rope;
 pub mod simd;

@@ -10,8 +10,8 @@ use super::config::KimodoModel;
 use super::denoiser::{self, Denoiser};
 use super::schedule::Schedule;
 use crate::backend::Backend;
-use crate::cpu::rng;
 use crate::graph::{Graph, TensorId};
+use crate::rng;
 use crate::{Error, Result};
 
 /// What to generate and how.
@@ -135,7 +135,7 @@ pub fn step_graph(
 /// The documented noise of `--seed`: element `k` (row-major over `[T, dim]`) is
 /// `z_k` of the Box-Muller pairs `(z_2j, z_2j+1) = r (cos 2 pi v, sin 2 pi v)` with
 /// `r = sqrt(-2 ln(1 - u))`, `u = uniform(seed, 2j)`, `v = uniform(seed, 2j + 1)`, where
-/// `uniform` is [`crate::cpu::rng::uniform`] (SplitMix64 output `i`, top 24 bits times 2^-24,
+/// `uniform` is [`crate::rng::uniform`] (SplitMix64 output `i`, top 24 bits times 2^-24,
 /// so `1 - u` lies in (0, 1]). The pair is computed in f64 and each value rounded to f32.
 /// It does not reproduce `torch.randn` (pass upstream's noise explicitly for parity).
 pub fn gaussian_noise(seed: u64, n: usize) -> Vec<f32> {
