@@ -83,7 +83,7 @@ impl RunCheck {
         let id = self.status.mapped_word(2);
         let vocab = self.vocab;
         if count == 1 {
-            return Some(crate::cpu::embedding::bad_id(id, first as usize, vocab));
+            return Some(crate::backend::check::bad_id(id, first as usize, vocab));
         }
         let msg = format!(
             "{count} token ids are outside the {vocab}-row table: the first at position \
