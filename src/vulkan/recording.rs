@@ -13,11 +13,11 @@ use std::sync::atomic::Ordering;
 use ash::vk;
 use bytemuck::Pod;
 
-use super::backend::Shared;
 use super::memory::{VulkanBuffer, full_barrier};
 use super::pipeline::Pipeline;
 use super::profile::{self, ProfileRow};
 use super::shaders::Shader;
+use super::shared::Shared;
 use super::{VulkanError, backend_error, vk_error};
 use crate::backend::BufRef;
 use crate::backend::check::byte_range;
