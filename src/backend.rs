@@ -62,7 +62,8 @@ impl<B: Clone> BufRef<B> {
 /// What a backend reports about itself (for results, `kinema info` and benches).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackendInfo {
-    /// "cpu" or "vulkan".
+    /// "cpu" or "vulkan": a label for results and tables. Code that needs a fact about the
+    /// backend reads the field that states it, never this.
     pub kind: &'static str,
     /// ISA (CPU) or device name (Vulkan).
     pub device: String,
@@ -73,6 +74,10 @@ pub struct BackendInfo {
     /// `VK_KHR_cooperative_matrix` in [`Precision::Fast`]); false where they run the strict
     /// kernels (strict mode, the CPU, devices without cooperative matrices).
     pub cooperative_matrix: bool,
+    /// The 16-bit weight dtype this backend's fast-mode GEMMs multiply, which a model narrows
+    /// f32 weight matrices to in [`Precision::Fast`]: f16 on Vulkan (the cooperative matrices
+    /// multiply f16; bf16 would be rounded twice), bf16 on the CPU (AVX-512 BF16 dot products).
+    pub fast_weight_dtype: DType,
 }
 
 /// Every op a backend provides. Both backends implement all of it.

@@ -357,6 +357,7 @@ impl Backend for VulkanBackend {
             precision: self.precision,
             threads: 1,
             cooperative_matrix: self.gemm_coopmat().is_some(),
+            fast_weight_dtype: DType::F16,
         }
     }
 
