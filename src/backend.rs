@@ -1,5 +1,5 @@
-//! The one dispatch trait both backends implement in full, and the enum that picks one at run
-//! time.
+//! The one dispatch trait both backends implement in full. Picking a backend at run time is
+//! `crate::device`'s job; this file knows neither backend.
 //!
 //! Buffers are opaque handles owned by the backend (cheap to clone: they are reference
 //! counted). Work is recorded into a [`Backend::Recording`] and then submitted; a recording can
@@ -17,11 +17,9 @@ pub mod check;
 
 pub use crate::precision::{Precision, PrecisionChoice};
 
-use crate::cpu::CpuBackend;
 use crate::error::{Error, Result};
 use crate::ops::*;
 use crate::tensor::{DType, HostTensor};
-use crate::vulkan::{VulkanBackend, VulkanOptions};
 
 /// A typed range of a backend buffer: `len` elements of `dtype` starting `offset` elements in.
 #[derive(Clone, Debug)]
@@ -302,95 +300,4 @@ pub trait Backend: Send + Sync {
         rows: &BufRef<Self::Buffer>,
         out: &BufRef<Self::Buffer>,
     ) -> Result<()>;
-}
-
-/// The `--backend` choice of the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendChoice {
-    Cpu,
-    Vulkan,
-    /// Vulkan when a usable device and its kernels are present, else the CPU.
-    Auto,
-}
-
-impl BackendChoice {
-    pub fn parse(s: &str) -> Result<BackendChoice> {
-        match s {
-            "cpu" => Ok(BackendChoice::Cpu),
-            "vulkan" => Ok(BackendChoice::Vulkan),
-            "auto" => Ok(BackendChoice::Auto),
-            _ => Err(Error::InvalidArgument(format!(
-                "unknown backend {s:?}: expected cpu, vulkan or auto"
-            ))),
-        }
-    }
-    /// The backend this choice stands for. `Vulkan` fails with the reason Vulkan is unusable;
-    /// `Auto` takes Vulkan only when it can run every op on a real GPU (a CPU implementation
-    /// such as lavapipe is slower than the CPU kernels unless `KINEMA_VK_DEVICE` asks for it),
-    /// and otherwise falls back to the CPU and says why in [`Selection::vulkan_unavailable`].
-    /// `precision` is resolved by the backend chosen (auto: strict on the CPU).
-    pub fn select(self, precision: impl Into<PrecisionChoice>) -> Result<Selection> {
-        let precision = precision.into();
-        let cpu = || -> Result<AnyBackend> {
-            Ok(AnyBackend::Cpu(CpuBackend::new(precision.resolve(false))?))
-        };
-        match self {
-            BackendChoice::Cpu => Ok(Selection {
-                backend: cpu()?,
-                vulkan_unavailable: None,
-            }),
-            BackendChoice::Vulkan => Ok(Selection {
-                backend: AnyBackend::Vulkan(VulkanBackend::new(precision)?),
-                vulkan_unavailable: None,
-            }),
-            BackendChoice::Auto => match auto_vulkan(precision) {
-                Ok(v) => Ok(Selection {
-                    backend: AnyBackend::Vulkan(v),
-                    vulkan_unavailable: None,
-                }),
-                Err(why) => Ok(Selection {
-                    backend: cpu()?,
-                    vulkan_unavailable: Some(why),
-                }),
-            },
-        }
-    }
-}
-
-/// The Vulkan backend for `--backend auto`, or why it is not used.
-fn auto_vulkan(precision: PrecisionChoice) -> std::result::Result<VulkanBackend, String> {
-    let opts = VulkanOptions::from_env(precision).map_err(|e| e.to_string())?;
-    let requested = opts.device.is_some();
-    let v = VulkanBackend::with_options(opts).map_err(|e| e.to_string())?;
-    if v.is_cpu_device() && !requested {
-        return Err(format!(
-            "the Vulkan device {} is a CPU implementation (pick it with --backend vulkan or \
-             KINEMA_VK_DEVICE={})",
-            v.device_name(),
-            v.device_index()
-        ));
-    }
-    Ok(v)
-}
-
-/// A backend picked at run time.
-pub enum AnyBackend {
-    Cpu(CpuBackend),
-    Vulkan(VulkanBackend),
-}
-
-impl AnyBackend {
-    pub fn info(&self) -> BackendInfo {
-        match self {
-            AnyBackend::Cpu(b) => b.info(),
-            AnyBackend::Vulkan(b) => b.info(),
-        }
-    }
-}
-
-/// What [`BackendChoice::select`] chose.
-pub struct Selection {
-    pub backend: AnyBackend,
-    /// Why `Auto` did not take Vulkan.
-    pub vulkan_unavailable: Option<String>,
 }

@@ -9,12 +9,15 @@
 //! - [`precision`]: the arithmetic modes (strict, fast) and the `--precision` choice;
 //! - [`rng`]: the counter-based random stream both backends implement bit for bit;
 //! - [`backend`]: the one dispatch trait every backend implements;
+//! - [`device`]: picking a backend at run time (`--backend`), and the one visitor that runs
+//!   generic code on the chosen one;
 //! - [`graph`]: typed op nodes, shape checks, buffer planning, record-once/run-many execution;
 //! - [`formats`]: GGUF, safetensors and npy/npz readers and writers for untrusted input.
 
 pub mod backend;
 pub mod bench;
 pub mod cpu;
+pub mod device;
 pub mod drift;
 pub mod error;
 pub mod formats;

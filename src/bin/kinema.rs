@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use kinema::backend::{AnyBackend, Backend, BackendChoice, Precision, PrecisionChoice, Selection};
+use kinema::backend::{Backend, Precision, PrecisionChoice};
+use kinema::device::{BackendChoice, BackendVisitor, Selection};
 use kinema::bench::{self, Measurement};
 use kinema::cpu::{CpuBackend, Isa, ThreadPool, isa};
 use kinema::tensor::DType;
@@ -544,7 +545,7 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
     if !o.json {
         println!("{}", Measurement::table_header());
     }
-    if let AnyBackend::Vulkan(b) = &selection.backend {
+    if let Some(b) = selection.backend.vulkan() {
         if o.op.is_none() || o.op.as_deref() == Some("coopmat_peak") {
             match bench::coopmat_peak_measurement(b)? {
                 Some(m) => println!("{}", if o.json { m.to_json() } else { m.table_row() }),
@@ -604,10 +605,15 @@ fn bench_kimodo(o: &KimodoOpts) -> kinema::Result<()> {
     if let Some(why) = &selection.vulkan_unavailable {
         eprintln!("kinema: using the CPU: {why}");
     }
-    let r = match &selection.backend {
-        AnyBackend::Cpu(b) => bench::kimodo(b, o.frames, o.steps, o.rows, o.layers)?,
-        AnyBackend::Vulkan(b) => bench::kimodo(b, o.frames, o.steps, o.rows, o.layers)?,
-    };
+    struct Run<'a>(&'a KimodoOpts);
+    impl BackendVisitor for Run<'_> {
+        type Output = kinema::Result<bench::KimodoBench>;
+        fn visit<B: Backend>(self, b: &B) -> Self::Output {
+            let o = self.0;
+            bench::kimodo(b, o.frames, o.steps, o.rows, o.layers)
+        }
+    }
+    let r = selection.backend.visit(Run(o))?;
     println!("{}", if o.json { r.to_json() } else { r.text() });
     Ok(())
 }
@@ -618,17 +624,7 @@ fn select_backend(
     precision: PrecisionChoice,
     threads: Option<usize>,
 ) -> kinema::Result<Selection> {
-    Ok(match (BackendChoice::parse(backend)?, threads) {
-        (BackendChoice::Cpu, Some(t)) | (BackendChoice::Auto, Some(t)) => Selection {
-            backend: AnyBackend::Cpu(CpuBackend::with(
-                Isa::select()?,
-                t,
-                precision.resolve(false),
-            )?),
-            vulkan_unavailable: Some("--threads asks for the CPU".into()),
-        },
-        (choice, _) => choice.select(precision)?,
-    })
+    BackendChoice::parse(backend)?.select_with_threads(precision, threads)
 }
 
 fn generate(o: &GenerateOpts) -> kinema::Result<()> {
@@ -696,7 +692,20 @@ fn generate(o: &GenerateOpts) -> kinema::Result<()> {
             }
         }
     };
-    let r = generate(&req, &selection.backend, &mut progress)?;
+    struct Run<'a> {
+        req: &'a GenerateRequest,
+        progress: &'a mut dyn FnMut(usize, usize),
+    }
+    impl BackendVisitor for Run<'_> {
+        type Output = kinema::Result<kinema::models::kimodo::generate::GenerateReport>;
+        fn visit<B: Backend>(self, b: &B) -> Self::Output {
+            generate(self.req, b, self.progress)
+        }
+    }
+    let r = selection.backend.visit(Run {
+        req: &req,
+        progress: &mut progress,
+    })?;
     if !o.quiet {
         eprintln!(
             "kinema: wrote {} ({} frames of {}, {} steps, {:.1} ms/step, {:.2} s total) and {}",
