@@ -607,10 +607,16 @@ fn bench_kimodo(o: &KimodoOpts) -> kinema::Result<()> {
     }
     struct Run<'a>(&'a KimodoOpts);
     impl BackendVisitor for Run<'_> {
-        type Output = kinema::Result<bench::KimodoBench>;
+        type Output = kinema::Result<kinema::models::kimodo::bench::KimodoBench>;
         fn visit<B: Backend>(self, b: &B) -> Self::Output {
             let o = self.0;
-            bench::kimodo(b, o.frames, o.steps, o.rows, o.layers)
+            let opts = kinema::models::kimodo::bench::BenchOptions {
+                frames: o.frames,
+                steps: o.steps,
+                rows: o.rows,
+                layers: o.layers,
+            };
+            kinema::models::kimodo::bench::bench(b, &opts)
         }
     }
     let r = selection.backend.visit(Run(o))?;
