@@ -15,6 +15,7 @@ use kinema::tensor::DType;
 use kinema::vulkan::{VulkanBackend, VulkanOptions};
 
 use crate::args::{RunArgs, op_dtype};
+use crate::peaks;
 
 /// The kernel table's options (also those of `kinema bench` without a subcommand).
 #[derive(Args, Clone)]
@@ -112,7 +113,7 @@ fn kernels_on(o: &KernelOpts, selection: &Selection) -> kinema::Result<()> {
     }
     if let Some(b) = selection.backend.vulkan() {
         if o.op.is_none() || o.op.as_deref() == Some("coopmat_peak") {
-            match bench::coopmat_peak_measurement(b)? {
+            match peaks::coopmat_peak(b)? {
                 Some(m) => show(&m, o.run.json),
                 None if o.op.is_some() => eprintln!(
                     "kinema: coopmat_peak: {} has no 16x16x16 f16 cooperative matrices",
@@ -130,7 +131,7 @@ fn kernels_on(o: &KernelOpts, selection: &Selection) -> kinema::Result<()> {
         let profiled = VulkanBackend::with_options(po)?;
         for (op, shape, dt) in &cases {
             let mut m = bench::measure(b, op, shape, *dt, o.samples, Duration::from_millis(40))?;
-            bench::add_gpu_time(&mut m, &profiled, *dt, o.samples)?;
+            peaks::add_gpu_time(&mut m, &profiled, *dt, o.samples)?;
             show(&m, o.run.json);
         }
         return Ok(());
@@ -144,7 +145,7 @@ fn kernels_on(o: &KernelOpts, selection: &Selection) -> kinema::Result<()> {
     let with_peak = o.op.is_none() || o.op.as_deref() == Some("fma_peak");
     for isa in isas {
         if with_peak {
-            for m in bench::peak_measurements(isa, threads) {
+            for m in peaks::cpu_peaks(isa, threads) {
                 show(&m, o.run.json);
             }
         }

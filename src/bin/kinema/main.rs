@@ -7,6 +7,7 @@ mod bench;
 mod drift;
 mod info;
 mod kimodo;
+mod peaks;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
