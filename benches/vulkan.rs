@@ -12,7 +12,8 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kinema::Precision;
 use kinema::backend::Backend;
-use kinema::bench::{default_cases, parse_shape, record};
+use kinema::bench::{case_op, default_cases, parse_shape, record};
+use kinema::ops::OpKind;
 use kinema::vulkan::{VulkanBackend, VulkanOptions};
 
 fn vulkan_kernels(c: &mut Criterion) {
@@ -21,14 +22,14 @@ fn vulkan_kernels(c: &mut Criterion) {
     }
 }
 
-/// Ops (by name prefix) whose fast-mode kernels differ from the strict ones.
-const FAST_OPS: [&str; 6] = [
-    "linear",
-    "batched",
-    "attention",
-    "layer_norm",
-    "rms_norm",
-    "softmax",
+/// The ops whose fast-mode kernels differ from the strict ones.
+const FAST_OPS: [OpKind; 6] = [
+    OpKind::Linear,
+    OpKind::BatchedMatmul,
+    OpKind::Attention,
+    OpKind::LayerNorm,
+    OpKind::RmsNorm,
+    OpKind::Softmax,
 ];
 
 fn vulkan_kernels_in(c: &mut Criterion, precision: Precision) {
@@ -54,7 +55,7 @@ fn vulkan_kernels_in(c: &mut Criterion, precision: Precision) {
         precision.name()
     };
     for (op, shape, dtype) in default_cases() {
-        if precision == Precision::Fast && !FAST_OPS.iter().any(|f| op.starts_with(f)) {
+        if precision == Precision::Fast && !case_op(op).is_some_and(|k| FAST_OPS.contains(&k)) {
             continue;
         }
         let Ok(dims) = parse_shape(&shape) else {

@@ -17,6 +17,8 @@ pub mod check;
 
 pub use crate::precision::{Precision, PrecisionChoice};
 
+use check::{BufferInfo, Checked};
+
 use crate::error::{Error, Result};
 use crate::ops::*;
 use crate::tensor::{DType, HostTensor};
@@ -78,9 +80,42 @@ pub struct BackendInfo {
     pub fast_weight_dtype: DType,
 }
 
+/// The [`Backend`] op methods the op table generates: one per op not marked `by_hand`, taking
+/// the op's parameters and its operands in table order and calling [`Backend::record`].
+macro_rules! op_methods {
+    ($(
+        $(#[$doc:meta])*
+        $V:ident($P:ty) $name:ident { $($in:ident),* ; $($opt:ident),* } -> $out:ident
+        $(, $by_hand:ident)?;
+    )*) => {
+        $( op_method! { $($by_hand)? ; $(#[$doc])* $V($P) $name [$($in)*] [$($opt)*] $out } )*
+    };
+}
+
+/// One generated op method (none for an op whose method is written by hand).
+macro_rules! op_method {
+    (by_hand ; $($rest:tt)*) => {};
+    (
+        ; $(#[$doc:meta])* $V:ident($P:ty) $name:ident [$($in:ident)*] [$($opt:ident)*]
+        $out:ident
+    ) => {
+        $(#[$doc])*
+        fn $name(
+            &self,
+            rec: &mut Self::Recording,
+            p: &$P,
+            $($in: &BufRef<Self::Buffer>,)*
+            $($opt: Option<&BufRef<Self::Buffer>>,)*
+            $out: &BufRef<Self::Buffer>,
+        ) -> Result<()> {
+            self.record(rec, Call::$V { p, $($in,)* $($opt,)* $out })
+        }
+    };
+}
+
 /// Every op a backend provides. Both backends implement all of it.
 pub trait Backend: Send + Sync {
-    type Buffer: Clone + Send + Sync + 'static;
+    type Buffer: Clone + Send + Sync + BufferInfo + 'static;
     type Recording: Send;
 
     fn info(&self) -> BackendInfo;
@@ -104,61 +139,24 @@ pub trait Backend: Send + Sync {
     fn sync(&self) -> Result<()>;
 
     // --- ops (recorded, run on submit) ----------------------------------------------------
-    /// See [`LinearParams`]. `w` is f32/f16/bf16/q8_0, `bias` f32 `[n]`.
-    fn linear(
+    /// Record one op: the entry point of every op. The operands are checked
+    /// ([`check::check`]: the same errors on every backend, at record time) and handed to
+    /// [`Backend::dispatch`]. The op methods below ([`Backend::linear`], ...) build the
+    /// [`Call`] and come here; the graph calls it with [`Call::bind`].
+    fn record(
         &self,
         rec: &mut Self::Recording,
-        p: &LinearParams,
-        x: &BufRef<Self::Buffer>,
-        w: &BufRef<Self::Buffer>,
-        bias: Option<&BufRef<Self::Buffer>>,
-        y: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    fn batched_matmul(
-        &self,
-        rec: &mut Self::Recording,
-        p: &BatchedMatmulParams,
-        a: &BufRef<Self::Buffer>,
-        b: &BufRef<Self::Buffer>,
-        c: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    /// `y = (x - mean) / sqrt(var + eps) * gamma + beta` with the biased variance.
-    fn layer_norm(
-        &self,
-        rec: &mut Self::Recording,
-        p: &NormParams,
-        x: &BufRef<Self::Buffer>,
-        gamma: Option<&BufRef<Self::Buffer>>,
-        beta: Option<&BufRef<Self::Buffer>>,
-        y: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    /// `y = x / sqrt(mean(x^2) + eps) * gamma`.
-    fn rms_norm(
-        &self,
-        rec: &mut Self::Recording,
-        p: &NormParams,
-        x: &BufRef<Self::Buffer>,
-        gamma: Option<&BufRef<Self::Buffer>>,
-        y: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    fn softmax(
-        &self,
-        rec: &mut Self::Recording,
-        p: &SoftmaxParams,
-        x: &BufRef<Self::Buffer>,
-        y: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    /// `mask` is u32 `[batch, kv_len]` for [`MaskKind::KeyPadding`], else `None`.
-    fn attention(
-        &self,
-        rec: &mut Self::Recording,
-        p: &AttentionParams,
-        q: &BufRef<Self::Buffer>,
-        k: &BufRef<Self::Buffer>,
-        v: &BufRef<Self::Buffer>,
-        mask: Option<&BufRef<Self::Buffer>>,
-        out: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
+        call: Call<'_, &BufRef<Self::Buffer>>,
+    ) -> Result<()> {
+        self.dispatch(rec, check::check(call)?)
+    }
+
+    /// Record one checked op: each backend's exhaustive `match` over [`Call`], so an op
+    /// missing from a backend is a compile error.
+    fn dispatch(&self, rec: &mut Self::Recording, call: Checked<'_, Self::Buffer>) -> Result<()>;
+
+    crate::ops::for_each_op!(op_methods);
+
     /// Elementwise activation over `x.len` elements (`Activation::None` copies).
     fn activation(
         &self,
@@ -166,7 +164,10 @@ pub trait Backend: Send + Sync {
         act: Activation,
         x: &BufRef<Self::Buffer>,
         y: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        self.record(rec, Call::Activation { p: &act, x, y })
+    }
+
     /// `y = silu(gate) * up`.
     fn swiglu(
         &self,
@@ -174,40 +175,18 @@ pub trait Backend: Send + Sync {
         gate: &BufRef<Self::Buffer>,
         up: &BufRef<Self::Buffer>,
         y: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    fn rope(
-        &self,
-        rec: &mut Self::Recording,
-        p: &RopeParams,
-        x: &BufRef<Self::Buffer>,
-        positions: &BufRef<Self::Buffer>,
-        inv_freq: &BufRef<Self::Buffer>,
-        y: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    fn conv1d(
-        &self,
-        rec: &mut Self::Recording,
-        p: &Conv1dParams,
-        x: &BufRef<Self::Buffer>,
-        w: &BufRef<Self::Buffer>,
-        bias: Option<&BufRef<Self::Buffer>>,
-        y: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    fn upsample_nearest2x(
-        &self,
-        rec: &mut Self::Recording,
-        p: &UpsampleParams,
-        x: &BufRef<Self::Buffer>,
-        y: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    fn binary(
-        &self,
-        rec: &mut Self::Recording,
-        p: &BinaryParams,
-        a: &BufRef<Self::Buffer>,
-        b: &BufRef<Self::Buffer>,
-        y: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        self.record(
+            rec,
+            Call::Swiglu {
+                p: &SwigluParams,
+                gate,
+                up,
+                y,
+            },
+        )
+    }
+
     /// `y = s * x`.
     fn scale(
         &self,
@@ -215,7 +194,17 @@ pub trait Backend: Send + Sync {
         s: f32,
         x: &BufRef<Self::Buffer>,
         y: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        self.record(
+            rec,
+            Call::Scale {
+                p: &ScaleParams { s },
+                x,
+                y,
+            },
+        )
+    }
+
     /// `out = a * x + b * y`.
     fn axpby(
         &self,
@@ -225,79 +214,15 @@ pub trait Backend: Send + Sync {
         b: f32,
         y: &BufRef<Self::Buffer>,
         out: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    /// `ids` u32 `[tokens]`, `table` `[vocab, dim]` any float dtype.
-    fn embedding(
-        &self,
-        rec: &mut Self::Recording,
-        p: &EmbeddingParams,
-        ids: &BufRef<Self::Buffer>,
-        table: &BufRef<Self::Buffer>,
-        out: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    /// Strided copy between buffers of the same dtype (f32, f16, bf16, i32, u32).
-    fn copy(
-        &self,
-        rec: &mut Self::Recording,
-        p: &CopyParams,
-        src: &BufRef<Self::Buffer>,
-        dst: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    fn mean_pool(
-        &self,
-        rec: &mut Self::Recording,
-        p: &MeanPoolParams,
-        x: &BufRef<Self::Buffer>,
-        mask: &BufRef<Self::Buffer>,
-        out: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    fn argmax(
-        &self,
-        rec: &mut Self::Recording,
-        p: &ArgmaxParams,
-        x: &BufRef<Self::Buffer>,
-        out: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    /// `uniforms` (f32 `[rows, cols]`) replaces the generator's draws when given.
-    fn gumbel(
-        &self,
-        rec: &mut Self::Recording,
-        p: &GumbelParams,
-        logits: &BufRef<Self::Buffer>,
-        uniforms: Option<&BufRef<Self::Buffer>>,
-        out: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    fn posenc(
-        &self,
-        rec: &mut Self::Recording,
-        p: &PosEncParams,
-        out: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    /// `coef` is 4 f32: see [`DdimParams`].
-    fn ddim(
-        &self,
-        rec: &mut Self::Recording,
-        p: &DdimParams,
-        x_t: &BufRef<Self::Buffer>,
-        x0: &BufRef<Self::Buffer>,
-        coef: &BufRef<Self::Buffer>,
-        out: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    /// Kimodo's global-to-local root bridge: `x [rows, frames, 5]` -> `out [rows, frames, 4]`
-    /// (see [`RootBridgeParams`]).
-    fn root_bridge(
-        &self,
-        rec: &mut Self::Recording,
-        p: &RootBridgeParams,
-        x: &BufRef<Self::Buffer>,
-        out: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
-    /// `rows` holds `p.rows` rows of `p.n` elements.
-    fn cfg(
-        &self,
-        rec: &mut Self::Recording,
-        p: &CfgParams,
-        rows: &BufRef<Self::Buffer>,
-        out: &BufRef<Self::Buffer>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        self.record(
+            rec,
+            Call::Axpby {
+                p: &AxpbyParams { a, b },
+                x,
+                y,
+                out,
+            },
+        )
+    }
 }

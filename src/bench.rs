@@ -43,7 +43,8 @@ pub struct Measurement {
     pub gpu_gflops: Option<f64>,
 }
 
-/// The ops `kinema bench kernels` knows, with what `--shape` means for each.
+/// The cases `kinema bench kernels` knows, with what `--shape` means for each. Every op of
+/// the op table has at least one ([`case_op`] says which op a case runs; a test checks).
 pub const OPS: &[(&str, &str)] = &[
     ("linear", "MxNxK: x [M,K] . W[N,K]^T (weights in --dtype)"),
     ("batched_matmul", "BxMxNxK: a [B,M,K] . b [B,K,N]"),
@@ -66,6 +67,7 @@ pub const OPS: &[(&str, &str)] = &[
     ),
     ("upsample", "RxL"),
     ("add", "N"),
+    ("scale", "N"),
     ("axpby", "N"),
     (
         "embedding",
@@ -74,8 +76,10 @@ pub const OPS: &[(&str, &str)] = &[
     ("mean_pool", "BxSxD"),
     ("argmax", "RxC"),
     ("gumbel", "RxC"),
+    ("posenc", "LxD (rows 0..L of width D)"),
     ("ddim", "N"),
     ("cfg", "RxN (R = 2 or 3 rows)"),
+    ("root_bridge", "RxF (R rows of F frames)"),
     ("transpose", "RxC"),
     ("copy", "N (contiguous: the memory-bandwidth reference)"),
     (
@@ -128,13 +132,16 @@ pub fn default_cases() -> Vec<(&'static str, String, DType)> {
         ("conv1d", "512x64x1"),
         ("upsample", "512x32"),
         ("add", "620544"),
+        ("scale", "620544"),
         ("axpby", "620544"),
         ("embedding", "64x1024x512"),
         ("mean_pool", "1x64x4096"),
         ("argmax", "128x10"),
         ("gumbel", "128x10"),
+        ("posenc", "202x1024"),
         ("ddim", "151500"),
         ("cfg", "3x151500"),
+        ("root_bridge", "3x202"),
         ("transpose", "1024x1024"),
         ("copy", "4194304"),
     ];
@@ -142,6 +149,36 @@ pub fn default_cases() -> Vec<(&'static str, String, DType)> {
         v.push((op, s.to_string(), DType::F32));
     }
     v
+}
+
+/// The op a case of [`OPS`] runs, or `None` for the peak loops (no op) and unknown names.
+pub fn case_op(case: &str) -> Option<OpKind> {
+    Some(match case {
+        "linear" => OpKind::Linear,
+        "batched_matmul" | "batched_matmul_tb" => OpKind::BatchedMatmul,
+        "layer_norm" => OpKind::LayerNorm,
+        "rms_norm" => OpKind::RmsNorm,
+        "softmax" => OpKind::Softmax,
+        "attention" => OpKind::Attention,
+        "gelu" | "gelu_tanh" | "silu" => OpKind::Activation,
+        "swiglu" => OpKind::Swiglu,
+        "rope" => OpKind::Rope,
+        "conv1d" => OpKind::Conv1d,
+        "upsample" => OpKind::Upsample,
+        "add" => OpKind::Binary,
+        "scale" => OpKind::Scale,
+        "axpby" => OpKind::Axpby,
+        "embedding" => OpKind::Embedding,
+        "transpose" | "copy" => OpKind::Copy,
+        "mean_pool" => OpKind::MeanPool,
+        "argmax" => OpKind::Argmax,
+        "gumbel" => OpKind::Gumbel,
+        "posenc" => OpKind::PosEnc,
+        "ddim" => OpKind::Ddim,
+        "root_bridge" => OpKind::RootBridge,
+        "cfg" => OpKind::Cfg,
+        _ => return None,
+    })
 }
 
 pub fn parse_shape(s: &str) -> Result<Vec<usize>> {
@@ -252,10 +289,19 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
         seed: 7,
         out: None,
     };
+    let unknown = || {
+        Error::InvalidArgument(format!(
+            "unknown op {op:?}; known: {}",
+            OPS.iter().map(|o| o.0).collect::<Vec<_>>().join(", ")
+        ))
+    };
+    let kind = case_op(op).ok_or_else(unknown)?;
     let mut rec = b.begin()?;
     let f = |x: usize| x as f64;
-    let (flops, bytes) = match op {
-        "linear" => {
+    // One arm per op (exhaustive: a new op needs a bench case); cases of one op differ by
+    // their parameters.
+    let (flops, bytes) = match kind {
+        OpKind::Linear => {
             let [m, n, k] = dims(op, d)?;
             let (x, w, bias, y) = (
                 s.f32s(m * k)?,
@@ -279,7 +325,7 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
             let wbytes = dtype.bytes_for(n * k).unwrap_or(0) as f64;
             (2.0 * f(m) * f(n) * f(k), 4.0 * f(m * k + m * n) + wbytes)
         }
-        "batched_matmul" | "batched_matmul_tb" => {
+        OpKind::BatchedMatmul => {
             let [bt, m, n, k] = dims(op, d)?;
             let trans_b = op == "batched_matmul_tb";
             let (a, bb, c) = (
@@ -303,7 +349,7 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
                 4.0 * f(bt * (m * k + k * n + m * n)),
             )
         }
-        "layer_norm" | "rms_norm" => {
+        OpKind::LayerNorm | OpKind::RmsNorm => {
             let [r, c] = dims(op, d)?;
             let (x, g, be, y) = (
                 s.f32s(r * c)?,
@@ -316,14 +362,14 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
                 cols: c,
                 eps: 1e-5,
             };
-            if op == "layer_norm" {
+            if kind == OpKind::LayerNorm {
                 b.layer_norm(&mut rec, &p, &x, Some(&g), Some(&be), &y)?;
             } else {
                 b.rms_norm(&mut rec, &p, &x, Some(&g), &y)?;
             }
             (0.0, 8.0 * f(r * c))
         }
-        "softmax" => {
+        OpKind::Softmax => {
             let [r, c] = dims(op, d)?;
             let (x, y) = (s.f32s(r * c)?, s.out(DType::F32, r * c)?);
             b.softmax(
@@ -338,7 +384,7 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
             )?;
             (0.0, 8.0 * f(r * c))
         }
-        "attention" => {
+        OpKind::Attention => {
             let [bt, sl, h, hd] = dims(op, d)?;
             let n = bt * sl * h * hd;
             let (q, k, v, o) = (s.f32s(n)?, s.f32s(n)?, s.f32s(n)?, s.out(DType::F32, n)?);
@@ -357,7 +403,7 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
             b.attention(&mut rec, &p, &q, &k, &v, None, &o)?;
             (4.0 * f(bt * h * sl * sl * hd), 16.0 * f(n))
         }
-        "gelu" | "gelu_tanh" | "silu" => {
+        OpKind::Activation => {
             let [n] = dims(op, d)?;
             let act = match op {
                 "gelu" => Activation::Gelu,
@@ -368,13 +414,13 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
             b.activation(&mut rec, act, &x, &y)?;
             (0.0, 8.0 * f(n))
         }
-        "swiglu" => {
+        OpKind::Swiglu => {
             let [n] = dims(op, d)?;
             let (g, u, y) = (s.f32s(n)?, s.f32s(n)?, s.out(DType::F32, n)?);
             b.swiglu(&mut rec, &g, &u, &y)?;
             (0.0, 12.0 * f(n))
         }
-        "rope" => {
+        OpKind::Rope => {
             let [t, h, hd] = dims(op, d)?;
             let pos: Vec<u32> = (0..t as u32).collect();
             let (x, pb, fr, y) = (
@@ -402,7 +448,7 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
             )?;
             (0.0, 8.0 * f(t * h * hd))
         }
-        "conv1d" => {
+        OpKind::Conv1d => {
             let [c, l, kk] = dims(op, d)?;
             let p = Conv1dParams {
                 batch: 1,
@@ -426,13 +472,13 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
                 4.0 * f(c * l + c * c * kk + c * ol),
             )
         }
-        "upsample" => {
+        OpKind::Upsample => {
             let [r, l] = dims(op, d)?;
             let (x, y) = (s.f32s(r * l)?, s.out(DType::F32, 2 * r * l)?);
             b.upsample_nearest2x(&mut rec, &UpsampleParams { rows: r, len: l }, &x, &y)?;
             (0.0, 12.0 * f(r * l))
         }
-        "add" => {
+        OpKind::Binary => {
             let [n] = dims(op, d)?;
             let (x, y, o) = (s.f32s(n)?, s.f32s(n)?, s.out(DType::F32, n)?);
             b.binary(
@@ -448,13 +494,19 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
             )?;
             (0.0, 12.0 * f(n))
         }
-        "axpby" => {
+        OpKind::Scale => {
+            let [n] = dims(op, d)?;
+            let (x, y) = (s.f32s(n)?, s.out(DType::F32, n)?);
+            b.scale(&mut rec, 0.5, &x, &y)?;
+            (0.0, 8.0 * f(n))
+        }
+        OpKind::Axpby => {
             let [n] = dims(op, d)?;
             let (x, y, o) = (s.f32s(n)?, s.f32s(n)?, s.out(DType::F32, n)?);
             b.axpby(&mut rec, 0.5, &x, 2.0, &y, &o)?;
             (0.0, 12.0 * f(n))
         }
-        "embedding" => {
+        OpKind::Embedding => {
             let [t, v, dd] = dims(op, d)?;
             let ids: Vec<u32> = (0..t as u64)
                 .map(|i| (crate::rng::splitmix64(3, i) % v as u64) as u32)
@@ -480,7 +532,7 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
                 f(t * dd) * (4.0 + dtype.bytes_for(32).unwrap_or(128) as f64 / 32.0),
             )
         }
-        "mean_pool" => {
+        OpKind::MeanPool => {
             let [bt, sl, dd] = dims(op, d)?;
             let mask = vec![1u32; bt * sl];
             let (x, m, o) = (
@@ -501,10 +553,10 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
             )?;
             (0.0, 4.0 * f(bt * sl * dd))
         }
-        "argmax" | "gumbel" => {
+        OpKind::Argmax | OpKind::Gumbel => {
             let [r, c] = dims(op, d)?;
             let (x, o) = (s.f32s(r * c)?, s.out(DType::U32, r)?);
-            if op == "argmax" {
+            if kind == OpKind::Argmax {
                 b.argmax(&mut rec, &ArgmaxParams { rows: r, cols: c }, &x, &o)?;
             } else {
                 b.gumbel(
@@ -523,13 +575,24 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
             }
             (0.0, 4.0 * f(r * c))
         }
-        "ddim" => {
+        OpKind::PosEnc => {
+            let [l, dd] = dims(op, d)?;
+            let o = s.out(DType::F32, l * dd)?;
+            let p = PosEncParams {
+                start: 0,
+                len: l,
+                dim: dd,
+            };
+            b.posenc(&mut rec, &p, &o)?;
+            (0.0, 4.0 * f(l * dd))
+        }
+        OpKind::Ddim => {
             let [n] = dims(op, d)?;
             let (xt, x0, c, o) = (s.f32s(n)?, s.f32s(n)?, s.f32s(4)?, s.out(DType::F32, n)?);
             b.ddim(&mut rec, &DdimParams { n }, &xt, &x0, &c, &o)?;
             (0.0, 12.0 * f(n))
         }
-        "cfg" => {
+        OpKind::Cfg => {
             let [r, n] = dims(op, d)?;
             let (x, o) = (s.f32s(r * n)?, s.out(DType::F32, n)?);
             b.cfg(
@@ -545,37 +608,41 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
             )?;
             (0.0, 4.0 * f((r + 1) * n))
         }
-        "transpose" => {
-            let [r, c] = dims(op, d)?;
-            let (x, o) = (s.f32s(r * c)?, s.out(DType::F32, r * c)?);
-            let p = CopyParams {
-                shape: vec![c, r],
-                src_strides: vec![1, c],
-                src_offset: 0,
-                dst_strides: vec![r, 1],
-                dst_offset: 0,
+        OpKind::Copy => {
+            // "transpose" RxC: x [R, C] -> [C, R]; "copy" N: contiguous.
+            let (shape, src_strides, dst_strides) = if op == "transpose" {
+                let [r, c] = dims(op, d)?;
+                (vec![c, r], vec![1, c], vec![r, 1])
+            } else {
+                let [n] = dims(op, d)?;
+                (vec![n], vec![1], vec![1])
             };
-            b.copy(&mut rec, &p, &x, &o)?;
-            (0.0, 8.0 * f(r * c))
-        }
-        "copy" => {
-            let [n] = dims(op, d)?;
+            let n = shape.iter().product();
             let (x, o) = (s.f32s(n)?, s.out(DType::F32, n)?);
             let p = CopyParams {
-                shape: vec![n],
-                src_strides: vec![1],
+                shape,
+                src_strides,
                 src_offset: 0,
-                dst_strides: vec![1],
+                dst_strides,
                 dst_offset: 0,
             };
             b.copy(&mut rec, &p, &x, &o)?;
             (0.0, 8.0 * f(n))
         }
-        _ => {
-            return Err(Error::InvalidArgument(format!(
-                "unknown op {op:?}; known: {}",
-                OPS.iter().map(|o| o.0).collect::<Vec<_>>().join(", ")
-            )));
+        OpKind::RootBridge => {
+            let [r, fr] = dims(op, d)?;
+            let (x, o) = (s.f32s(r * fr * 5)?, s.out(DType::F32, r * fr * 4)?);
+            let p = RootBridgeParams {
+                rows: r,
+                frames: fr,
+                fps: 30.0,
+                global_mean: [0.0; 5],
+                global_std: [1.0; 5],
+                local_mean: [0.0; 4],
+                local_std: [1.0; 4],
+            };
+            b.root_bridge(&mut rec, &p, &x, &o)?;
+            (0.0, 36.0 * f(r * fr))
         }
     };
     let out = s
@@ -675,5 +742,34 @@ impl Measurement {
             .gpu_s
             .map(|g| format!("  (GPU {:.3}ms)", g * 1e3))
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_op_has_a_bench_case() {
+        for &op in OpKind::ALL {
+            assert!(
+                OPS.iter().any(|(c, _)| case_op(c) == Some(op)),
+                "{} has no bench case",
+                op.name()
+            );
+            assert!(
+                default_cases()
+                    .iter()
+                    .any(|(c, _, _)| case_op(c) == Some(op)),
+                "{} has no default bench case",
+                op.name()
+            );
+        }
+        for (c, _) in OPS {
+            assert!(
+                case_op(c).is_some() || c.ends_with("_peak"),
+                "{c} runs no op"
+            );
+        }
     }
 }

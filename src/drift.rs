@@ -12,8 +12,9 @@ use crate::tensor::DType;
 /// Upper edges of the ULP histogram bins: 0, 1, 2-3, 4-15, 16-255, then everything above.
 pub const ULP_BINS: [u64; 5] = [0, 1, 3, 15, 255];
 
-/// Default (op, shape, dtype) list: small versions of the models' shapes, so the comparison
-/// also runs quickly on a CPU Vulkan implementation.
+/// Default (case, shape, dtype) list (cases of [`crate::bench::OPS`]): small versions of the
+/// models' shapes, so the comparison also runs quickly on a CPU Vulkan implementation. Every
+/// op of the op table has at least one (a test checks).
 pub fn default_cases() -> Vec<(&'static str, &'static str, DType)> {
     vec![
         ("linear", "64x256x256", DType::F32),
@@ -34,13 +35,16 @@ pub fn default_cases() -> Vec<(&'static str, &'static str, DType)> {
         ("conv1d", "64x32x3", DType::F32),
         ("upsample", "64x32", DType::F32),
         ("add", "65536", DType::F32),
+        ("scale", "65536", DType::F32),
         ("axpby", "65536", DType::F32),
         ("embedding", "16x256x128", DType::BF16),
         ("mean_pool", "1x32x256", DType::F32),
         ("argmax", "32x10", DType::F32),
         ("gumbel", "32x10", DType::F32),
+        ("posenc", "64x256", DType::F32),
         ("ddim", "65536", DType::F32),
         ("cfg", "3x65536", DType::F32),
+        ("root_bridge", "3x64", DType::F32),
         ("copy", "65536", DType::F32),
         ("transpose", "256x256", DType::F32),
     ]
@@ -211,6 +215,36 @@ impl Drift {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::case_op;
+    use crate::cpu::{CpuBackend, Isa};
+    use crate::ops::OpKind;
+
+    #[test]
+    fn every_op_has_a_drift_case() {
+        for &op in OpKind::ALL {
+            assert!(
+                default_cases()
+                    .iter()
+                    .any(|(c, _, _)| case_op(c) == Some(op)),
+                "{} has no drift case",
+                op.name()
+            );
+        }
+    }
+
+    /// Every default case runs on the reference path and gives finite values.
+    #[test]
+    fn default_cases_run_on_the_reference() {
+        let b = CpuBackend::with(Isa::Scalar, 1, crate::Precision::Strict).unwrap();
+        for (op, shape, dtype) in default_cases() {
+            match run_case(&b, op, shape, dtype).unwrap() {
+                Output::F32(v) => {
+                    assert!(!v.is_empty() && v.iter().all(|x| x.is_finite()), "{op}")
+                }
+                Output::U32(v) => assert!(!v.is_empty(), "{op}"),
+            }
+        }
+    }
 
     #[test]
     fn ulp_distances() {

@@ -1,10 +1,213 @@
-//! Backend-independent op descriptions: the parameters each op of the dispatch trait takes.
+//! The op table and the backend-independent op descriptions.
+//!
+//! [`for_each_op!`] lists every op once: its [`Op`] variant, its parameter struct, its name
+//! and its operands by role (required inputs, then optional inputs, then the output). That one
+//! list generates the [`Op`] enum the graph stores, [`OpKind`] and its role table, the [`Call`]
+//! enum every backend matches on (exhaustively, so a missing op is a compile error), the
+//! operand check dispatch (`crate::backend::check::check`) and the op methods of
+//! [`crate::Backend`]. Adding an op: `docs/adding-an-op.md`.
+//!
 //! All tensors are contiguous and row-major unless a parameter says otherwise; shapes are in
-//! elements. These structs are plain data so the Vulkan backend can turn them into push
-//! constants, and the graph can check them when it is built.
+//! elements. The parameter structs are plain data so the Vulkan backend can turn them into
+//! push constants, and the graph can check them when it is built.
 
 use crate::error::{Error, Result};
 use crate::tensor::DType;
+
+/// The op table. `for_each_op!(m)` calls the macro `m` with every op, one entry each:
+///
+/// ```text
+/// /// doc comment (becomes the docs of the Op variant and of the Backend method)
+/// Variant(ParamsType) method_name { required, inputs ; optional, inputs } -> output [, by_hand];
+/// ```
+///
+/// `by_hand` marks an op whose [`crate::Backend`] method keeps a signature of its own (written
+/// in `backend.rs`, still routed through [`crate::Backend::record`]); every other op gets the
+/// generated `fn name(&self, rec, p: &Params, inputs.., optional inputs.., output)`.
+macro_rules! for_each_op {
+    ($m:ident) => {
+        $m! {
+            /// See [`LinearParams`]. `w` is f32/f16/bf16/q8_0, `bias` f32 `[n]`.
+            Linear(LinearParams) linear { x, w; bias } -> y;
+            /// See [`BatchedMatmulParams`].
+            BatchedMatmul(BatchedMatmulParams) batched_matmul { a, b; } -> c;
+            /// `y = (x - mean) / sqrt(var + eps) * gamma + beta` with the biased variance.
+            LayerNorm(NormParams) layer_norm { x; gamma, beta } -> y;
+            /// `y = x / sqrt(mean(x^2) + eps) * gamma`.
+            RmsNorm(NormParams) rms_norm { x; gamma } -> y;
+            /// See [`SoftmaxParams`].
+            Softmax(SoftmaxParams) softmax { x; } -> y;
+            /// See [`AttentionParams`]. `mask` is u32 `[batch, kv_len]` for
+            /// [`MaskKind::KeyPadding`], else absent.
+            Attention(AttentionParams) attention { q, k, v; mask } -> out;
+            /// Elementwise activation over `x.len` elements (`Activation::None` copies).
+            Activation(Activation) activation { x; } -> y, by_hand;
+            /// `y = silu(gate) * up` over `gate.len` elements.
+            Swiglu(SwigluParams) swiglu { gate, up; } -> y, by_hand;
+            /// See [`RopeParams`].
+            Rope(RopeParams) rope { x, positions, inv_freq; } -> y;
+            /// See [`Conv1dParams`].
+            Conv1d(Conv1dParams) conv1d { x, w; bias } -> y;
+            /// See [`UpsampleParams`].
+            Upsample(UpsampleParams) upsample_nearest2x { x; } -> y;
+            /// See [`BinaryParams`].
+            Binary(BinaryParams) binary { a, b; } -> y;
+            /// `y = s * x` over `x.len` elements.
+            Scale(ScaleParams) scale { x; } -> y, by_hand;
+            /// `out = a * x + b * y` over `x.len` elements.
+            Axpby(AxpbyParams) axpby { x, y; } -> out, by_hand;
+            /// `ids` u32 `[tokens]`, `table` `[vocab, dim]` any float dtype (see
+            /// [`EmbeddingParams`]).
+            Embedding(EmbeddingParams) embedding { ids, table; } -> out;
+            /// Strided copy between buffers of the same dtype (f32, f16, bf16, i32, u32); see
+            /// [`CopyParams`].
+            Copy(CopyParams) copy { src; } -> dst;
+            /// See [`MeanPoolParams`].
+            MeanPool(MeanPoolParams) mean_pool { x, mask; } -> out;
+            /// See [`ArgmaxParams`].
+            Argmax(ArgmaxParams) argmax { x; } -> out;
+            /// See [`GumbelParams`]. `uniforms` (f32 `[rows, cols]`) replaces the generator's
+            /// draws when given.
+            Gumbel(GumbelParams) gumbel { logits; uniforms } -> out;
+            /// See [`PosEncParams`].
+            PosEnc(PosEncParams) posenc { ; } -> out;
+            /// `coef` is 4 f32: see [`DdimParams`].
+            Ddim(DdimParams) ddim { x_t, x0, coef; } -> out;
+            /// Kimodo's global-to-local root bridge: `x [rows, frames, 5]` ->
+            /// `out [rows, frames, 4]` (see [`RootBridgeParams`]).
+            RootBridge(RootBridgeParams) root_bridge { x; } -> out;
+            /// `rows` holds `p.rows` rows of `p.n` elements: see [`CfgParams`].
+            Cfg(CfgParams) cfg { rows; } -> out;
+        }
+    };
+}
+pub(crate) use for_each_op;
+
+/// One operand role of an op: its name and whether it may be absent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Role {
+    pub name: &'static str,
+    pub optional: bool,
+}
+
+/// The types [`for_each_op!`] generates here: [`Op`], [`OpKind`] and [`Call`].
+macro_rules! define_ops {
+    ($(
+        $(#[$doc:meta])*
+        $V:ident($P:ty) $name:ident { $($in:ident),* ; $($opt:ident),* } -> $out:ident
+        $(, $by_hand:ident)?;
+    )*) => {
+        /// One op with its parameters: what a graph node stores. Its operands are listed by
+        /// role ([`Op::inputs`]) beside it.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum Op {
+            $( $(#[$doc])* $V($P), )*
+        }
+
+        /// Which op, without its parameters.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum OpKind {
+            $( $(#[$doc])* $V, )*
+        }
+
+        impl OpKind {
+            /// Every op, in table order.
+            pub const ALL: &'static [OpKind] = &[$(OpKind::$V),*];
+
+            /// The op's name: its [`crate::Backend`] method and its name in errors.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $( OpKind::$V => stringify!($name), )*
+                }
+            }
+
+            /// The input roles in operand order: required ones first, then optional ones.
+            pub fn inputs(self) -> &'static [Role] {
+                match self {
+                    $( OpKind::$V => &[
+                        $( Role { name: stringify!($in), optional: false }, )*
+                        $( Role { name: stringify!($opt), optional: true }, )*
+                    ], )*
+                }
+            }
+
+            /// The name of the output operand.
+            pub fn output(self) -> &'static str {
+                match self {
+                    $( OpKind::$V => stringify!($out), )*
+                }
+            }
+        }
+
+        impl Op {
+            pub fn kind(&self) -> OpKind {
+                match self {
+                    $( Op::$V(_) => OpKind::$V, )*
+                }
+            }
+        }
+
+        /// An op's parameters with its operands by name (`T` is an operand: a buffer range
+        /// on a backend). Backends match on it exhaustively.
+        #[derive(Clone, Debug)]
+        pub enum Call<'a, T> {
+            $( $(#[$doc])* $V { p: &'a $P, $($in: T,)* $($opt: Option<T>,)* $out: T }, )*
+        }
+
+        impl<'a, T: Clone> Call<'a, T> {
+            /// `op` with its inputs by role (one entry per [`Op::inputs`], `None` for an
+            /// absent optional input) and its output. A missing required input or a wrong
+            /// number of inputs is an error.
+            pub fn bind(op: &'a Op, ins: &[Option<T>], out: T) -> Result<Call<'a, T>> {
+                let roles = op.inputs();
+                if ins.len() != roles.len() {
+                    return Err(Error::InvalidArgument(format!(
+                        "{}: {} inputs given for the {} roles {:?}",
+                        op.name(),
+                        ins.len(),
+                        roles.len(),
+                        roles.iter().map(|r| r.name).collect::<Vec<_>>()
+                    )));
+                }
+                let mut ins = ins.iter().cloned();
+                let mut next = || ins.next().flatten();
+                let missing = |what: &str| {
+                    Error::InvalidArgument(format!("{}: input {what} is required", op.name()))
+                };
+                Ok(match op {
+                    $( Op::$V(p) => Call::$V {
+                        p,
+                        $( $in: next().ok_or_else(|| missing(stringify!($in)))?, )*
+                        $( $opt: next(), )*
+                        $out: out,
+                    }, )*
+                })
+            }
+        }
+
+        impl<T> Call<'_, T> {
+            pub fn kind(&self) -> OpKind {
+                match self {
+                    $( Call::$V { .. } => OpKind::$V, )*
+                }
+            }
+        }
+    };
+}
+
+for_each_op!(define_ops);
+
+impl Op {
+    /// See [`OpKind::name`].
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    /// See [`OpKind::inputs`].
+    pub fn inputs(&self) -> &'static [Role] {
+        self.kind().inputs()
+    }
+}
 
 /// An activation applied elementwise (alone, or fused into a linear layer).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -187,6 +390,23 @@ pub struct BinaryParams {
     pub b_len: usize,
 }
 
+/// `swiglu` has no parameters: it runs over the gate's elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwigluParams;
+
+/// `y = s * x`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScaleParams {
+    pub s: f32,
+}
+
+/// `out = a * x + b * y`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AxpbyParams {
+    pub a: f32,
+    pub b: f32,
+}
+
 /// Embedding gather: `out[t, :] = table[ids[t], :]` widened to f32; the table may be any
 /// float dtype. An id outside `0..vocab` is an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -327,4 +547,36 @@ pub fn expect_dtype(op: &'static str, what: &str, got: DType, allowed: &[DType])
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bind_takes_the_inputs_by_role() {
+        let op = Op::LayerNorm(NormParams {
+            rows: 1,
+            cols: 1,
+            eps: 1e-5,
+        });
+        let roles: Vec<(&str, bool)> = op.inputs().iter().map(|r| (r.name, r.optional)).collect();
+        assert_eq!(roles, [("x", false), ("gamma", true), ("beta", true)]);
+        assert_eq!(op.kind().output(), "y");
+        match Call::bind(&op, &[Some(1), None, Some(3)], 9).unwrap() {
+            Call::LayerNorm {
+                x, gamma, beta, y, ..
+            } => assert_eq!((x, gamma, beta, y), (1, None, Some(3), 9)),
+            c => panic!("bound to {:?}", c.kind()),
+        }
+        let e = Call::bind(&op, &[None, Some(2), None], 0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("layer_norm") && e.contains("x is required"),
+            "{e}"
+        );
+        let e = Call::bind(&op, &[Some(1)], 0).unwrap_err().to_string();
+        assert!(e.contains("1 inputs given for the 3 roles"), "{e}");
+    }
 }

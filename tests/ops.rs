@@ -908,75 +908,94 @@ fn vulkan_backends() -> &'static [VulkanBackend] {
     })
 }
 
-macro_rules! op_tests {
-    ($($name:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            for b in cpu_backends() {
-                eprintln!("{} on {:?}", stringify!($name), b.info());
-                bodies::$name(&b);
-            }
+/// The body that tests each op, on every CPU configuration and every Vulkan device: an op
+/// added to the op table without a test body here does not compile, and a body not
+/// instantiated by `op_tests!` fails `every_op_has_a_test_body`.
+fn body_of(op: OpKind) -> &'static str {
+    match op {
+        OpKind::Linear => "linear",
+        OpKind::BatchedMatmul => "batched_matmul",
+        OpKind::LayerNorm | OpKind::RmsNorm => "norms",
+        OpKind::Softmax => "softmax",
+        OpKind::Attention => "attention",
+        OpKind::Activation => "activations",
+        OpKind::Swiglu => "swiglu",
+        OpKind::Rope => "rope",
+        OpKind::Conv1d | OpKind::Upsample => "conv",
+        OpKind::Binary | OpKind::Scale | OpKind::Axpby | OpKind::Ddim | OpKind::Cfg => {
+            "elementwise"
         }
-    )*};
+        OpKind::Embedding | OpKind::MeanPool | OpKind::Argmax | OpKind::Gumbel => {
+            "gather_and_reduce"
+        }
+        OpKind::Copy => "copy",
+        OpKind::PosEnc => "posenc",
+        OpKind::RootBridge => "root_bridge",
+    }
+}
+
+/// Each body as two tests: on every CPU configuration (`cpu_backends`) and on every Vulkan
+/// device (`vulkan_backends`).
+macro_rules! op_tests {
+    ($($name:ident / $vulkan:ident),* $(,)?) => {
+        /// The bodies run on every backend.
+        const BODIES: &[&str] = &[$(stringify!($name)),*];
+        $(
+            #[test]
+            fn $name() {
+                for b in cpu_backends() {
+                    eprintln!("{} on {:?}", stringify!($name), b.info());
+                    bodies::$name(&b);
+                }
+            }
+
+            #[test]
+            fn $vulkan() {
+                for b in vulkan_backends() {
+                    eprintln!(
+                        "{} on {:?}, push descriptors {}",
+                        stringify!($name),
+                        b.info(),
+                        b.uses_push_descriptors()
+                    );
+                    bodies::$name(b);
+                }
+            }
+        )*
+    };
 }
 
 op_tests!(
-    linear,
-    batched_matmul,
-    norms,
-    softmax,
-    attention,
-    activations,
-    rope,
-    conv,
-    elementwise,
-    gather_and_reduce,
-    swiglu,
-    posenc,
-    root_bridge,
-    copy,
-    operand_checks,
-    bad_ids_at_run_time,
-    resubmission
+    linear / vulkan_linear,
+    batched_matmul / vulkan_batched_matmul,
+    norms / vulkan_norms,
+    softmax / vulkan_softmax,
+    attention / vulkan_attention,
+    activations / vulkan_activations,
+    swiglu / vulkan_swiglu,
+    rope / vulkan_rope,
+    conv / vulkan_conv,
+    elementwise / vulkan_elementwise,
+    gather_and_reduce / vulkan_gather_and_reduce,
+    posenc / vulkan_posenc,
+    root_bridge / vulkan_root_bridge,
+    copy / vulkan_copy,
+    operand_checks / vulkan_operand_checks,
+    bad_ids_at_run_time / vulkan_bad_ids_at_run_time,
+    resubmission / vulkan_resubmission,
 );
 
-/// The bodies whose ops have Vulkan kernels, on every Vulkan device.
-macro_rules! vulkan_tests {
-    ($($name:ident => $body:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            for b in vulkan_backends() {
-                eprintln!(
-                    "{} on {:?}, push descriptors {}",
-                    stringify!($body),
-                    b.info(),
-                    b.uses_push_descriptors()
-                );
-                bodies::$body(b);
-            }
-        }
-    )*};
+#[test]
+fn every_op_has_a_test_body() {
+    for &op in OpKind::ALL {
+        assert!(
+            BODIES.contains(&body_of(op)),
+            "{}: its body {} does not run on every backend",
+            op.name(),
+            body_of(op)
+        );
+    }
 }
-
-vulkan_tests!(
-    vulkan_linear => linear,
-    vulkan_batched_matmul => batched_matmul,
-    vulkan_norms => norms,
-    vulkan_softmax => softmax,
-    vulkan_attention => attention,
-    vulkan_activations => activations,
-    vulkan_swiglu => swiglu,
-    vulkan_rope => rope,
-    vulkan_elementwise => elementwise,
-    vulkan_copy => copy,
-    vulkan_conv => conv,
-    vulkan_gather_and_reduce => gather_and_reduce,
-    vulkan_posenc => posenc,
-    vulkan_root_bridge => root_bridge,
-    vulkan_operand_checks => operand_checks,
-    vulkan_bad_ids_at_run_time => bad_ids_at_run_time,
-    vulkan_resubmission => resubmission,
-);
 
 /// The convolutions of the models (512 channels, kernel 3 and 1, short sequences), with
 /// operands at odd offsets inside larger buffers and no bias. Sums run over c_in * kernel

@@ -1,9 +1,12 @@
 //! Operand checks every backend runs when an op is recorded, so a bad shape, dtype or range is
 //! the same error on the CPU and on Vulkan, raised at record time.
 //!
-//! Each op has a function named after it that takes the op's parameters and operands exactly as
-//! the [`crate::backend::Backend`] method does and returns the checked operands, each trimmed to
-//! the length the op reads or writes (inputs in argument order, the output last).
+//! [`check`] is the one entry: [`crate::Backend::record`] calls it for every op, and only it
+//! makes the [`Checked`] operands a backend's `dispatch` takes. It is generated from the op
+//! table (`crate::ops::for_each_op!`) and calls, for each op, the function named after the op
+//! here: it takes the op's parameters and operands in table order (required inputs, optional
+//! inputs, output) and returns the checked operands in the same order, each trimmed to the
+//! length the op reads or writes.
 
 // The checked operands come back as plain tuples in argument order, on purpose.
 #![allow(clippy::type_complexity)]
@@ -11,6 +14,41 @@
 use super::BufRef;
 use crate::error::{Error, Result};
 use crate::ops::*;
+
+/// An op call whose operands passed [`check`], each trimmed to the range the op reads or
+/// writes. Only [`check`] makes one, so a backend's `dispatch` sees checked operands only.
+pub struct Checked<'a, B>(Call<'a, BufRef<B>>);
+
+impl<'a, B> Checked<'a, B> {
+    /// The op's parameters and its checked operands by name.
+    pub fn into_call(self) -> Call<'a, BufRef<B>> {
+        self.0
+    }
+}
+
+/// [`check`]: every op's operands through the function named after the op.
+macro_rules! define_check {
+    ($(
+        $(#[$doc:meta])*
+        $V:ident($P:ty) $name:ident { $($in:ident),* ; $($opt:ident),* } -> $out:ident
+        $(, $by_hand:ident)?;
+    )*) => {
+        /// Check an op's operands: dtypes, lengths for the parameters, ranges inside their
+        /// buffers, and an output that is writable and overlaps no input.
+        pub fn check<'a, B: BufferInfo + Clone>(
+            call: Call<'a, &BufRef<B>>,
+        ) -> Result<Checked<'a, B>> {
+            Ok(Checked(match call {
+                $( Call::$V { p, $($in,)* $($opt,)* $out } => {
+                    let ($($in,)* $($opt,)* $out,) = $name(p, $($in,)* $($opt,)* $out)?;
+                    Call::$V { p, $($in,)* $($opt,)* $out }
+                } )*
+            }))
+        }
+    };
+}
+
+for_each_op!(define_check);
 use crate::tensor::{DType, Layout, MAX_RANK};
 
 /// What the checks need to know about a backend buffer.
@@ -132,7 +170,7 @@ pub fn mul(op: &'static str, dims: &[usize]) -> Result<usize> {
 }
 
 /// `(x, w, bias, y)`.
-pub fn linear<B: BufferInfo + Clone>(
+fn linear<B: BufferInfo + Clone>(
     p: &LinearParams,
     x: &Ref<B>,
     w: &Ref<B>,
@@ -157,7 +195,7 @@ pub fn linear<B: BufferInfo + Clone>(
 }
 
 /// `(a, b, c)`.
-pub fn batched_matmul<B: BufferInfo + Clone>(
+fn batched_matmul<B: BufferInfo + Clone>(
     p: &BatchedMatmulParams,
     a: &Ref<B>,
     b: &Ref<B>,
@@ -174,7 +212,7 @@ pub fn batched_matmul<B: BufferInfo + Clone>(
 }
 
 /// `(x, gamma, beta, y)`.
-pub fn layer_norm<B: BufferInfo + Clone>(
+fn layer_norm<B: BufferInfo + Clone>(
     p: &NormParams,
     x: &Ref<B>,
     gamma: Option<&Ref<B>>,
@@ -199,7 +237,7 @@ pub fn layer_norm<B: BufferInfo + Clone>(
 }
 
 /// `(x, gamma, y)`.
-pub fn rms_norm<B: BufferInfo + Clone>(
+fn rms_norm<B: BufferInfo + Clone>(
     p: &NormParams,
     x: &Ref<B>,
     gamma: Option<&Ref<B>>,
@@ -219,7 +257,7 @@ pub fn rms_norm<B: BufferInfo + Clone>(
 }
 
 /// `(x, y)`.
-pub fn softmax<B: BufferInfo + Clone>(
+fn softmax<B: BufferInfo + Clone>(
     p: &SoftmaxParams,
     x: &Ref<B>,
     y: &Ref<B>,
@@ -233,7 +271,7 @@ pub fn softmax<B: BufferInfo + Clone>(
 }
 
 /// `(q, k, v, mask, out)`.
-pub fn attention<B: BufferInfo + Clone>(
+fn attention<B: BufferInfo + Clone>(
     p: &AttentionParams,
     q: &Ref<B>,
     k: &Ref<B>,
@@ -322,12 +360,17 @@ fn unary<B: BufferInfo + Clone>(
 }
 
 /// `(x, y)`.
-pub fn activation<B: BufferInfo + Clone>(x: &Ref<B>, y: &Ref<B>) -> Result<(Ref<B>, Ref<B>)> {
+fn activation<B: BufferInfo + Clone>(
+    _: &Activation,
+    x: &Ref<B>,
+    y: &Ref<B>,
+) -> Result<(Ref<B>, Ref<B>)> {
     unary("activation", x, y)
 }
 
 /// `(gate, up, y)`.
-pub fn swiglu<B: BufferInfo + Clone>(
+fn swiglu<B: BufferInfo + Clone>(
+    _: &SwigluParams,
     gate: &Ref<B>,
     up: &Ref<B>,
     y: &Ref<B>,
@@ -341,7 +384,7 @@ pub fn swiglu<B: BufferInfo + Clone>(
 }
 
 /// `(x, positions, inv_freq, y)`.
-pub fn rope<B: BufferInfo + Clone>(
+fn rope<B: BufferInfo + Clone>(
     p: &RopeParams,
     x: &Ref<B>,
     positions: &Ref<B>,
@@ -364,7 +407,7 @@ pub fn rope<B: BufferInfo + Clone>(
 }
 
 /// `(x, w, bias, y)`.
-pub fn conv1d<B: BufferInfo + Clone>(
+fn conv1d<B: BufferInfo + Clone>(
     p: &Conv1dParams,
     x: &Ref<B>,
     w: &Ref<B>,
@@ -392,7 +435,7 @@ pub fn conv1d<B: BufferInfo + Clone>(
 }
 
 /// `(x, y)`.
-pub fn upsample_nearest2x<B: BufferInfo + Clone>(
+fn upsample_nearest2x<B: BufferInfo + Clone>(
     p: &UpsampleParams,
     x: &Ref<B>,
     y: &Ref<B>,
@@ -405,7 +448,7 @@ pub fn upsample_nearest2x<B: BufferInfo + Clone>(
 }
 
 /// `(a, b, y)`.
-pub fn binary<B: BufferInfo + Clone>(
+fn binary<B: BufferInfo + Clone>(
     p: &BinaryParams,
     a: &Ref<B>,
     b: &Ref<B>,
@@ -426,12 +469,17 @@ pub fn binary<B: BufferInfo + Clone>(
 }
 
 /// `(x, y)`.
-pub fn scale<B: BufferInfo + Clone>(x: &Ref<B>, y: &Ref<B>) -> Result<(Ref<B>, Ref<B>)> {
+fn scale<B: BufferInfo + Clone>(
+    _: &ScaleParams,
+    x: &Ref<B>,
+    y: &Ref<B>,
+) -> Result<(Ref<B>, Ref<B>)> {
     unary("scale", x, y)
 }
 
 /// `(x, y, out)`.
-pub fn axpby<B: BufferInfo + Clone>(
+fn axpby<B: BufferInfo + Clone>(
+    _: &AxpbyParams,
     x: &Ref<B>,
     y: &Ref<B>,
     out: &Ref<B>,
@@ -444,7 +492,7 @@ pub fn axpby<B: BufferInfo + Clone>(
 }
 
 /// `(ids, table, out)`.
-pub fn embedding<B: BufferInfo + Clone>(
+fn embedding<B: BufferInfo + Clone>(
     p: &EmbeddingParams,
     ids: &Ref<B>,
     table: &Ref<B>,
@@ -471,7 +519,7 @@ pub fn embedding<B: BufferInfo + Clone>(
 
 /// `(src, dst)`, each trimmed to the span its strided layout touches (the layouts' own
 /// offsets, `p.src_offset` and `p.dst_offset`, are inside those spans).
-pub fn copy<B: BufferInfo + Clone>(
+fn copy<B: BufferInfo + Clone>(
     p: &CopyParams,
     src: &Ref<B>,
     dst: &Ref<B>,
@@ -498,7 +546,7 @@ pub fn copy<B: BufferInfo + Clone>(
 }
 
 /// `(x, mask, out)`.
-pub fn mean_pool<B: BufferInfo + Clone>(
+fn mean_pool<B: BufferInfo + Clone>(
     p: &MeanPoolParams,
     x: &Ref<B>,
     mask: &Ref<B>,
@@ -512,7 +560,7 @@ pub fn mean_pool<B: BufferInfo + Clone>(
 }
 
 /// `(x, out)`.
-pub fn argmax<B: BufferInfo + Clone>(
+fn argmax<B: BufferInfo + Clone>(
     p: &ArgmaxParams,
     x: &Ref<B>,
     out: &Ref<B>,
@@ -525,7 +573,7 @@ pub fn argmax<B: BufferInfo + Clone>(
 }
 
 /// `(logits, uniforms, out)`.
-pub fn gumbel<B: BufferInfo + Clone>(
+fn gumbel<B: BufferInfo + Clone>(
     p: &GumbelParams,
     logits: &Ref<B>,
     uniforms: Option<&Ref<B>>,
@@ -550,17 +598,17 @@ pub fn gumbel<B: BufferInfo + Clone>(
     Ok((l, u, o))
 }
 
-/// `out`.
-pub fn posenc<B: BufferInfo + Clone>(p: &PosEncParams, out: &Ref<B>) -> Result<Ref<B>> {
+/// `(out,)`.
+fn posenc<B: BufferInfo + Clone>(p: &PosEncParams, out: &Ref<B>) -> Result<(Ref<B>,)> {
     const OP: &str = "posenc";
     if !p.dim.is_multiple_of(2) {
         return Err(Error::Shape(format!("{OP}: dim {} must be even", p.dim)));
     }
-    output(OP, out, DType::F32, mul(OP, &[p.len, p.dim])?, &[])
+    Ok((output(OP, out, DType::F32, mul(OP, &[p.len, p.dim])?, &[])?,))
 }
 
 /// `(x_t, x0, coef, out)`.
-pub fn ddim<B: BufferInfo + Clone>(
+fn ddim<B: BufferInfo + Clone>(
     p: &DdimParams,
     x_t: &Ref<B>,
     x0: &Ref<B>,
@@ -576,7 +624,7 @@ pub fn ddim<B: BufferInfo + Clone>(
 }
 
 /// `(rows, out)`.
-pub fn cfg<B: BufferInfo + Clone>(
+fn cfg<B: BufferInfo + Clone>(
     p: &CfgParams,
     rows: &Ref<B>,
     out: &Ref<B>,
@@ -594,7 +642,7 @@ pub fn cfg<B: BufferInfo + Clone>(
 }
 
 /// `(x, out)`.
-pub fn root_bridge<B: BufferInfo + Clone>(
+fn root_bridge<B: BufferInfo + Clone>(
     p: &RootBridgeParams,
     x: &Ref<B>,
     out: &Ref<B>,

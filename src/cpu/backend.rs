@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use half::{bf16, f16};
 
 use super::{Cx, Isa, ThreadPool, Weights};
-use crate::backend::check::{self, byte_range};
+use crate::backend::check::{self, Checked, byte_range};
 use crate::backend::{Backend, BackendInfo, BufRef, Precision};
 use crate::error::{Error, Result};
 use crate::ops::*;
@@ -175,8 +175,20 @@ fn weights(r: &BufRef<CpuBuffer>) -> Weights<'_> {
 }
 
 impl CpuRecording {
-    fn push(&mut self, f: impl Fn(&Cx) -> Result<()> + Send + Sync + 'static) {
-        self.cmds.push(Box::new(f));
+    /// Record a kernel that writes `out` (checked when the op was recorded): `f` gets the
+    /// output range as a mutable slice when the recording is submitted.
+    fn push<T: bytemuck::Pod>(
+        &mut self,
+        out: BufRef<CpuBuffer>,
+        f: impl Fn(&Cx, &mut [T]) -> Result<()> + Send + Sync + 'static,
+    ) {
+        self.cmds.push(Box::new(move |cx| {
+            // SAFETY: recorded commands run only in `submit`, which holds the submission lock;
+            // the op's checks made `out` a writable range that overlaps none of its inputs, so
+            // no other slice of that range is alive while `f` writes it.
+            let out = unsafe { slice_mut::<T>(&out) };
+            f(cx, out)
+        }));
     }
 }
 
@@ -270,447 +282,213 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn linear(
-        &self,
-        rec: &mut CpuRecording,
-        p: &LinearParams,
-        x: &BufRef<CpuBuffer>,
-        w: &BufRef<CpuBuffer>,
-        bias: Option<&BufRef<CpuBuffer>>,
-        y: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (x, w, bias, y) = check::linear(p, x, w, bias, y)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: called during submit; `y` was checked disjoint from the inputs.
-            let out = unsafe { slice_mut::<f32>(&y) };
-            super::matmul::linear(
-                cx,
-                &p,
-                slice(&x),
-                weights(&w),
-                bias.as_ref().map(slice),
-                out,
-            );
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn batched_matmul(
-        &self,
-        rec: &mut CpuRecording,
-        p: &BatchedMatmulParams,
-        a: &BufRef<CpuBuffer>,
-        b: &BufRef<CpuBuffer>,
-        c: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (a, b, c) = check::batched_matmul(p, a, b, c)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::matmul::batched_matmul(cx, &p, slice(&a), slice(&b), unsafe { slice_mut(&c) });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn layer_norm(
-        &self,
-        rec: &mut CpuRecording,
-        p: &NormParams,
-        x: &BufRef<CpuBuffer>,
-        gamma: Option<&BufRef<CpuBuffer>>,
-        beta: Option<&BufRef<CpuBuffer>>,
-        y: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (x, g, b, y) = check::layer_norm(p, x, gamma, beta, y)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            let out = unsafe { slice_mut(&y) };
-            super::norm::layer_norm(
-                cx,
-                &p,
-                slice(&x),
-                g.as_ref().map(slice),
-                b.as_ref().map(slice),
-                out,
-            );
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn rms_norm(
-        &self,
-        rec: &mut CpuRecording,
-        p: &NormParams,
-        x: &BufRef<CpuBuffer>,
-        gamma: Option<&BufRef<CpuBuffer>>,
-        y: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (x, g, y) = check::rms_norm(p, x, gamma, y)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            let out = unsafe { slice_mut(&y) };
-            super::norm::rms_norm(cx, &p, slice(&x), g.as_ref().map(slice), out);
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn softmax(
-        &self,
-        rec: &mut CpuRecording,
-        p: &SoftmaxParams,
-        x: &BufRef<CpuBuffer>,
-        y: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (x, y) = check::softmax(p, x, y)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::softmax::softmax(cx, &p, slice(&x), unsafe { slice_mut(&y) });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn attention(
-        &self,
-        rec: &mut CpuRecording,
-        p: &AttentionParams,
-        q: &BufRef<CpuBuffer>,
-        k: &BufRef<CpuBuffer>,
-        v: &BufRef<CpuBuffer>,
-        mask: Option<&BufRef<CpuBuffer>>,
-        out: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (q, k, v, mask, out) = check::attention(p, q, k, v, mask, out)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            let o = unsafe { slice_mut(&out) };
-            super::attention::attention(
-                cx,
-                &p,
-                slice(&q),
-                slice(&k),
-                slice(&v),
-                mask.as_ref().map(slice),
-                o,
-            );
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn activation(
-        &self,
-        rec: &mut CpuRecording,
-        act: Activation,
-        x: &BufRef<CpuBuffer>,
-        y: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (x, y) = check::activation(x, y)?;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::activation::activation(cx, act, slice(&x), unsafe { slice_mut(&y) });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn swiglu(
-        &self,
-        rec: &mut CpuRecording,
-        gate: &BufRef<CpuBuffer>,
-        up: &BufRef<CpuBuffer>,
-        y: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (g, u, y) = check::swiglu(gate, up, y)?;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::activation::swiglu(cx, slice(&g), slice(&u), unsafe { slice_mut(&y) });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn rope(
-        &self,
-        rec: &mut CpuRecording,
-        p: &RopeParams,
-        x: &BufRef<CpuBuffer>,
-        positions: &BufRef<CpuBuffer>,
-        inv_freq: &BufRef<CpuBuffer>,
-        y: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (x, pos, f, y) = check::rope(p, x, positions, inv_freq, y)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::rope::rope(cx, &p, slice(&x), slice(&pos), slice(&f), unsafe {
-                slice_mut(&y)
-            });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn conv1d(
-        &self,
-        rec: &mut CpuRecording,
-        p: &Conv1dParams,
-        x: &BufRef<CpuBuffer>,
-        w: &BufRef<CpuBuffer>,
-        bias: Option<&BufRef<CpuBuffer>>,
-        y: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (x, w, b, y) = check::conv1d(p, x, w, bias, y)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            let out = unsafe { slice_mut(&y) };
-            super::conv1d::conv1d(cx, &p, slice(&x), slice(&w), b.as_ref().map(slice), out);
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn upsample_nearest2x(
-        &self,
-        rec: &mut CpuRecording,
-        p: &UpsampleParams,
-        x: &BufRef<CpuBuffer>,
-        y: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (x, y) = check::upsample_nearest2x(p, x, y)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::conv1d::upsample_nearest2x(cx, &p, slice(&x), unsafe { slice_mut(&y) });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn binary(
-        &self,
-        rec: &mut CpuRecording,
-        p: &BinaryParams,
-        a: &BufRef<CpuBuffer>,
-        b: &BufRef<CpuBuffer>,
-        y: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (a, b, y) = check::binary(p, a, b, y)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::elementwise::binary(cx, &p, slice(&a), slice(&b), unsafe { slice_mut(&y) });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn scale(
-        &self,
-        rec: &mut CpuRecording,
-        s: f32,
-        x: &BufRef<CpuBuffer>,
-        y: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (x, y) = check::scale(x, y)?;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::elementwise::scale(cx, s, slice(&x), unsafe { slice_mut(&y) });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn axpby(
-        &self,
-        rec: &mut CpuRecording,
-        a: f32,
-        x: &BufRef<CpuBuffer>,
-        b: f32,
-        y: &BufRef<CpuBuffer>,
-        out: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (x, y, o) = check::axpby(x, y, out)?;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::elementwise::axpby(cx, a, slice(&x), b, slice(&y), unsafe { slice_mut(&o) });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn embedding(
-        &self,
-        rec: &mut CpuRecording,
-        p: &EmbeddingParams,
-        ids: &BufRef<CpuBuffer>,
-        table: &BufRef<CpuBuffer>,
-        out: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (ids, t, o) = check::embedding(p, ids, table, out)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::embedding::embedding(cx, &p, slice(&ids), weights(&t), unsafe { slice_mut(&o) })
-        });
-        Ok(())
-    }
-
-    fn copy(
-        &self,
-        rec: &mut CpuRecording,
-        p: &CopyParams,
-        src: &BufRef<CpuBuffer>,
-        dst: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (s, d) = check::copy(p, src, dst)?;
-        let p = p.clone();
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            match s.dtype {
-                DType::F16 | DType::BF16 => {
-                    super::copy::copy::<u16>(cx, &p, slice(&s), unsafe { slice_mut(&d) })
-                }
-                _ => super::copy::copy::<u32>(cx, &p, slice(&s), unsafe { slice_mut(&d) }),
+    fn dispatch(&self, rec: &mut CpuRecording, call: Checked<'_, CpuBuffer>) -> Result<()> {
+        match call.into_call() {
+            Call::Linear { p, x, w, bias, y } => {
+                let p = *p;
+                rec.push(y, move |cx, y| {
+                    let bias = bias.as_ref().map(slice);
+                    super::matmul::linear(cx, &p, slice(&x), weights(&w), bias, y);
+                    Ok(())
+                });
             }
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn mean_pool(
-        &self,
-        rec: &mut CpuRecording,
-        p: &MeanPoolParams,
-        x: &BufRef<CpuBuffer>,
-        mask: &BufRef<CpuBuffer>,
-        out: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (x, m, o) = check::mean_pool(p, x, mask, out)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::mean_pool::mean_pool(cx, &p, slice(&x), slice(&m), unsafe { slice_mut(&o) });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn argmax(
-        &self,
-        rec: &mut CpuRecording,
-        p: &ArgmaxParams,
-        x: &BufRef<CpuBuffer>,
-        out: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (x, o) = check::argmax(p, x, out)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::argmax::argmax(cx, &p, slice(&x), unsafe { slice_mut(&o) });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn gumbel(
-        &self,
-        rec: &mut CpuRecording,
-        p: &GumbelParams,
-        logits: &BufRef<CpuBuffer>,
-        uniforms: Option<&BufRef<CpuBuffer>>,
-        out: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (l, u, o) = check::gumbel(p, logits, uniforms, out)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::gumbel::gumbel(cx, &p, slice(&l), u.as_ref().map(slice), unsafe {
-                slice_mut(&o)
-            });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn posenc(
-        &self,
-        rec: &mut CpuRecording,
-        p: &PosEncParams,
-        out: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let o = check::posenc(p, out)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::posenc::posenc(cx, &p, unsafe { slice_mut(&o) });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn ddim(
-        &self,
-        rec: &mut CpuRecording,
-        p: &DdimParams,
-        x_t: &BufRef<CpuBuffer>,
-        x0: &BufRef<CpuBuffer>,
-        coef: &BufRef<CpuBuffer>,
-        out: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (xt, x0, c, o) = check::ddim(p, x_t, x0, coef, out)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::diffusion::ddim(cx, &p, slice(&xt), slice(&x0), slice(&c), unsafe {
-                slice_mut(&o)
-            });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn root_bridge(
-        &self,
-        rec: &mut CpuRecording,
-        p: &RootBridgeParams,
-        x: &BufRef<CpuBuffer>,
-        out: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (x, o) = check::root_bridge(p, x, out)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::root_bridge::root_bridge(cx, &p, slice(&x), unsafe { slice_mut(&o) });
-            Ok(())
-        });
-        Ok(())
-    }
-
-    fn cfg(
-        &self,
-        rec: &mut CpuRecording,
-        p: &CfgParams,
-        rows: &BufRef<CpuBuffer>,
-        out: &BufRef<CpuBuffer>,
-    ) -> Result<()> {
-        let (r, o) = check::cfg(p, rows, out)?;
-        let p = *p;
-        rec.push(move |cx| {
-            // SAFETY: as in `linear`.
-            super::diffusion::cfg(cx, &p, slice(&r), unsafe { slice_mut(&o) });
-            Ok(())
-        });
+            Call::BatchedMatmul { p, a, b, c } => {
+                let p = *p;
+                rec.push(c, move |cx, c| {
+                    super::matmul::batched_matmul(cx, &p, slice(&a), slice(&b), c);
+                    Ok(())
+                });
+            }
+            Call::LayerNorm {
+                p,
+                x,
+                gamma,
+                beta,
+                y,
+            } => {
+                let p = *p;
+                rec.push(y, move |cx, y| {
+                    let (g, b) = (gamma.as_ref().map(slice), beta.as_ref().map(slice));
+                    super::norm::layer_norm(cx, &p, slice(&x), g, b, y);
+                    Ok(())
+                });
+            }
+            Call::RmsNorm { p, x, gamma, y } => {
+                let p = *p;
+                rec.push(y, move |cx, y| {
+                    super::norm::rms_norm(cx, &p, slice(&x), gamma.as_ref().map(slice), y);
+                    Ok(())
+                });
+            }
+            Call::Softmax { p, x, y } => {
+                let p = *p;
+                rec.push(y, move |cx, y| {
+                    super::softmax::softmax(cx, &p, slice(&x), y);
+                    Ok(())
+                });
+            }
+            Call::Attention {
+                p,
+                q,
+                k,
+                v,
+                mask,
+                out,
+            } => {
+                let p = *p;
+                rec.push(out, move |cx, out| {
+                    let (q, k, v) = (slice(&q), slice(&k), slice(&v));
+                    let mask = mask.as_ref().map(slice);
+                    super::attention::attention(cx, &p, q, k, v, mask, out);
+                    Ok(())
+                });
+            }
+            Call::Activation { p, x, y } => {
+                let act = *p;
+                rec.push(y, move |cx, y| {
+                    super::activation::activation(cx, act, slice(&x), y);
+                    Ok(())
+                });
+            }
+            Call::Swiglu { p: _, gate, up, y } => {
+                rec.push(y, move |cx, y| {
+                    super::activation::swiglu(cx, slice(&gate), slice(&up), y);
+                    Ok(())
+                });
+            }
+            Call::Rope {
+                p,
+                x,
+                positions,
+                inv_freq,
+                y,
+            } => {
+                let p = *p;
+                rec.push(y, move |cx, y| {
+                    let (x, pos, f) = (slice(&x), slice(&positions), slice(&inv_freq));
+                    super::rope::rope(cx, &p, x, pos, f, y);
+                    Ok(())
+                });
+            }
+            Call::Conv1d { p, x, w, bias, y } => {
+                let p = *p;
+                rec.push(y, move |cx, y| {
+                    let bias = bias.as_ref().map(slice);
+                    super::conv1d::conv1d(cx, &p, slice(&x), slice(&w), bias, y);
+                    Ok(())
+                });
+            }
+            Call::Upsample { p, x, y } => {
+                let p = *p;
+                rec.push(y, move |cx, y| {
+                    super::conv1d::upsample_nearest2x(cx, &p, slice(&x), y);
+                    Ok(())
+                });
+            }
+            Call::Binary { p, a, b, y } => {
+                let p = *p;
+                rec.push(y, move |cx, y| {
+                    super::elementwise::binary(cx, &p, slice(&a), slice(&b), y);
+                    Ok(())
+                });
+            }
+            Call::Scale { p, x, y } => {
+                let s = p.s;
+                rec.push(y, move |cx, y| {
+                    super::elementwise::scale(cx, s, slice(&x), y);
+                    Ok(())
+                });
+            }
+            Call::Axpby { p, x, y, out } => {
+                let AxpbyParams { a, b } = *p;
+                rec.push(out, move |cx, out| {
+                    super::elementwise::axpby(cx, a, slice(&x), b, slice(&y), out);
+                    Ok(())
+                });
+            }
+            Call::Embedding { p, ids, table, out } => {
+                let p = *p;
+                rec.push(out, move |cx, out| {
+                    super::embedding::embedding(cx, &p, slice(&ids), weights(&table), out)
+                });
+            }
+            Call::Copy { p, src, dst } => {
+                let p = p.clone();
+                // The kernel moves 2- or 4-byte elements without looking at them.
+                match src.dtype {
+                    DType::F16 | DType::BF16 => rec.push(dst, move |cx, dst: &mut [u16]| {
+                        super::copy::copy(cx, &p, slice(&src), dst);
+                        Ok(())
+                    }),
+                    _ => rec.push(dst, move |cx, dst: &mut [u32]| {
+                        super::copy::copy(cx, &p, slice(&src), dst);
+                        Ok(())
+                    }),
+                }
+            }
+            Call::MeanPool { p, x, mask, out } => {
+                let p = *p;
+                rec.push(out, move |cx, out| {
+                    super::mean_pool::mean_pool(cx, &p, slice(&x), slice(&mask), out);
+                    Ok(())
+                });
+            }
+            Call::Argmax { p, x, out } => {
+                let p = *p;
+                rec.push(out, move |cx, out| {
+                    super::argmax::argmax(cx, &p, slice(&x), out);
+                    Ok(())
+                });
+            }
+            Call::Gumbel {
+                p,
+                logits,
+                uniforms,
+                out,
+            } => {
+                let p = *p;
+                rec.push(out, move |cx, out| {
+                    let u = uniforms.as_ref().map(slice);
+                    super::gumbel::gumbel(cx, &p, slice(&logits), u, out);
+                    Ok(())
+                });
+            }
+            Call::PosEnc { p, out } => {
+                let p = *p;
+                rec.push(out, move |cx, out| {
+                    super::posenc::posenc(cx, &p, out);
+                    Ok(())
+                });
+            }
+            Call::Ddim {
+                p,
+                x_t,
+                x0,
+                coef,
+                out,
+            } => {
+                let p = *p;
+                rec.push(out, move |cx, out| {
+                    let (xt, x0, c) = (slice(&x_t), slice(&x0), slice(&coef));
+                    super::diffusion::ddim(cx, &p, xt, x0, c, out);
+                    Ok(())
+                });
+            }
+            Call::RootBridge { p, x, out } => {
+                let p = *p;
+                rec.push(out, move |cx, out| {
+                    super::root_bridge::root_bridge(cx, &p, slice(&x), out);
+                    Ok(())
+                });
+            }
+            Call::Cfg { p, rows, out } => {
+                let p = *p;
+                rec.push(out, move |cx, out| {
+                    super::diffusion::cfg(cx, &p, slice(&rows), out);
+                    Ok(())
+                });
+            }
+        }
         Ok(())
     }
 }

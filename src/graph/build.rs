@@ -43,99 +43,37 @@ impl TensorInfo {
     }
 }
 
-/// An op with its parameters; operands are listed in [`Node::inputs`] in the order the
-/// matching [`crate::Backend`] method takes them (optional operands are present or absent as
-/// the flags say).
-#[derive(Clone, Debug)]
-pub enum Op {
-    Linear {
-        p: LinearParams,
-        bias: bool,
-    },
-    BatchedMatmul(BatchedMatmulParams),
-    LayerNorm {
-        p: NormParams,
-        gamma: bool,
-        beta: bool,
-    },
-    RmsNorm {
-        p: NormParams,
-        gamma: bool,
-    },
-    Softmax(SoftmaxParams),
-    Attention(AttentionParams),
-    Activation(Activation),
-    Swiglu,
-    Rope(RopeParams),
-    Conv1d {
-        p: Conv1dParams,
-        bias: bool,
-    },
-    Upsample(UpsampleParams),
-    Binary(BinaryParams),
-    Scale(f32),
-    Axpby {
-        a: f32,
-        b: f32,
-    },
-    Embedding(EmbeddingParams),
-    /// Strided copy from input 0; for concat, several copy nodes write one output.
-    Copy(CopyParams),
-    MeanPool(MeanPoolParams),
-    Argmax(ArgmaxParams),
-    Gumbel {
-        p: GumbelParams,
-        uniforms: bool,
-    },
-    PosEnc(PosEncParams),
-    Ddim(DdimParams),
-    Cfg(CfgParams),
-    RootBridge(RootBridgeParams),
-    /// Attention whose q, k and v are column blocks of one fused projection (input 0,
-    /// `[batch, len, (q_heads + 2 kv_heads) * head_dim]`, rows of q then k then v), read in
-    /// place through the row strides.
-    AttentionQkv(AttentionParams),
+/// An input operand of a node: a tensor read from `offset` elements in (attention reads q, k
+/// and v in place from one fused projection this way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Operand {
+    pub tensor: TensorId,
+    pub offset: usize,
 }
 
-impl Op {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Op::Linear { .. } => "linear",
-            Op::BatchedMatmul(_) => "batched_matmul",
-            Op::LayerNorm { .. } => "layer_norm",
-            Op::RmsNorm { .. } => "rms_norm",
-            Op::Softmax(_) => "softmax",
-            Op::Attention(_) => "attention",
-            Op::Activation(_) => "activation",
-            Op::Swiglu => "swiglu",
-            Op::Rope(_) => "rope",
-            Op::Conv1d { .. } => "conv1d",
-            Op::Upsample(_) => "upsample_nearest2x",
-            Op::Binary(_) => "binary",
-            Op::Scale(_) => "scale",
-            Op::Axpby { .. } => "axpby",
-            Op::Embedding(_) => "embedding",
-            Op::Copy(_) => "copy",
-            Op::MeanPool(_) => "mean_pool",
-            Op::Argmax(_) => "argmax",
-            Op::Gumbel { .. } => "gumbel",
-            Op::PosEnc(_) => "posenc",
-            Op::Ddim(_) => "ddim",
-            Op::Cfg(_) => "cfg",
-            Op::RootBridge(_) => "root_bridge",
-            Op::AttentionQkv(_) => "attention_qkv",
-        }
+impl From<TensorId> for Operand {
+    fn from(tensor: TensorId) -> Operand {
+        Operand { tensor, offset: 0 }
     }
 }
 
 #[derive(Clone, Debug)]
 pub struct Node {
     pub op: Op,
-    pub inputs: Vec<TensorId>,
+    /// One entry per input role of the op ([`Op::inputs`]), `None` for an absent optional
+    /// input: what the graph hands to [`crate::Backend::record`] through [`Call::bind`].
+    pub inputs: Vec<Option<Operand>>,
     pub output: TensorId,
     /// For concat pieces: this node writes part of an output another node created, so the
     /// output must not be treated as defined here first.
     pub accumulates: bool,
+}
+
+impl Node {
+    /// The tensors the node reads, in role order.
+    pub fn reads(&self) -> impl Iterator<Item = TensorId> + '_ {
+        self.inputs.iter().flatten().map(|o| o.tensor)
+    }
 }
 
 /// A graph under construction.
@@ -290,17 +228,34 @@ impl Graph {
         Ok(info)
     }
 
+    /// A node reading whole tensors (`inputs` by role, as [`Graph::push_operands`]).
     fn push(
         &mut self,
         op: Op,
-        inputs: Vec<TensorId>,
+        inputs: &[Option<TensorId>],
         dtype: DType,
         shape: &[usize],
     ) -> Result<TensorId> {
-        let name = format!("{}#{}", op.name(), self.nodes.len());
+        let inputs = inputs.iter().map(|t| t.map(Operand::from)).collect();
+        self.push_operands(op.name(), op, inputs, dtype, shape)
+    }
+
+    /// A node with its inputs by role ([`Op::inputs`]) and a new output tensor named after
+    /// `label` and the node.
+    fn push_operands(
+        &mut self,
+        label: &'static str,
+        op: Op,
+        inputs: Vec<Option<Operand>>,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<TensorId> {
+        let present: Vec<Option<()>> = inputs.iter().map(|i| i.map(|_| ())).collect();
+        Call::bind(&op, &present, ()).map_err(|e| self.err(label, e.to_string()))?;
+        let name = format!("{label}#{}", self.nodes.len());
         let out = self
             .add_tensor(&name, dtype, shape, TensorKind::Value)
-            .map_err(|e| self.err(op_static(&op), e.to_string()))?;
+            .map_err(|e| self.err(label, e.to_string()))?;
         self.nodes.push(Node {
             op,
             inputs,
@@ -351,19 +306,14 @@ impl Graph {
         let m = xs[..xs.len() - 1].iter().product();
         let mut out = xs.clone();
         *out.last_mut().expect("non-empty") = n;
-        let mut inputs = vec![x, w];
-        inputs.extend(b);
         self.push(
-            Op::Linear {
-                p: LinearParams {
-                    m,
-                    n,
-                    k,
-                    activation: act,
-                },
-                bias: b.is_some(),
-            },
-            inputs,
+            Op::Linear(LinearParams {
+                m,
+                n,
+                k,
+                activation: act,
+            }),
+            &[Some(x), Some(w), b],
             DType::F32,
             &out,
         )
@@ -410,7 +360,12 @@ impl Graph {
             a_batch_stride: m * k,
             b_batch_stride: if bs.len() == 3 { k * n } else { 0 },
         };
-        self.push(Op::BatchedMatmul(p), vec![a, b], DType::F32, &[batch, m, n])
+        self.push(
+            Op::BatchedMatmul(p),
+            &[Some(a), Some(b)],
+            DType::F32,
+            &[batch, m, n],
+        )
     }
 
     fn row_op_dims(&self, op: &'static str, x: TensorId) -> Result<(usize, usize, Vec<usize>)> {
@@ -441,21 +396,14 @@ impl Graph {
     ) -> Result<TensorId> {
         const OP: &str = "layer_norm";
         let (rows, cols, xs) = self.row_op_dims(OP, x)?;
-        let mut inputs = vec![x];
         for (what, t) in [("gamma", gamma), ("beta", beta)] {
             if let Some(t) = t {
                 self.check_vec(OP, what, t, cols)?;
-                inputs.push(t);
             }
         }
-        let p = NormParams { rows, cols, eps };
         self.push(
-            Op::LayerNorm {
-                p,
-                gamma: gamma.is_some(),
-                beta: beta.is_some(),
-            },
-            inputs,
+            Op::LayerNorm(NormParams { rows, cols, eps }),
+            &[Some(x), gamma, beta],
             DType::F32,
             &xs,
         )
@@ -464,17 +412,12 @@ impl Graph {
     pub fn rms_norm(&mut self, x: TensorId, gamma: Option<TensorId>, eps: f32) -> Result<TensorId> {
         const OP: &str = "rms_norm";
         let (rows, cols, xs) = self.row_op_dims(OP, x)?;
-        let mut inputs = vec![x];
         if let Some(g) = gamma {
             self.check_vec(OP, "gamma", g, cols)?;
-            inputs.push(g);
         }
         self.push(
-            Op::RmsNorm {
-                p: NormParams { rows, cols, eps },
-                gamma: gamma.is_some(),
-            },
-            inputs,
+            Op::RmsNorm(NormParams { rows, cols, eps }),
+            &[Some(x), gamma],
             DType::F32,
             &xs,
         )
@@ -484,7 +427,7 @@ impl Graph {
         let (rows, cols, xs) = self.row_op_dims("softmax", x)?;
         self.push(
             Op::Softmax(SoftmaxParams { rows, cols, scale }),
-            vec![x],
+            &[Some(x)],
             DType::F32,
             &xs,
         )
@@ -535,14 +478,12 @@ impl Graph {
                 format!("k width {} is not {kv_heads} heads of {head_dim}", ks[2]),
             ));
         }
-        let mut inputs = vec![q, k, v];
         match (kind, mask) {
             (MaskKind::KeyPadding, Some(m)) => {
                 let ms = &self.check(OP, "mask", m, &[DType::U32])?.shape;
                 if ms.as_slice() != [qs[0], ks[1]] {
                     return Err(self.err(OP, format!("mask {ms:?} must be [{}, {}]", qs[0], ks[1])));
                 }
-                inputs.push(m);
             }
             (MaskKind::KeyPadding, None) => {
                 return Err(self.err(OP, "a key-padding mask needs a mask tensor"));
@@ -567,7 +508,12 @@ impl Graph {
             q_row_stride: qs[2],
             kv_row_stride: ks[2],
         };
-        self.push(Op::Attention(p), inputs, DType::F32, &qs)
+        self.push(
+            Op::Attention(p),
+            &[Some(q), Some(k), Some(v), mask],
+            DType::F32,
+            &qs,
+        )
     }
 
     /// Attention reading q, k and v in place from one fused projection
@@ -599,14 +545,12 @@ impl Graph {
             ));
         }
         let head_dim = s[2] / heads;
-        let mut inputs = vec![qkv];
         match (kind, mask) {
             (MaskKind::KeyPadding, Some(m)) => {
                 let ms = &self.check(OP, "mask", m, &[DType::U32])?.shape;
                 if ms.as_slice() != [s[0], s[1]] {
                     return Err(self.err(OP, format!("mask {ms:?} must be [{}, {}]", s[0], s[1])));
                 }
-                inputs.push(m);
             }
             (MaskKind::KeyPadding, None) => {
                 return Err(self.err(OP, "a key-padding mask needs a mask tensor"));
@@ -631,9 +575,18 @@ impl Graph {
             q_row_stride: s[2],
             kv_row_stride: s[2],
         };
-        self.push(
-            Op::AttentionQkv(p),
-            inputs,
+        // q, k and v are column blocks of each row, read in place through the row strides.
+        let at = |offset: usize| {
+            Some(Operand {
+                tensor: qkv,
+                offset,
+            })
+        };
+        let (qw, kw) = (q_heads * head_dim, kv_heads * head_dim);
+        self.push_operands(
+            OP,
+            Op::Attention(p),
+            vec![at(0), at(qw), at(qw + kw), mask.map(Operand::from)],
             DType::F32,
             &[s[0], s[1], q_heads * head_dim],
         )
@@ -644,7 +597,7 @@ impl Graph {
             .check("activation", "x", x, &[DType::F32])?
             .shape
             .clone();
-        self.push(Op::Activation(act), vec![x], DType::F32, &xs)
+        self.push(Op::Activation(act), &[Some(x)], DType::F32, &xs)
     }
 
     pub fn swiglu(&mut self, gate: TensorId, up: TensorId) -> Result<TensorId> {
@@ -656,7 +609,12 @@ impl Graph {
         if gs != us {
             return Err(self.err("swiglu", format!("gate {gs:?} and up {us:?} differ")));
         }
-        self.push(Op::Swiglu, vec![gate, up], DType::F32, &gs)
+        self.push(
+            Op::Swiglu(SwigluParams),
+            &[Some(gate), Some(up)],
+            DType::F32,
+            &gs,
+        )
     }
 
     /// RoPE on `x [tokens, heads*head_dim]` with i32 positions `[tokens]` and inv_freq
@@ -688,7 +646,7 @@ impl Graph {
                 head_dim,
                 pairing,
             }),
-            vec![x, positions, inv_freq],
+            &[Some(x), Some(positions), Some(inv_freq)],
             DType::F32,
             &xs,
         )
@@ -719,17 +677,12 @@ impl Graph {
             dilation,
         };
         let out_len = p.out_len().map_err(|e| self.err(OP, e.to_string()))?;
-        let mut inputs = vec![x, w];
         if let Some(b) = b {
             self.check_vec(OP, "bias", b, p.c_out)?;
-            inputs.push(b);
         }
         self.push(
-            Op::Conv1d {
-                p,
-                bias: b.is_some(),
-            },
-            inputs,
+            Op::Conv1d(p),
+            &[Some(x), Some(w), b],
             DType::F32,
             &[p.batch, p.c_out, out_len],
         )
@@ -741,7 +694,7 @@ impl Graph {
         *xs.last_mut().expect("checked") = 2 * len;
         self.push(
             Op::Upsample(UpsampleParams { rows, len }),
-            vec![x],
+            &[Some(x)],
             DType::F32,
             &xs,
         )
@@ -765,7 +718,7 @@ impl Graph {
                 n,
                 b_len: b_len.max(1),
             }),
-            vec![a, b],
+            &[Some(a), Some(b)],
             DType::F32,
             &as_,
         )
@@ -780,7 +733,7 @@ impl Graph {
 
     pub fn scale(&mut self, x: TensorId, s: f32) -> Result<TensorId> {
         let xs = self.check("scale", "x", x, &[DType::F32])?.shape.clone();
-        self.push(Op::Scale(s), vec![x], DType::F32, &xs)
+        self.push(Op::Scale(ScaleParams { s }), &[Some(x)], DType::F32, &xs)
     }
 
     /// `a*x + b*y`.
@@ -790,7 +743,12 @@ impl Graph {
         if xs != ys {
             return Err(self.err("axpby", format!("x {xs:?} and y {ys:?} differ")));
         }
-        self.push(Op::Axpby { a, b }, vec![x, y], DType::F32, &xs)
+        self.push(
+            Op::Axpby(AxpbyParams { a, b }),
+            &[Some(x), Some(y)],
+            DType::F32,
+            &xs,
+        )
     }
 
     /// Rows of `table [vocab, dim]` for u32 ids of any shape: output `ids.shape + [dim]`.
@@ -816,7 +774,12 @@ impl Graph {
             vocab: ts[0],
             dim: ts[1],
         };
-        self.push(Op::Embedding(p), vec![ids, table], DType::F32, &out)
+        self.push(
+            Op::Embedding(p),
+            &[Some(ids), Some(table)],
+            DType::F32,
+            &out,
+        )
     }
 
     pub fn reshape(&mut self, x: TensorId, shape: &[usize]) -> Result<TensorId> {
@@ -856,7 +819,7 @@ impl Graph {
         };
         self.nodes.push(Node {
             op: Op::Copy(p),
-            inputs: vec![x],
+            inputs: vec![Some(x.into())],
             output: out,
             accumulates,
         });
@@ -980,7 +943,12 @@ impl Graph {
             seq: xs[1],
             dim: xs[2],
         };
-        self.push(Op::MeanPool(p), vec![x, mask], DType::F32, &[xs[0], xs[2]])
+        self.push(
+            Op::MeanPool(p),
+            &[Some(x), Some(mask)],
+            DType::F32,
+            &[xs[0], xs[2]],
+        )
     }
 
     /// First maximum along the last axis: u32 output without that axis.
@@ -988,7 +956,7 @@ impl Graph {
         let (rows, cols, xs) = self.row_op_dims("argmax", x)?;
         self.push(
             Op::Argmax(ArgmaxParams { rows, cols }),
-            vec![x],
+            &[Some(x)],
             DType::U32,
             &xs[..xs.len() - 1],
         )
@@ -1005,7 +973,6 @@ impl Graph {
         counter: u64,
     ) -> Result<TensorId> {
         let (rows, cols, xs) = self.row_op_dims("gumbel", logits)?;
-        let mut inputs = vec![logits];
         if let Some(u) = uniforms {
             let us = &self.check("gumbel", "uniforms", u, &[DType::F32])?.shape;
             if *us != xs {
@@ -1014,7 +981,6 @@ impl Graph {
                     format!("uniforms {us:?} must match logits {xs:?}"),
                 ));
             }
-            inputs.push(u);
         }
         let p = GumbelParams {
             rows,
@@ -1024,11 +990,8 @@ impl Graph {
             counter,
         };
         self.push(
-            Op::Gumbel {
-                p,
-                uniforms: uniforms.is_some(),
-            },
-            inputs,
+            Op::Gumbel(p),
+            &[Some(logits), uniforms],
             DType::U32,
             &xs[..xs.len() - 1],
         )
@@ -1041,7 +1004,7 @@ impl Graph {
         }
         self.push(
             Op::PosEnc(PosEncParams { start, len, dim }),
-            vec![],
+            &[],
             DType::F32,
             &[len, dim],
         )
@@ -1060,7 +1023,7 @@ impl Graph {
             Op::Ddim(DdimParams {
                 n: xs.iter().product(),
             }),
-            vec![x_t, x0, coef],
+            &[Some(x_t), Some(x0), Some(coef)],
             DType::F32,
             &xs,
         )
@@ -1079,7 +1042,7 @@ impl Graph {
             w_text,
             w_constraint,
         };
-        self.push(Op::Cfg(p), vec![rows], DType::F32, &rs[1..])
+        self.push(Op::Cfg(p), &[Some(rows)], DType::F32, &rs[1..])
     }
 
     /// Kimodo's global-to-local root bridge (see [`RootBridgeParams`]): `x [p.rows,
@@ -1104,13 +1067,9 @@ impl Graph {
         }
         self.push(
             Op::RootBridge(*p),
-            vec![x],
+            &[Some(x)],
             DType::F32,
             &[p.rows, p.frames, 4],
         )
     }
-}
-
-fn op_static(op: &Op) -> &'static str {
-    op.name()
 }

@@ -6,10 +6,11 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 
-use super::build::{Graph, Op, TensorId, TensorKind};
+use super::build::{Graph, TensorId, TensorKind};
 use super::plan::{Plan, plan, root};
 use crate::backend::{Backend, BufRef};
 use crate::error::{Error, Result};
+use crate::ops::Call;
 use crate::tensor::DType;
 
 /// A graph compiled for one backend.
@@ -41,7 +42,7 @@ impl Graph {
         let mut own: HashMap<usize, B::Buffer> = HashMap::new();
         let mut used = vec![false; self.tensors.len()];
         for &i in &plan.live_nodes {
-            for &t in &self.nodes[i].inputs {
+            for t in self.nodes[i].reads() {
                 used[root(&self, t).0] = true;
             }
         }
@@ -129,6 +130,8 @@ impl Graph {
     }
 }
 
+/// Record node `i`: its inputs (each from its operand's offset on) and output by role,
+/// through the one entry point [`Backend::record`].
 fn record<B: Backend>(
     b: &B,
     rec: &mut B::Recording,
@@ -144,46 +147,19 @@ fn record<B: Backend>(
             msg: format!("tensor {} has no buffer", g.tensors[t.0].name),
         })
     };
-    let ins: Vec<&BufRef<B::Buffer>> = n.inputs.iter().map(|&t| get(t)).collect::<Result<_>>()?;
-    let out = get(n.output)?;
-    let opt = |flag: bool, k: usize| if flag { Some(ins[k]) } else { None };
-    match &n.op {
-        Op::Linear { p, bias } => b.linear(rec, p, ins[0], ins[1], opt(*bias, 2), out),
-        Op::BatchedMatmul(p) => b.batched_matmul(rec, p, ins[0], ins[1], out),
-        Op::LayerNorm { p, gamma, beta } => {
-            let g_ = opt(*gamma, 1);
-            let b_ = opt(*beta, 1 + usize::from(*gamma));
-            b.layer_norm(rec, p, ins[0], g_, b_, out)
-        }
-        Op::RmsNorm { p, gamma } => b.rms_norm(rec, p, ins[0], opt(*gamma, 1), out),
-        Op::Softmax(p) => b.softmax(rec, p, ins[0], out),
-        Op::Attention(p) => b.attention(rec, p, ins[0], ins[1], ins[2], ins.get(3).copied(), out),
-        Op::Activation(a) => b.activation(rec, *a, ins[0], out),
-        Op::Swiglu => b.swiglu(rec, ins[0], ins[1], out),
-        Op::Rope(p) => b.rope(rec, p, ins[0], ins[1], ins[2], out),
-        Op::Conv1d { p, bias } => b.conv1d(rec, p, ins[0], ins[1], opt(*bias, 2), out),
-        Op::Upsample(p) => b.upsample_nearest2x(rec, p, ins[0], out),
-        Op::Binary(p) => b.binary(rec, p, ins[0], ins[1], out),
-        Op::Scale(s) => b.scale(rec, *s, ins[0], out),
-        Op::Axpby { a, b: bb } => b.axpby(rec, *a, ins[0], *bb, ins[1], out),
-        Op::Embedding(p) => b.embedding(rec, p, ins[0], ins[1], out),
-        Op::Copy(p) => b.copy(rec, p, ins[0], out),
-        Op::MeanPool(p) => b.mean_pool(rec, p, ins[0], ins[1], out),
-        Op::Argmax(p) => b.argmax(rec, p, ins[0], out),
-        Op::Gumbel { p, uniforms } => b.gumbel(rec, p, ins[0], opt(*uniforms, 1), out),
-        Op::PosEnc(p) => b.posenc(rec, p, out),
-        Op::Ddim(p) => b.ddim(rec, p, ins[0], ins[1], ins[2], out),
-        Op::Cfg(p) => b.cfg(rec, p, ins[0], out),
-        Op::RootBridge(p) => b.root_bridge(rec, p, ins[0], out),
-        Op::AttentionQkv(p) => {
-            let (qw, kw) = (p.q_heads * p.head_dim, p.kv_heads * p.head_dim);
-            let x = ins[0];
-            let q = x.slice(0, x.len)?;
-            let k = x.slice(qw, x.len - qw)?;
-            let v = x.slice(qw + kw, x.len - qw - kw)?;
-            b.attention(rec, p, &q, &k, &v, ins.get(1).copied(), out)
-        }
-    }
+    let ins: Vec<Option<BufRef<B::Buffer>>> = n
+        .inputs
+        .iter()
+        .map(|o| {
+            o.map(|o| {
+                let r = get(o.tensor)?;
+                r.slice(o.offset, r.len.saturating_sub(o.offset))
+            })
+            .transpose()
+        })
+        .collect::<Result<_>>()?;
+    let ins: Vec<Option<&BufRef<B::Buffer>>> = ins.iter().map(Option::as_ref).collect();
+    b.record(rec, Call::bind(&n.op, &ins, get(n.output)?)?)
 }
 
 impl<B: Backend> Executable<'_, B> {

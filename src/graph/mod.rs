@@ -15,6 +15,6 @@ mod build;
 mod exec;
 mod plan;
 
-pub use build::{Graph, Node, Op, TensorId, TensorInfo, TensorKind};
+pub use build::{Graph, Node, Operand, TensorId, TensorInfo, TensorKind};
 pub use exec::Executable;
 pub use plan::{Plan, plan};

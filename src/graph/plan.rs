@@ -48,7 +48,7 @@ pub fn plan(g: &Graph) -> Plan {
     for (i, n) in g.nodes.iter().enumerate().rev() {
         if needed[root(g, n.output).0] {
             live[i] = true;
-            for &inp in &n.inputs {
+            for inp in n.reads() {
                 needed[root(g, inp).0] = true;
             }
         }
@@ -67,10 +67,10 @@ pub fn plan(g: &Graph) -> Plan {
         let mut changed = false;
         for &i in &live_nodes {
             let n = &g.nodes[i];
-            let s = n.inputs.iter().all(|&t| static_root[root(g, t).0])
+            let s = n.reads().all(|t| static_root[root(g, t).0])
                 && live_nodes.iter().all(|&j| {
                     root(g, g.nodes[j].output) != root(g, n.output)
-                        || g.nodes[j].inputs.iter().all(|&t| static_root[root(g, t).0])
+                        || g.nodes[j].reads().all(|t| static_root[root(g, t).0])
                 });
             if s != prepared[i] {
                 prepared[i] = s;
@@ -94,7 +94,7 @@ pub fn plan(g: &Graph) -> Plan {
     // Last reader of every root.
     let mut last_use = vec![None::<usize>; nt];
     for &i in &live_nodes {
-        for &inp in &g.nodes[i].inputs {
+        for inp in g.nodes[i].reads() {
             last_use[root(g, inp).0] = Some(i);
         }
     }
@@ -134,7 +134,7 @@ pub fn plan(g: &Graph) -> Plan {
             slot_of_root[r.0] = Some(slot);
         }
         // Release values whose last reader is this node (outputs stay).
-        let mut released: Vec<TensorId> = n.inputs.iter().map(|&t| root(g, t)).collect();
+        let mut released: Vec<TensorId> = n.reads().map(|t| root(g, t)).collect();
         released.sort();
         released.dedup();
         for t in released {

@@ -13,7 +13,7 @@ use super::profile::{self, ProfileRow};
 use super::recording::{RunCheck, VulkanRecording};
 use super::shared::Shared;
 use super::{VulkanError, backend_error, kernels};
-use crate::backend::check::{self, BufferInfo, byte_range};
+use crate::backend::check::{BufferInfo, Checked, byte_range};
 use crate::backend::{Backend, BackendInfo, BufRef, Precision, PrecisionChoice};
 use crate::error::{Error, Result};
 use crate::ops::*;
@@ -460,311 +460,89 @@ impl Backend for VulkanBackend {
         self.take_errors(last, on_this_thread)
     }
 
-    fn linear(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &LinearParams,
-        x: &BufRef<VulkanBuffer>,
-        w: &BufRef<VulkanBuffer>,
-        bias: Option<&BufRef<VulkanBuffer>>,
-        y: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
+    /// Notes on what the device computes differently from the CPU:
+    /// - `embedding`: an id outside the table gives a zero row and an [`Error::Kernel`] from
+    ///   the next `sync` or `read` of the thread that submitted the run, or from the next
+    ///   `submit` of this recording, whichever comes first.
+    /// - `gumbel`: the uniforms, generated or injected, are the CPU backend's bit for bit;
+    ///   the noise `g(u)` is within [`GUMBEL_NOISE_ULP`] ulp (plus 2^-22 absolute) of the
+    ///   CPU's, because the two `ln`s are not correctly rounded alike. So a token equals the
+    ///   CPU backend's whenever the best score of its row beats every other by more than
+    ///   twice that error plus an ulp of the score; closer near-ties may resolve either way.
+    /// - `posenc`: within [`POSENC_ABS`] of the CPU backend (which matches PyTorch bit for
+    ///   bit): the angles are the CPU's, but sin and cos are not correctly rounded alike.
+    /// - `root_bridge`: within [`ROOT_BRIDGE_ABS`] on the heading velocity.
+    fn dispatch(&self, rec: &mut VulkanRecording, call: Checked<'_, VulkanBuffer>) -> Result<()> {
         self.rec_check(rec)?;
-        let (x, w, bias, y) = check::linear(p, x, w, bias, y)?;
-        let coop = self.gemm_coopmat();
-        let coop2 = coop.and(self.shared.ctx.coopmat2);
-        kernels::linear(rec, p, &x, &w, bias.as_ref(), &y, coop, coop2)
-    }
-
-    fn batched_matmul(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &BatchedMatmulParams,
-        a: &BufRef<VulkanBuffer>,
-        b: &BufRef<VulkanBuffer>,
-        c: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (a, b, c) = check::batched_matmul(p, a, b, c)?;
-        kernels::batched_matmul(rec, p, &a, &b, &c)
-    }
-
-    fn layer_norm(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &NormParams,
-        x: &BufRef<VulkanBuffer>,
-        gamma: Option<&BufRef<VulkanBuffer>>,
-        beta: Option<&BufRef<VulkanBuffer>>,
-        y: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (x, g, b, y) = check::layer_norm(p, x, gamma, beta, y)?;
-        kernels::layer_norm(rec, p, &x, g.as_ref(), b.as_ref(), &y, self.fast_rows())
-    }
-
-    fn rms_norm(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &NormParams,
-        x: &BufRef<VulkanBuffer>,
-        gamma: Option<&BufRef<VulkanBuffer>>,
-        y: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (x, g, y) = check::rms_norm(p, x, gamma, y)?;
-        kernels::rms_norm(rec, p, &x, g.as_ref(), &y, self.fast_rows())
-    }
-
-    fn softmax(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &SoftmaxParams,
-        x: &BufRef<VulkanBuffer>,
-        y: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (x, y) = check::softmax(p, x, y)?;
-        kernels::softmax(rec, p, &x, &y, self.fast_rows())
-    }
-
-    fn attention(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &AttentionParams,
-        q: &BufRef<VulkanBuffer>,
-        k: &BufRef<VulkanBuffer>,
-        v: &BufRef<VulkanBuffer>,
-        mask: Option<&BufRef<VulkanBuffer>>,
-        out: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (q, k, v, m, o) = check::attention(p, q, k, v, mask, out)?;
-        kernels::attention(rec, p, &q, &k, &v, m.as_ref(), &o, self.gemm_coopmat())
-    }
-
-    fn activation(
-        &self,
-        rec: &mut VulkanRecording,
-        act: Activation,
-        x: &BufRef<VulkanBuffer>,
-        y: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (x, y) = check::activation(x, y)?;
-        kernels::activation(rec, act, &x, &y)
-    }
-
-    fn swiglu(
-        &self,
-        rec: &mut VulkanRecording,
-        gate: &BufRef<VulkanBuffer>,
-        up: &BufRef<VulkanBuffer>,
-        y: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (g, u, y) = check::swiglu(gate, up, y)?;
-        kernels::swiglu(rec, &g, &u, &y)
-    }
-
-    fn rope(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &RopeParams,
-        x: &BufRef<VulkanBuffer>,
-        positions: &BufRef<VulkanBuffer>,
-        inv_freq: &BufRef<VulkanBuffer>,
-        y: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (x, pos, f, y) = check::rope(p, x, positions, inv_freq, y)?;
-        kernels::rope(rec, p, &x, &pos, &f, &y)
-    }
-
-    fn conv1d(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &Conv1dParams,
-        x: &BufRef<VulkanBuffer>,
-        w: &BufRef<VulkanBuffer>,
-        bias: Option<&BufRef<VulkanBuffer>>,
-        y: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (x, w, bias, y) = check::conv1d(p, x, w, bias, y)?;
-        kernels::conv1d(rec, p, &x, &w, bias.as_ref(), &y)
-    }
-
-    fn upsample_nearest2x(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &UpsampleParams,
-        x: &BufRef<VulkanBuffer>,
-        y: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (x, y) = check::upsample_nearest2x(p, x, y)?;
-        kernels::upsample_nearest2x(rec, p, &x, &y)
-    }
-
-    fn binary(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &BinaryParams,
-        a: &BufRef<VulkanBuffer>,
-        b: &BufRef<VulkanBuffer>,
-        y: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (a, b, y) = check::binary(p, a, b, y)?;
-        kernels::binary(rec, p, &a, &b, &y)
-    }
-
-    fn scale(
-        &self,
-        rec: &mut VulkanRecording,
-        s: f32,
-        x: &BufRef<VulkanBuffer>,
-        y: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (x, y) = check::scale(x, y)?;
-        kernels::scale(rec, s, &x, &y)
-    }
-
-    fn axpby(
-        &self,
-        rec: &mut VulkanRecording,
-        a: f32,
-        x: &BufRef<VulkanBuffer>,
-        b: f32,
-        y: &BufRef<VulkanBuffer>,
-        out: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (x, y, o) = check::axpby(x, y, out)?;
-        kernels::axpby(rec, a, &x, b, &y, &o)
-    }
-
-    /// An id outside the table gives a zero row and an [`Error::Kernel`] from the next
-    /// `sync` or `read` of the thread that submitted the run, or from the next `submit` of
-    /// this recording, whichever comes first.
-    fn embedding(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &EmbeddingParams,
-        ids: &BufRef<VulkanBuffer>,
-        table: &BufRef<VulkanBuffer>,
-        out: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (ids, t, o) = check::embedding(p, ids, table, out)?;
-        kernels::embedding(rec, p, &ids, &t, &o)
-    }
-
-    fn copy(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &CopyParams,
-        src: &BufRef<VulkanBuffer>,
-        dst: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (s, d) = check::copy(p, src, dst)?;
-        kernels::copy(rec, p, &s, &d)
-    }
-
-    fn mean_pool(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &MeanPoolParams,
-        x: &BufRef<VulkanBuffer>,
-        mask: &BufRef<VulkanBuffer>,
-        out: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (x, m, o) = check::mean_pool(p, x, mask, out)?;
-        kernels::mean_pool(rec, p, &x, &m, &o)
-    }
-
-    fn argmax(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &ArgmaxParams,
-        x: &BufRef<VulkanBuffer>,
-        out: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (x, o) = check::argmax(p, x, out)?;
-        kernels::argmax(rec, p, &x, &o)
-    }
-
-    /// The uniforms, generated or injected, are the CPU backend's bit for bit; the noise
-    /// `g(u)` is within [`GUMBEL_NOISE_ULP`] ulp (plus 2^-22 absolute) of the CPU's, because
-    /// the two `ln`s are not correctly rounded alike. So a token equals the CPU backend's
-    /// whenever the best score of its row beats every other by more than twice that error
-    /// plus an ulp of the score; closer near-ties may resolve either way.
-    fn gumbel(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &GumbelParams,
-        logits: &BufRef<VulkanBuffer>,
-        uniforms: Option<&BufRef<VulkanBuffer>>,
-        out: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (l, u, o) = check::gumbel(p, logits, uniforms, out)?;
-        kernels::gumbel(rec, p, &l, u.as_ref(), &o)
-    }
-
-    /// Within [`POSENC_ABS`] of the CPU backend (which matches PyTorch bit for bit): the
-    /// angles are the CPU's, but sin and cos are not correctly rounded alike.
-    fn posenc(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &PosEncParams,
-        out: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let o = check::posenc(p, out)?;
-        kernels::posenc(rec, p, &o)
-    }
-
-    fn ddim(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &DdimParams,
-        x_t: &BufRef<VulkanBuffer>,
-        x0: &BufRef<VulkanBuffer>,
-        coef: &BufRef<VulkanBuffer>,
-        out: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (xt, x0, c, o) = check::ddim(p, x_t, x0, coef, out)?;
-        kernels::ddim(rec, p, &xt, &x0, &c, &o)
-    }
-
-    fn root_bridge(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &RootBridgeParams,
-        x: &BufRef<VulkanBuffer>,
-        out: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (x, o) = check::root_bridge(p, x, out)?;
-        kernels::root_bridge(rec, p, &x, &o)
-    }
-
-    fn cfg(
-        &self,
-        rec: &mut VulkanRecording,
-        p: &CfgParams,
-        rows: &BufRef<VulkanBuffer>,
-        out: &BufRef<VulkanBuffer>,
-    ) -> Result<()> {
-        self.rec_check(rec)?;
-        let (r, o) = check::cfg(p, rows, out)?;
-        kernels::cfg(rec, p, &r, &o)
+        let fast_rows = self.fast_rows();
+        match call.into_call() {
+            Call::Linear { p, x, w, bias, y } => {
+                let coop = self.gemm_coopmat();
+                let coop2 = coop.and(self.shared.ctx.coopmat2);
+                kernels::linear(rec, p, &x, &w, bias.as_ref(), &y, coop, coop2)
+            }
+            Call::BatchedMatmul { p, a, b, c } => kernels::batched_matmul(rec, p, &a, &b, &c),
+            Call::LayerNorm {
+                p,
+                x,
+                gamma,
+                beta,
+                y,
+            } => {
+                let (g, b) = (gamma.as_ref(), beta.as_ref());
+                kernels::layer_norm(rec, p, &x, g, b, &y, fast_rows)
+            }
+            Call::RmsNorm { p, x, gamma, y } => {
+                kernels::rms_norm(rec, p, &x, gamma.as_ref(), &y, fast_rows)
+            }
+            Call::Softmax { p, x, y } => kernels::softmax(rec, p, &x, &y, fast_rows),
+            Call::Attention {
+                p,
+                q,
+                k,
+                v,
+                mask,
+                out,
+            } => {
+                let coop = self.gemm_coopmat();
+                kernels::attention(rec, p, &q, &k, &v, mask.as_ref(), &out, coop)
+            }
+            Call::Activation { p, x, y } => kernels::activation(rec, *p, &x, &y),
+            Call::Swiglu { p: _, gate, up, y } => kernels::swiglu(rec, &gate, &up, &y),
+            Call::Rope {
+                p,
+                x,
+                positions,
+                inv_freq,
+                y,
+            } => kernels::rope(rec, p, &x, &positions, &inv_freq, &y),
+            Call::Conv1d { p, x, w, bias, y } => kernels::conv1d(rec, p, &x, &w, bias.as_ref(), &y),
+            Call::Upsample { p, x, y } => kernels::upsample_nearest2x(rec, p, &x, &y),
+            Call::Binary { p, a, b, y } => kernels::binary(rec, p, &a, &b, &y),
+            Call::Scale { p, x, y } => kernels::scale(rec, p.s, &x, &y),
+            Call::Axpby { p, x, y, out } => kernels::axpby(rec, p.a, &x, p.b, &y, &out),
+            Call::Embedding { p, ids, table, out } => {
+                kernels::embedding(rec, p, &ids, &table, &out)
+            }
+            Call::Copy { p, src, dst } => kernels::copy(rec, p, &src, &dst),
+            Call::MeanPool { p, x, mask, out } => kernels::mean_pool(rec, p, &x, &mask, &out),
+            Call::Argmax { p, x, out } => kernels::argmax(rec, p, &x, &out),
+            Call::Gumbel {
+                p,
+                logits,
+                uniforms,
+                out,
+            } => kernels::gumbel(rec, p, &logits, uniforms.as_ref(), &out),
+            Call::PosEnc { p, out } => kernels::posenc(rec, p, &out),
+            Call::Ddim {
+                p,
+                x_t,
+                x0,
+                coef,
+                out,
+            } => kernels::ddim(rec, p, &x_t, &x0, &coef, &out),
+            Call::RootBridge { p, x, out } => kernels::root_bridge(rec, p, &x, &out),
+            Call::Cfg { p, rows, out } => kernels::cfg(rec, p, &rows, &out),
+        }
     }
 }
