@@ -18,7 +18,7 @@ upstream's `Kimodo` (cfg separated), fills it with the synthetic values of
 `--dump PATH` writes the synthetic text feature, the noise x_T and the final features (both
 fast-path settings) to an npz so the Rust side can be compared on the same weights.
 `--write-vectors PATH` writes a few synthetic values (per name: stream seed, first uniforms and
-tensor values) that `tests/kimodo_fixture_meta.rs` recomputes with `kinema::cpu::rng`; the
+tensor values) that `tests/kimodo_fixture_meta.rs` recomputes with `kinema::rng`; the
 committed copy is `tests/fixtures/kimodo/synth_vectors.json`.
 
 Usage:
@@ -62,7 +62,7 @@ def stream(name: str) -> int:
 
 
 def splitmix64(seed: int, n: int) -> np.ndarray:
-    """Outputs 0..n of `mix(seed + (i+1) * GAMMA)` (src/cpu/rng.rs), wrapping mod 2^64."""
+    """Outputs 0..n of `mix(seed + (i+1) * GAMMA)` (src/rng.rs), wrapping mod 2^64."""
     with np.errstate(over="ignore"):
         z = np.uint64(seed) + (np.arange(n, dtype=np.uint64) + np.uint64(1)) * GAMMA
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -71,7 +71,7 @@ def splitmix64(seed: int, n: int) -> np.ndarray:
 
 
 def uniform(name: str, n: int) -> np.ndarray:
-    """`src/cpu/rng.rs::uniform`: top 24 bits times 2^-24, exact in f32."""
+    """`src/rng.rs::uniform`: top 24 bits times 2^-24, exact in f32."""
     return (splitmix64(stream(name), n) >> np.uint64(40)).astype(np.float32) * np.float32(2.0**-24)
 
 

@@ -1,5 +1,5 @@
-//! The one dispatch trait both backends implement in full, and the enum that picks one at run
-//! time.
+//! The one dispatch trait both backends implement in full. Picking a backend at run time is
+//! `crate::device`'s job; this file knows neither backend.
 //!
 //! Buffers are opaque handles owned by the backend (cheap to clone: they are reference
 //! counted). Work is recorded into a [`Backend::Recording`] and then submitted; a recording can
@@ -15,84 +15,13 @@
 
 pub mod check;
 
+pub use crate::precision::{Precision, PrecisionChoice};
+
 use check::{BufferInfo, Checked};
 
-use crate::cpu::CpuBackend;
 use crate::error::{Error, Result};
 use crate::ops::*;
 use crate::tensor::{DType, HostTensor};
-use crate::vulkan::{VulkanBackend, VulkanOptions};
-
-/// Arithmetic contract of a run. Every result records which mode produced it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Precision {
-    /// f32 arithmetic everywhere (f16/bf16/q8_0 weights are widened to f32 exactly before
-    /// use): for parity and drift studies.
-    Strict,
-    /// Reduced-precision arithmetic where it is faster: bf16 dot products on CPUs with
-    /// `avx512_bf16`, f16/bf16 cooperative-matrix GEMM on GPUs. Accumulation stays f32.
-    Fast,
-}
-
-impl Precision {
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::Strict => "strict",
-            Precision::Fast => "fast",
-        }
-    }
-    pub fn parse(s: &str) -> Result<Precision> {
-        match s {
-            "strict" => Ok(Precision::Strict),
-            "fast" => Ok(Precision::Fast),
-            _ => Err(Error::InvalidArgument(format!(
-                "unknown precision {s:?}: expected strict or fast"
-            ))),
-        }
-    }
-}
-
-/// The `--precision` choice: a mode, or `auto`, which each backend resolves when created: the
-/// CPU to [`Precision::Strict`], Vulkan to [`Precision::Fast`] on a device with cooperative
-/// matrices and to strict otherwise. [`BackendInfo::precision`] is always the resolved mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PrecisionChoice {
-    Strict,
-    Fast,
-    Auto,
-}
-
-impl PrecisionChoice {
-    pub fn parse(s: &str) -> Result<PrecisionChoice> {
-        match s {
-            "auto" => Ok(PrecisionChoice::Auto),
-            _ => Precision::parse(s).map(PrecisionChoice::from).map_err(|_| {
-                Error::InvalidArgument(format!(
-                    "unknown precision {s:?}: expected strict, fast or auto"
-                ))
-            }),
-        }
-    }
-    /// The mode on a backend that runs fast mode profitably (`fast_available`), else strict
-    /// for `Auto`; an explicit mode is kept.
-    pub fn resolve(self, fast_available: bool) -> Precision {
-        match self {
-            PrecisionChoice::Strict => Precision::Strict,
-            PrecisionChoice::Fast => Precision::Fast,
-            PrecisionChoice::Auto if fast_available => Precision::Fast,
-            PrecisionChoice::Auto => Precision::Strict,
-        }
-    }
-}
-
-impl From<Precision> for PrecisionChoice {
-    fn from(p: Precision) -> PrecisionChoice {
-        match p {
-            Precision::Strict => PrecisionChoice::Strict,
-            Precision::Fast => PrecisionChoice::Fast,
-        }
-    }
-}
 
 /// A typed range of a backend buffer: `len` elements of `dtype` starting `offset` elements in.
 #[derive(Clone, Debug)]
@@ -133,7 +62,8 @@ impl<B: Clone> BufRef<B> {
 /// What a backend reports about itself (for results, `kinema info` and benches).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackendInfo {
-    /// "cpu" or "vulkan".
+    /// "cpu" or "vulkan": a label for results and tables. Code that needs a fact about the
+    /// backend reads the field that states it, never this.
     pub kind: &'static str,
     /// ISA (CPU) or device name (Vulkan).
     pub device: String,
@@ -144,6 +74,10 @@ pub struct BackendInfo {
     /// `VK_KHR_cooperative_matrix` in [`Precision::Fast`]); false where they run the strict
     /// kernels (strict mode, the CPU, devices without cooperative matrices).
     pub cooperative_matrix: bool,
+    /// The 16-bit weight dtype this backend's fast-mode GEMMs multiply, which a model narrows
+    /// f32 weight matrices to in [`Precision::Fast`]: f16 on Vulkan (the cooperative matrices
+    /// multiply f16; bf16 would be rounded twice), bf16 on the CPU (AVX-512 BF16 dot products).
+    pub fast_weight_dtype: DType,
 }
 
 /// The [`Backend`] op methods the op table generates: one per op not marked `by_hand`, taking
@@ -291,95 +225,4 @@ pub trait Backend: Send + Sync {
             },
         )
     }
-}
-
-/// The `--backend` choice of the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendChoice {
-    Cpu,
-    Vulkan,
-    /// Vulkan when a usable device and its kernels are present, else the CPU.
-    Auto,
-}
-
-impl BackendChoice {
-    pub fn parse(s: &str) -> Result<BackendChoice> {
-        match s {
-            "cpu" => Ok(BackendChoice::Cpu),
-            "vulkan" => Ok(BackendChoice::Vulkan),
-            "auto" => Ok(BackendChoice::Auto),
-            _ => Err(Error::InvalidArgument(format!(
-                "unknown backend {s:?}: expected cpu, vulkan or auto"
-            ))),
-        }
-    }
-    /// The backend this choice stands for. `Vulkan` fails with the reason Vulkan is unusable;
-    /// `Auto` takes Vulkan only when it can run every op on a real GPU (a CPU implementation
-    /// such as lavapipe is slower than the CPU kernels unless `KINEMA_VK_DEVICE` asks for it),
-    /// and otherwise falls back to the CPU and says why in [`Selection::vulkan_unavailable`].
-    /// `precision` is resolved by the backend chosen (auto: strict on the CPU).
-    pub fn select(self, precision: impl Into<PrecisionChoice>) -> Result<Selection> {
-        let precision = precision.into();
-        let cpu = || -> Result<AnyBackend> {
-            Ok(AnyBackend::Cpu(CpuBackend::new(precision.resolve(false))?))
-        };
-        match self {
-            BackendChoice::Cpu => Ok(Selection {
-                backend: cpu()?,
-                vulkan_unavailable: None,
-            }),
-            BackendChoice::Vulkan => Ok(Selection {
-                backend: AnyBackend::Vulkan(VulkanBackend::new(precision)?),
-                vulkan_unavailable: None,
-            }),
-            BackendChoice::Auto => match auto_vulkan(precision) {
-                Ok(v) => Ok(Selection {
-                    backend: AnyBackend::Vulkan(v),
-                    vulkan_unavailable: None,
-                }),
-                Err(why) => Ok(Selection {
-                    backend: cpu()?,
-                    vulkan_unavailable: Some(why),
-                }),
-            },
-        }
-    }
-}
-
-/// The Vulkan backend for `--backend auto`, or why it is not used.
-fn auto_vulkan(precision: PrecisionChoice) -> std::result::Result<VulkanBackend, String> {
-    let opts = VulkanOptions::from_env(precision).map_err(|e| e.to_string())?;
-    let requested = opts.device.is_some();
-    let v = VulkanBackend::with_options(opts).map_err(|e| e.to_string())?;
-    if v.is_cpu_device() && !requested {
-        return Err(format!(
-            "the Vulkan device {} is a CPU implementation (pick it with --backend vulkan or \
-             KINEMA_VK_DEVICE={})",
-            v.device_name(),
-            v.device_index()
-        ));
-    }
-    Ok(v)
-}
-
-/// A backend picked at run time.
-pub enum AnyBackend {
-    Cpu(CpuBackend),
-    Vulkan(VulkanBackend),
-}
-
-impl AnyBackend {
-    pub fn info(&self) -> BackendInfo {
-        match self {
-            AnyBackend::Cpu(b) => b.info(),
-            AnyBackend::Vulkan(b) => b.info(),
-        }
-    }
-}
-
-/// What [`BackendChoice::select`] chose.
-pub struct Selection {
-    pub backend: AnyBackend,
-    /// Why `Auto` did not take Vulkan.
-    pub vulkan_unavailable: Option<String>,
 }

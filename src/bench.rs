@@ -1,7 +1,8 @@
 //! `kinema bench kernels`: a quick table of kernel timings on any backend, with FLOP/s or
 //! bytes/s, as text or one JSON object per measurement. Shapes default to the ones the models
 //! run (Kimodo: 3 CFG rows x 202 frames, width 1024, 8 heads of 128; square 1024^3 GEMM).
-//! Criterion benches in `benches/` cover the same kernels with statistics.
+//! Criterion benches in `benches/` cover the same kernels with statistics. Generic over the
+//! trait: the rows only one backend has (peaks, GPU timestamps) are the command line's.
 
 use std::time::{Duration, Instant};
 
@@ -197,7 +198,7 @@ pub fn parse_shape(s: &str) -> Result<Vec<usize>> {
 /// Deterministic pseudo-random values in [-1, 1) (SplitMix64 based).
 fn values(n: usize, seed: u64) -> Vec<f32> {
     (0..n as u64)
-        .map(|i| crate::cpu::rng::uniform(seed, i) * 2.0 - 1.0)
+        .map(|i| crate::rng::uniform(seed, i) * 2.0 - 1.0)
         .collect()
 }
 
@@ -508,7 +509,7 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
         OpKind::Embedding => {
             let [t, v, dd] = dims(op, d)?;
             let ids: Vec<u32> = (0..t as u64)
-                .map(|i| (crate::cpu::rng::splitmix64(3, i) % v as u64) as u32)
+                .map(|i| (crate::rng::splitmix64(3, i) % v as u64) as u32)
                 .collect();
             let (ib, tb, o) = (
                 s.u32s(&ids)?,
@@ -708,35 +709,6 @@ pub fn measure<B: Backend>(
     })
 }
 
-/// Add the median GPU time of `samples` submissions of the op to `m`, from `b`'s timestamps
-/// (`b` must be a Vulkan backend created with profiling on).
-pub fn add_gpu_time(
-    m: &mut Measurement,
-    b: &crate::vulkan::VulkanBackend,
-    dtype: DType,
-    samples: usize,
-) -> Result<()> {
-    let d = parse_shape(&m.shape)?;
-    let Recorded { rec, flops, .. } = record(b, &m.op, &d, dtype)?;
-    b.submit(&rec)?;
-    b.sync()?;
-    let mut times = Vec::with_capacity(samples.max(1));
-    for _ in 0..samples.max(1) {
-        b.submit(&rec)?;
-        b.sync()?;
-        let rows = b.last_profile();
-        if rows.is_empty() {
-            return Ok(());
-        }
-        times.push(rows.iter().map(|r| r.total_ms).sum::<f64>() / 1e3);
-    }
-    times.sort_by(f64::total_cmp);
-    let gpu = times[times.len() / 2];
-    m.gpu_s = Some(gpu);
-    m.gpu_gflops = (flops > 0.0 && gpu > 0.0).then(|| flops / gpu / 1e9);
-    Ok(())
-}
-
 impl Measurement {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
@@ -771,174 +743,6 @@ impl Measurement {
             .map(|g| format!("  (GPU {:.3}ms)", g * 1e3))
             .unwrap_or_default()
     }
-}
-
-/// The machine's f32 FMA peak for `isa` on `threads` threads (a register-only loop; see
-/// [`crate::cpu::peak`]), reported as a measurement with op `fma_peak`, and the AVX-512 BF16
-/// dot-product peak as `bf16_dot_peak` where the CPU has it.
-pub fn peak_measurements(isa: crate::cpu::Isa, threads: usize) -> Vec<Measurement> {
-    let d = Duration::from_millis(500);
-    let mk = |op: &str, dtype: &str, g: f64| Measurement {
-        op: op.to_string(),
-        shape: "registers".to_string(),
-        dtype: dtype.to_string(),
-        backend: "cpu".to_string(),
-        isa: isa.name().to_string(),
-        threads,
-        precision: "strict".to_string(),
-        cooperative_matrix: false,
-        median_s: d.as_secs_f64(),
-        min_s: d.as_secs_f64(),
-        samples: 1,
-        iters_per_sample: 1,
-        gflops: Some(g),
-        gbps: None,
-        gpu_s: None,
-        gpu_gflops: None,
-    };
-    let mut v = vec![mk(
-        "fma_peak",
-        "f32",
-        crate::cpu::peak::fma_peak_gflops(isa, threads, d),
-    )];
-    if isa == crate::cpu::Isa::Avx512
-        && let Some(g) = crate::cpu::peak::bf16_dot_peak_gflops(threads, d)
-    {
-        v.push(mk("bf16_dot_peak", "bf16", g));
-    }
-    v
-}
-
-/// The Vulkan device's cooperative-matrix multiply-add peak
-/// ([`crate::vulkan::VulkanBackend::coopmat_peak_gflops`]) as a measurement with op
-/// `coopmat_peak`; `None` on a device without 16 x 16 x 16 f16 cooperative matrices.
-pub fn coopmat_peak_measurement(b: &crate::vulkan::VulkanBackend) -> Result<Option<Measurement>> {
-    let Some(g) = b.coopmat_peak_gflops()? else {
-        return Ok(None);
-    };
-    let info = b.info();
-    Ok(Some(Measurement {
-        op: "coopmat_peak".to_string(),
-        shape: "registers".to_string(),
-        dtype: "f16".to_string(),
-        backend: info.kind.to_string(),
-        isa: info.device,
-        threads: 1,
-        precision: info.precision.name().to_string(),
-        cooperative_matrix: true,
-        median_s: 0.0,
-        min_s: 0.0,
-        samples: 3,
-        iters_per_sample: 1,
-        gflops: Some(g),
-        gbps: None,
-        gpu_s: None,
-        gpu_gflops: None,
-    }))
-}
-
-/// `kinema bench kimodo`: a full Kimodo generation on deterministic synthetic weights
-/// ([`crate::models::kimodo::synthetic`], no file needed) at the released SOMA size unless
-/// `layers` is smaller, with the time per DDIM step and the effective FLOP rate of the
-/// denoiser (kimodo.md §2.1).
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct KimodoBench {
-    pub backend: String,
-    pub device: String,
-    pub threads: usize,
-    pub precision: String,
-    /// Dtype of the weight matrices (f32 in strict precision, bf16 in fast).
-    pub weights: String,
-    pub frames: usize,
-    pub steps: usize,
-    pub rows: usize,
-    pub layers: usize,
-    pub parameters: usize,
-    /// Generating the synthetic weights (not part of a generation).
-    pub weights_s: f64,
-    /// Building the graph, binding the weights, recording, and the once-per-generation
-    /// prepare pass (text tokens, heading token, positional tables).
-    pub build_s: f64,
-    /// The DDIM loop, from the first submit to the features read back.
-    pub generate_s: f64,
-    pub per_step_ms: f64,
-    /// Denoiser FLOPs of the loop over `generate_s`.
-    pub tflops: f64,
-}
-
-impl KimodoBench {
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
-    }
-    pub fn text(&self) -> String {
-        format!(
-            "kimodo {} ({}, {} threads, {}, {} weights): {} layers/stage, {:.1} M params, T={} steps={} rows={}: \
-             {:.3} s ({:.1} ms/step, {:.2} TFLOP/s effective; weights {:.1} s, build {:.2} s)",
-            self.backend,
-            self.device,
-            self.threads,
-            self.precision,
-            self.weights,
-            self.layers,
-            self.parameters as f64 / 1e6,
-            self.frames,
-            self.steps,
-            self.rows,
-            self.generate_s,
-            self.per_step_ms,
-            self.tflops,
-            self.weights_s,
-            self.build_s
-        )
-    }
-}
-
-/// Runs the Kimodo benchmark on `b` (see [`KimodoBench`]).
-pub fn kimodo<B: Backend>(
-    b: &B,
-    frames: usize,
-    steps: usize,
-    rows: usize,
-    layers: usize,
-) -> Result<KimodoBench> {
-    use crate::models::kimodo::{sampler, synthetic};
-    let mut config = synthetic::released_soma();
-    if layers == 0 || layers > config.num_layers {
-        return Err(Error::InvalidArgument(format!(
-            "--layers {layers}: expected 1 to {}",
-            config.num_layers
-        )));
-    }
-    config.num_layers = layers;
-    let t = Instant::now();
-    // Fast precision runs 16-bit weight matrices, as `kinema generate` does.
-    let model = synthetic::model(config.clone())?.for_backend(&b.info())?;
-    let weights = model.weight_dtype()?.name().to_string();
-    let embedding = synthetic::embedding(&config);
-    let weights_s = t.elapsed().as_secs_f64();
-    let mut opts = sampler::SampleOptions::new(&model, frames);
-    opts.steps = steps;
-    opts.cfg_rows = rows;
-    let s = sampler::sample(b, &model, &embedding, &opts, &mut |_, _| {})?;
-    let info = b.info();
-    let flops = synthetic::flops_per_call(&config, rows, frames) * steps as f64;
-    Ok(KimodoBench {
-        backend: info.kind.to_string(),
-        device: info.device,
-        threads: info.threads,
-        precision: info.precision.name().to_string(),
-        weights,
-        frames,
-        steps,
-        rows,
-        layers,
-        parameters: synthetic::parameter_count(&config),
-        weights_s,
-        build_s: s.timings.build_s,
-        generate_s: s.timings.steps_s,
-        per_step_ms: s.timings.per_step_ms,
-        tflops: flops / s.timings.steps_s / 1e12,
-    })
 }
 
 #[cfg(test)]

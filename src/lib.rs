@@ -1,27 +1,42 @@
 //! kinema: an inference engine for LLM2Vec, Kimodo and MotionBricks on hand-written kernels.
 //!
-//! Layers, bottom to top (see `../shared/docs/DESIGN.md` in the project checkout):
-//! - [`tensor`]: dtypes (f32, f16, bf16, i32, u32, q8_0), shape/stride layouts, host tensors
-//!   that borrow memory-mapped files;
-//! - [`cpu`]: CPU kernels, each with a scalar reference and AVX2+FMA / AVX-512 / NEON paths
-//!   picked at run time;
-//! - [`vulkan`]: the Vulkan device layer (loader opened at run time);
-//! - [`backend`]: the one dispatch trait every backend implements;
+//! Layers, bottom to top (see `../shared/docs/DESIGN.md` in the project checkout). A module
+//! imports only modules below it:
+//! - [`error`], [`tensor`]: the error type; dtypes (f32, f16, bf16, i32, u32, q8_0),
+//!   shape/stride layouts, host tensors that borrow memory-mapped files;
+//! - [`precision`], [`rng`], [`ops`]: the arithmetic modes, the counter-based random stream
+//!   both backends implement bit for bit, and the ops' parameter structs;
+//! - [`backend`]: the one dispatch trait every backend implements, with the operand checks
+//!   they share (`backend::check`); it knows neither backend;
+//! - [`cpu`], [`vulkan`]: the two backends (CPU kernels with a scalar reference and AVX2+FMA /
+//!   AVX-512 / NEON paths picked at run time; the Vulkan device layer, loader opened at run
+//!   time);
 //! - [`graph`]: typed op nodes, shape checks, buffer planning, record-once/run-many execution;
-//! - [`formats`]: GGUF, safetensors and npy/npz readers and writers for untrusted input.
+//! - [`formats`]: GGUF, safetensors and npy/npz readers and writers for untrusted input;
+//! - [`device`]: picking a backend at run time (`--backend`), and the one visitor that runs
+//!   generic code on the chosen one;
+//! - [`bench`], [`drift`]: kernel timings and op-level cross-backend comparison;
+//! - [`models`]: the models, generic over the trait (they import neither backend), and the
+//!   per-model harness of `kinema bench <model>` and `kinema drift --model`.
+//!
+//! The `kinema` command line (`src/bin/kinema/`) sits on top: one file per command family.
 
 pub mod backend;
 pub mod bench;
 pub mod cpu;
+pub mod device;
 pub mod drift;
 pub mod error;
 pub mod formats;
 pub mod graph;
 pub mod models;
 pub mod ops;
+pub mod precision;
+pub mod rng;
 pub mod tensor;
 pub mod vulkan;
 
-pub use backend::{Backend, BufRef, Precision};
+pub use backend::{Backend, BufRef};
 pub use error::{Error, Result};
+pub use precision::Precision;
 pub use tensor::{DType, HostTensor, Layout};

@@ -448,7 +448,7 @@ pub struct ArgmaxParams {
 /// (`motionbricks/motion_backbone/models/sampling.py#L4-14`):
 /// `token = first argmax(logit / max(T, 1e-10) + g(u))`, `g(u) = -log_safe(-log_safe(u))`,
 /// `log_safe(x) = ln(max(x, 1e-20))`. Uniform `i` (row-major over `[rows, cols]`, plus
-/// `counter`) is [`crate::cpu::rng::uniform`]`(seed, counter + i)` unless uniforms are
+/// `counter`) is [`crate::rng::uniform`]`(seed, counter + i)` unless uniforms are
 /// injected.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GumbelParams {

@@ -204,12 +204,12 @@ fn missing_or_extra_checkpoint_file_is_refused() {
 }
 
 /// The synthetic-weight spec (/work/wt/SYNTH.md) as `reference/bench_kimodo_torch.py`
-/// implements it in numpy agrees bit for bit with `kinema::cpu::rng`: the vectors in
+/// implements it in numpy agrees bit for bit with `kinema::rng`: the vectors in
 /// `tests/fixtures/kimodo/synth_vectors.json` were written by that script
 /// (`--write-vectors`) and are recomputed here from the spec.
 #[test]
 fn synthetic_weight_vectors_match_the_rust_rng() {
-    use kinema::cpu::rng::uniform;
+    use kinema::rng::uniform;
 
     const SEED: u64 = 0x4B49_4D4F_444F;
     fn fnv1a64(bytes: &[u8]) -> u64 {

@@ -31,8 +31,10 @@ fn gumbel_margin(p: &GumbelParams, logits: &[f32], uniforms: Option<&[f32]>) -> 
         let (mut best, mut second) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
         for c in 0..p.cols {
             let i = r * p.cols + c;
-            let u =
-                uniforms.map_or_else(|| cpu::rng::uniform(p.seed, p.counter + i as u64), |u| u[i]);
+            let u = uniforms.map_or_else(
+                || kinema::rng::uniform(p.seed, p.counter + i as u64),
+                |u| u[i],
+            );
             let s = logits[i] / t + cpu::gumbel::reference::gumbel_noise(u);
             if s.is_nan() {
                 best = f32::NAN;

@@ -95,6 +95,16 @@ pub fn byte_range<B: BufferInfo>(op: &'static str, r: &Ref<B>) -> Result<(usize,
     Ok((start, len))
 }
 
+/// The error for an embedding token id outside the table, the same on every backend. Unlike
+/// the checks here it is raised when the op runs (ids are data): by the CPU kernel, and by the
+/// Vulkan backend from the shader's status words.
+pub fn bad_id(id: u32, position: usize, vocab: usize) -> Error {
+    Error::Kernel {
+        op: "embedding",
+        msg: format!("token id {id} at position {position} is outside the {vocab}-row table"),
+    }
+}
+
 /// A checked input operand: dtype allowed and `need` elements available.
 pub fn input<B: BufferInfo + Clone>(
     op: &'static str,

@@ -203,6 +203,7 @@ impl Backend for CpuBackend {
             precision: self.precision,
             threads: self.pool.threads(),
             cooperative_matrix: false,
+            fast_weight_dtype: DType::BF16,
         }
     }
 

@@ -516,7 +516,7 @@ mod tests {
     use super::*;
     use crate::backend::Precision;
     use crate::cpu::ThreadPool;
-    use crate::cpu::rng::uniform;
+    use crate::rng::uniform;
     use proptest::prelude::*;
 
     /// Multiplier on the recursive-summation bound of an output against the f64 reference:
@@ -640,7 +640,7 @@ mod tests {
             let p = UpsampleParams { rows, len };
             // Arbitrary bit patterns, NaN payloads included: the copy must be exact.
             let x: Vec<f32> = (0..(rows * len) as u64)
-                .map(|i| f32::from_bits(crate::cpu::rng::splitmix64(seed, i) as u32))
+                .map(|i| f32::from_bits(crate::rng::splitmix64(seed, i) as u32))
                 .collect();
             let mut want = vec![0f32; 2 * rows * len];
             reference::upsample_nearest2x(&p, &x, &mut want);

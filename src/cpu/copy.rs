@@ -125,7 +125,7 @@ mod tests {
                 let dst_strides = strides(&dst_dims);
                 // The slice start / concat position: somewhere inside the extra room.
                 let start = |a: usize, room: usize| {
-                    (crate::cpu::rng::splitmix64(seed, a as u64) as usize) % (room + 1)
+                    (crate::rng::splitmix64(seed, a as u64) as usize) % (room + 1)
                 };
                 let src_offset = (0..shape.len())
                     .map(|a| start(a, dims[a].1) * src_strides[a])

@@ -9,17 +9,10 @@ use half::{bf16, f16};
 
 use super::simd::{self, Kernel, Simd};
 use super::{Cx, Weights};
-use crate::error::{Error, Result};
+use crate::backend::check::bad_id;
+use crate::error::Result;
 use crate::ops::EmbeddingParams;
 use crate::tensor::{Q8_0_BLOCK, Q8_0_BLOCK_BYTES};
-
-/// The error for a token id outside the table, the same on every backend.
-pub fn bad_id(id: u32, position: usize, vocab: usize) -> Error {
-    Error::Kernel {
-        op: "embedding",
-        msg: format!("token id {id} at position {position} is outside the {vocab}-row table"),
-    }
-}
 
 pub mod reference {
     use super::super::Weights;
@@ -34,7 +27,7 @@ pub mod reference {
     ) -> Result<()> {
         for (t, &id) in ids[..p.tokens].iter().enumerate() {
             if id as usize >= p.vocab {
-                return Err(super::bad_id(id, t, p.vocab));
+                return Err(crate::backend::check::bad_id(id, t, p.vocab));
             }
             table.widen_into(id as usize * p.dim, &mut out[t * p.dim..(t + 1) * p.dim]);
         }

@@ -33,7 +33,7 @@ pub mod reference {
                 let i = r * p.cols + c;
                 let u = match uniforms {
                     Some(u) => u[i],
-                    None => super::super::rng::uniform(p.seed, p.counter + i as u64),
+                    None => crate::rng::uniform(p.seed, p.counter + i as u64),
                 };
                 *v = logits[i] / t + gumbel_noise(u);
             }
@@ -64,7 +64,7 @@ impl GumbelRows<'_> {
                 Some(u) => u[i],
                 None => {
                     let global = (self.first_row + r) * cols + c;
-                    super::rng::uniform(self.p.seed, self.p.counter + global as u64)
+                    crate::rng::uniform(self.p.seed, self.p.counter + global as u64)
                 }
             };
             *v = reference::gumbel_noise(u);

@@ -22,7 +22,6 @@ pub mod norm;
 pub mod peak;
 pub mod pool;
 pub mod posenc;
-pub mod rng;
 pub mod root_bridge;
 pub mod rope;
 pub mod simd;
@@ -34,7 +33,7 @@ pub use pool::ThreadPool;
 
 use half::{bf16, f16};
 
-use crate::backend::Precision;
+use crate::precision::Precision;
 
 /// What every CPU kernel entry point gets: the ISA to run, the pool to split work over, and
 /// the precision mode (fast mode lets bf16 weights use bf16 dot products).

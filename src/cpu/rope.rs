@@ -289,7 +289,7 @@ mod tests {
     use super::*;
     use crate::backend::Precision;
     use crate::cpu::ThreadPool;
-    use crate::cpu::rng::uniform;
+    use crate::rng::uniform;
     use proptest::prelude::*;
 
     /// Bound per output against the f64 reference, in units of `eps * (|x_a| + |x_b|)`: f32

@@ -1,3 +1,8 @@
-//! Models built on the dispatch trait: graphs from GGUF weights plus host-side math.
+//! Models built on the dispatch trait: graphs from GGUF weights plus host-side math. Models
+//! are generic over [`crate::backend::Backend`] and import neither backend; [`harness`] is
+//! what each model gives the model-level commands (`bench <model>`, `drift --model`).
 
+pub mod harness;
 pub mod kimodo;
+
+pub use harness::{BenchReport, DriftRun, ModelHarness};

@@ -11,6 +11,7 @@ use super::pipeline::Pipelines;
 use super::probe::CoopMatShape;
 use super::profile::{self, ProfileRow};
 use super::recording::{RunCheck, VulkanRecording};
+use super::shared::Shared;
 use super::{VulkanError, backend_error, kernels};
 use crate::backend::check::{BufferInfo, Checked, byte_range};
 use crate::backend::{Backend, BackendInfo, BufRef, Precision, PrecisionChoice};
@@ -123,16 +124,6 @@ impl VulkanOptions {
             coopmat2: !env_flag("KINEMA_VK_NO_COOPMAT2"),
         })
     }
-}
-
-/// What every recording and buffer of one backend shares.
-pub(crate) struct Shared {
-    pub ctx: Arc<Context>,
-    pub pipelines: Pipelines,
-    pub memory: Memory,
-    /// Bound for absent optional operands.
-    pub dummy: VulkanBuffer,
-    pub profile: bool,
 }
 
 pub struct VulkanBackend {
@@ -366,6 +357,7 @@ impl Backend for VulkanBackend {
             precision: self.precision,
             threads: 1,
             cooperative_matrix: self.gemm_coopmat().is_some(),
+            fast_weight_dtype: DType::F16,
         }
     }
 

@@ -8,6 +8,7 @@
 //! - [`shaders`]: the embedded SPIR-V table and each shader's push-constant struct;
 //! - [`pipeline`]: lazily created compute pipelines keyed by (shader, specialization
 //!   constants), their layouts, and the on-disk pipeline cache;
+//! - `shared`: the device state a backend shares with its recordings;
 //! - [`recording`]: a [`VulkanRecording`] (one command buffer, hazard-tracked barriers,
 //!   timestamps) and the generic dispatch helper every op uses;
 //! - [`kernels`]: each op's host side (push constants, tile choice, splitting);
@@ -29,6 +30,7 @@ mod probe;
 mod profile;
 mod recording;
 mod shaders;
+mod shared;
 
 use ash::vk;
 

@@ -13,11 +13,11 @@ use std::sync::atomic::Ordering;
 use ash::vk;
 use bytemuck::Pod;
 
-use super::backend::Shared;
 use super::memory::{VulkanBuffer, full_barrier};
 use super::pipeline::Pipeline;
 use super::profile::{self, ProfileRow};
 use super::shaders::Shader;
+use super::shared::Shared;
 use super::{VulkanError, backend_error, vk_error};
 use crate::backend::BufRef;
 use crate::backend::check::byte_range;
@@ -83,7 +83,7 @@ impl RunCheck {
         let id = self.status.mapped_word(2);
         let vocab = self.vocab;
         if count == 1 {
-            return Some(crate::cpu::embedding::bad_id(id, first as usize, vocab));
+            return Some(crate::backend::check::bad_id(id, first as usize, vocab));
         }
         let msg = format!(
             "{count} token ids are outside the {vocab}-row table: the first at position \

@@ -3,7 +3,7 @@
 use super::*;
 use crate::backend::Precision;
 use crate::cpu::ThreadPool;
-use crate::cpu::rng::uniform;
+use crate::rng::uniform;
 use crate::cpu::simd::testing::gamma;
 use crate::cpu::simd::{self, Simd};
 use proptest::prelude::*;
@@ -126,7 +126,7 @@ fn make(
     let mask_buf = (mask == MaskKind::KeyPadding).then(|| {
         (0..batch)
             .flat_map(|b| {
-                let mode = crate::cpu::rng::splitmix64(seed, 1000 + b as u64) % 4;
+                let mode = crate::rng::splitmix64(seed, 1000 + b as u64) % 4;
                 (0..kv_len).map(move |j| match mode {
                     0 => 1,
                     1 => 0,

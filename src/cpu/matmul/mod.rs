@@ -30,8 +30,8 @@ mod bf16;
 mod neon;
 
 use super::{Cx, Isa, Weights};
-use crate::backend::Precision;
 use crate::ops::{Activation, BatchedMatmulParams, LinearParams};
+use crate::precision::Precision;
 use driver::{BSrc, Problem};
 
 pub mod reference {

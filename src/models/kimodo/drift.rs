@@ -3,11 +3,92 @@
 //! step by step (the guided clean prediction after every DDIM step), with the metrics of the
 //! op-level drift tool ([`crate::drift::compare`]: max_abs, rel_L2, ULP histogram).
 
+use std::path::{Path, PathBuf};
+
 use super::config::KimodoModel;
+use super::generate::read_embedding;
 use super::sampler::{SampleOptions, Trace, sample_traced};
+use super::synthetic;
 use crate::backend::Backend;
 use crate::drift::{Drift, Output, compare};
-use crate::{DType, Result};
+use crate::models::harness::DriftRun;
+use crate::{DType, Precision, Result};
+
+/// What `kinema drift --model` runs.
+#[derive(Clone, Debug)]
+pub struct DriftOptions {
+    /// The text feature (.npy `[1, llm_dim]`); `None`: the deterministic synthetic one of
+    /// `kinema bench kimodo`.
+    pub embedding: Option<PathBuf>,
+    pub frames: usize,
+    /// DDIM steps.
+    pub steps: usize,
+    /// Guidance rows (2 or 3).
+    pub cfg_rows: usize,
+    /// Seed of the initial noise.
+    pub seed: u64,
+}
+
+/// A Kimodo model file loaded for `kinema drift --model`, with the run's inputs.
+pub struct KimodoDrift {
+    path: PathBuf,
+    strict: KimodoModel,
+    embedding: Vec<f32>,
+    opts: SampleOptions,
+    /// Rows x tokens x width of an encoder layer's output.
+    layer_shape: (usize, usize, usize),
+}
+
+impl KimodoDrift {
+    /// Loads the model at `path` and the embedding of `o`.
+    pub fn open(path: &Path, o: &DriftOptions) -> Result<KimodoDrift> {
+        let strict = KimodoModel::load(path)?;
+        let c = strict.config.clone();
+        let embedding = match &o.embedding {
+            Some(p) => read_embedding(p, c.llm_dim)?,
+            None => synthetic::embedding(&c),
+        };
+        let opts = SampleOptions {
+            steps: o.steps,
+            cfg_rows: o.cfg_rows,
+            seed: o.seed,
+            ..SampleOptions::new(&strict, o.frames)
+        };
+        Ok(KimodoDrift {
+            path: path.to_path_buf(),
+            layer_shape: (o.cfg_rows, c.prefix_len() + o.frames, c.latent_dim),
+            strict,
+            embedding,
+            opts,
+        })
+    }
+}
+
+impl DriftRun for KimodoDrift {
+    type Trace = Trace;
+
+    fn describe(&self) -> String {
+        format!(
+            "{} frames, {} steps, {} rows",
+            self.opts.frames, self.opts.steps, self.opts.cfg_rows
+        )
+    }
+
+    fn trace<B: Backend>(&self, b: &B) -> Result<Trace> {
+        let info = b.info();
+        if info.precision == Precision::Fast {
+            // Fast precision runs 16-bit weight matrices, as `generate` does (f16 on Vulkan,
+            // bf16 on the CPU).
+            let fast = KimodoModel::load(&self.path)?.for_backend(&info)?;
+            return trace(b, &fast, &self.embedding, &self.opts);
+        }
+        trace(b, &self.strict, &self.embedding, &self.opts)
+    }
+
+    fn compare(&self, label: &str, reference: &Trace, got: &Trace) -> Vec<Drift> {
+        compare_traces(label, self.layer_shape, reference, got)
+    }
+}
 
 /// Runs the generation on `b`, recording the trace.
 pub fn trace<B: Backend>(
@@ -54,43 +135,4 @@ pub fn compare_traces(
         ));
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::Precision;
-    use crate::cpu::{CpuBackend, Isa};
-    use crate::models::kimodo::{SkeletonKind, synthetic};
-
-    #[test]
-    fn traces_name_every_layer_and_step_and_detect_a_difference() {
-        let mut c = synthetic::released_soma();
-        c.skeleton = SkeletonKind::G1;
-        c.motion_dim = c.skeleton.motion_dim();
-        (c.latent_dim, c.ff_size, c.num_layers, c.num_heads) = (16, 24, 2, 2);
-        (c.llm_dim, c.num_text_tokens) = (8, 3);
-        let m = synthetic::model(c.clone()).unwrap();
-        let emb = synthetic::embedding(&c);
-        let opts = SampleOptions {
-            steps: 3,
-            ..SampleOptions::new(&m, 5)
-        };
-        let a = CpuBackend::with(Isa::Scalar, 1, Precision::Strict).unwrap();
-        let t = trace(&a, &m, &emb, &opts).unwrap();
-        assert_eq!(t.layers.len(), 4);
-        assert_eq!(t.layers[2].0, "body_model.layers.0");
-        assert_eq!(t.x0.len(), 3);
-        let s = c.prefix_len() + 5;
-        assert_eq!(t.layers[0].1.len(), 2 * s * 16);
-        // The same run drifts by nothing from itself; a perturbed one is seen at every step.
-        let same = compare_traces("self", (2, s, 16), &t, &t);
-        assert_eq!(same.len(), 4 + 3);
-        assert!(same.iter().all(|d| d.max_abs == 0.0));
-        let mut other = t.clone();
-        other.x0[1][0] += 0.5;
-        let rows = compare_traces("perturbed", (2, s, 16), &t, &other);
-        assert_eq!(rows[5].op, "x0 step 2/3");
-        assert_eq!(rows[5].max_abs, 0.5);
-    }
 }

@@ -15,7 +15,7 @@ use super::motion::{self, Motion};
 use super::sampler::{self, Sample, SampleOptions};
 use super::skeleton::Skeleton;
 use super::{glb, skeleton};
-use crate::backend::{AnyBackend, BackendInfo};
+use crate::backend::{Backend, BackendInfo};
 use crate::formats::{GgufFile, NpyArray, NpyDType, npy, write_atomic};
 use crate::{Error, Result};
 
@@ -162,9 +162,9 @@ pub struct ReportTimings {
 }
 
 /// Runs a whole request on `backend`. `progress(step, steps)` is called after each step.
-pub fn generate(
+pub fn generate<B: Backend>(
     req: &GenerateRequest,
-    backend: &AnyBackend,
+    backend: &B,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<GenerateReport> {
     let t0 = Instant::now();
@@ -226,10 +226,7 @@ pub fn generate(
     opts.noise = noise.map(|(x, _)| x);
     let load_s = t0.elapsed().as_secs_f64();
 
-    let sample = match backend {
-        AnyBackend::Cpu(b) => sampler::sample(b, &model, &embedding, &opts, progress)?,
-        AnyBackend::Vulkan(b) => sampler::sample(b, &model, &embedding, &opts, progress)?,
-    };
+    let sample = sampler::sample(backend, &model, &embedding, &opts, progress)?;
 
     let t_dec = Instant::now();
     let skel = Skeleton::load(cfg.skeleton)?;

@@ -3,12 +3,14 @@
 //! upstream code this port follows is `../shared/docs/upstream/kimodo.md`; citations are into
 //! `nv-tlabs/kimodo` at commit `7330e7e`.
 
+pub mod bench;
 pub mod config;
 pub mod convert;
 pub mod denoiser;
 pub mod drift;
 pub mod generate;
 pub mod glb;
+mod harness;
 mod model;
 pub mod motion;
 pub mod sampler;
@@ -17,5 +19,6 @@ pub mod skeleton;
 pub mod synthetic;
 
 pub use config::{KimodoConfig, KimodoModel, MotionStats, SkeletonKind};
+pub use harness::Kimodo;
 pub use motion::Motion;
 pub use skeleton::{Skeleton, Soma77Expansion};

@@ -155,15 +155,16 @@ impl KimodoModel {
     }
 
     /// The model as a backend runs it: in fast precision, f32 weight matrices are narrowed to
-    /// the 16-bit type the backend's fast kernels consume: f16 on Vulkan (the cooperative
-    /// matrices multiply f16; bf16 would be rounded twice), falling back to bf16 when a weight
-    /// lies beyond the f16 range, and bf16 on the CPU (AVX-512 BF16 dot products). Strict
-    /// precision, and files already holding 16-bit weights, are left as they are.
+    /// the 16-bit type the backend's fast kernels consume
+    /// ([`BackendInfo::fast_weight_dtype`](crate::backend::BackendInfo::fast_weight_dtype):
+    /// f16 on Vulkan, bf16 on the CPU), falling back from f16 to bf16 when a weight lies
+    /// beyond the f16 range. Strict precision, and files already holding 16-bit weights, are
+    /// left as they are.
     pub fn for_backend(self, info: &crate::backend::BackendInfo) -> Result<KimodoModel> {
         if info.precision != crate::Precision::Fast || self.weight_dtype()? != DType::F32 {
             return Ok(self);
         }
-        if info.kind == "vulkan" {
+        if info.fast_weight_dtype == DType::F16 {
             let f16_fits = self
                 .tensors
                 .iter()
@@ -385,13 +386,15 @@ mod tests {
     use crate::models::kimodo::{SkeletonKind, synthetic};
     use crate::{DType, HostTensor};
 
-    fn info(kind: &'static str, precision: Precision) -> BackendInfo {
+    /// A backend whose fast kernels multiply `fast` weights (f16: Vulkan, bf16: the CPU).
+    fn info(fast: DType, precision: Precision) -> BackendInfo {
         BackendInfo {
-            kind,
+            kind: "test",
             device: String::new(),
             precision,
             threads: 1,
-            cooperative_matrix: kind == "vulkan",
+            cooperative_matrix: false,
+            fast_weight_dtype: fast,
         }
     }
 
@@ -404,13 +407,17 @@ mod tests {
         (c.llm_dim, c.num_text_tokens) = (8, 3);
         let m = || synthetic::model(c.clone()).unwrap();
         let dtype = |m: &super::KimodoModel| m.weight_dtype().unwrap();
-        let strict = m().for_backend(&info("vulkan", Precision::Strict)).unwrap();
+        let strict = m()
+            .for_backend(&info(DType::F16, Precision::Strict))
+            .unwrap();
         assert_eq!(dtype(&strict), DType::F32);
-        let vk = m().for_backend(&info("vulkan", Precision::Fast)).unwrap();
+        let vk = m().for_backend(&info(DType::F16, Precision::Fast)).unwrap();
         assert_eq!(dtype(&vk), DType::F16);
         let name = "body_model.seqTransEncoder.layers.0.norm1.weight";
         assert_eq!(vk.tensor(name).unwrap().dtype, DType::F32, "norms stay f32");
-        let cpu = m().for_backend(&info("cpu", Precision::Fast)).unwrap();
+        let cpu = m()
+            .for_backend(&info(DType::BF16, Precision::Fast))
+            .unwrap();
         assert_eq!(dtype(&cpu), DType::BF16);
         // A weight beyond the f16 range: Vulkan falls back to bf16 rather than infinity.
         let mut big = m();
@@ -421,7 +428,7 @@ mod tests {
         let shape = t.shape.clone();
         big.tensors
             .insert(w.into(), HostTensor::from_f32(&shape, &v).unwrap());
-        let vk = big.for_backend(&info("vulkan", Precision::Fast)).unwrap();
+        let vk = big.for_backend(&info(DType::F16, Precision::Fast)).unwrap();
         assert_eq!(dtype(&vk), DType::BF16);
     }
 }

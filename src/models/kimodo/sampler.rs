@@ -10,8 +10,8 @@ use super::config::KimodoModel;
 use super::denoiser::{self, Denoiser};
 use super::schedule::Schedule;
 use crate::backend::Backend;
-use crate::cpu::rng;
 use crate::graph::{Graph, TensorId};
+use crate::rng;
 use crate::{Error, Result};
 
 /// What to generate and how.
@@ -135,7 +135,7 @@ pub fn step_graph(
 /// The documented noise of `--seed`: element `k` (row-major over `[T, dim]`) is
 /// `z_k` of the Box-Muller pairs `(z_2j, z_2j+1) = r (cos 2 pi v, sin 2 pi v)` with
 /// `r = sqrt(-2 ln(1 - u))`, `u = uniform(seed, 2j)`, `v = uniform(seed, 2j + 1)`, where
-/// `uniform` is [`crate::cpu::rng::uniform`] (SplitMix64 output `i`, top 24 bits times 2^-24,
+/// `uniform` is [`crate::rng::uniform`] (SplitMix64 output `i`, top 24 bits times 2^-24,
 /// so `1 - u` lies in (0, 1]). The pair is computed in f64 and each value rounded to f32.
 /// It does not reproduce `torch.randn` (pass upstream's noise explicitly for parity).
 pub fn gaussian_noise(seed: u64, n: usize) -> Vec<f32> {
@@ -301,114 +301,4 @@ pub fn sample_traced<B: Backend>(
             per_step_ms: steps_s * 1e3 / n as f64,
         },
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::Precision;
-    use crate::cpu::CpuBackend;
-    use crate::models::kimodo::{SkeletonKind, synthetic};
-
-    fn tiny() -> KimodoModel {
-        let mut c = synthetic::released_soma();
-        c.skeleton = SkeletonKind::Smplx22;
-        c.motion_dim = c.skeleton.motion_dim();
-        (c.latent_dim, c.ff_size, c.num_layers, c.num_heads) = (16, 24, 1, 2);
-        (c.llm_dim, c.num_text_tokens) = (8, 3);
-        synthetic::model(c).unwrap()
-    }
-
-    #[test]
-    fn bad_inputs_are_named() {
-        let m = tiny();
-        let b = CpuBackend::new(Precision::Strict).unwrap();
-        let emb = vec![0.5f32; 8];
-        let base = SampleOptions {
-            steps: 2,
-            ..SampleOptions::new(&m, 4)
-        };
-        let err = |emb: &[f32], o: &SampleOptions| {
-            sample(&b, &m, emb, o, &mut |_, _| {})
-                .unwrap_err()
-                .to_string()
-        };
-        assert!(err(&emb[..7], &base).contains("7 values; this model takes 8"));
-        let mut nan = emb.clone();
-        nan[3] = f32::NAN;
-        assert!(err(&nan, &base).contains("embedding holds a non-finite value (NaN) at element 3"));
-        for frames in [1, m.config.max_frames() + 1] {
-            let o = SampleOptions {
-                frames,
-                ..base.clone()
-            };
-            assert!(err(&emb, &o).contains(&format!("{frames} frames")));
-        }
-        for steps in [0, 1001] {
-            let o = SampleOptions {
-                steps,
-                ..base.clone()
-            };
-            assert!(err(&emb, &o).contains("diffusion steps"));
-        }
-        let o = SampleOptions {
-            cfg_rows: 4,
-            ..base.clone()
-        };
-        assert!(err(&emb, &o).contains("4 guidance rows"));
-        let o = SampleOptions {
-            noise: Some(vec![0.0; 5]),
-            ..base.clone()
-        };
-        assert!(err(&emb, &o).contains("noise has 5 values"));
-        let mut n = vec![0.0; 4 * 273];
-        n[7] = f32::INFINITY;
-        let o = SampleOptions {
-            noise: Some(n),
-            ..base.clone()
-        };
-        assert!(err(&emb, &o).contains("noise holds a non-finite value"));
-    }
-
-    /// The 2-row shortcut and upstream's 3 rows agree (the constraint row equals the
-    /// unconditional one), seeded noise is reproducible, and a run is deterministic.
-    #[test]
-    fn shortcut_seed_and_determinism() {
-        let m = tiny();
-        let b = CpuBackend::new(Precision::Strict).unwrap();
-        let emb: Vec<f32> = (0..8).map(|i| i as f32 * 0.1 - 0.3).collect();
-        let o = SampleOptions {
-            steps: 3,
-            seed: 7,
-            ..SampleOptions::new(&m, 5)
-        };
-        let two = sample(&b, &m, &emb, &o, &mut |_, _| {}).unwrap();
-        let again = sample(&b, &m, &emb, &o, &mut |_, _| {}).unwrap();
-        assert_eq!(two.features, again.features);
-        let o3 = SampleOptions {
-            cfg_rows: 3,
-            ..o.clone()
-        };
-        let three = sample(&b, &m, &emb, &o3, &mut |_, _| {}).unwrap();
-        let worst = two
-            .features
-            .iter()
-            .zip(&three.features)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
-        assert!(worst < 1e-5, "{worst}");
-        let explicit = SampleOptions {
-            noise: Some(gaussian_noise(7, 5 * 273)),
-            ..o.clone()
-        };
-        let same = sample(&b, &m, &emb, &explicit, &mut |_, _| {}).unwrap();
-        assert_eq!(same.features, two.features);
-        let z = gaussian_noise(7, 20000);
-        let mean = z.iter().map(|&v| v as f64).sum::<f64>() / 2e4;
-        let var = z.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / 2e4;
-        assert!(
-            mean.abs() < 0.03 && (var - 1.0).abs() < 0.05,
-            "{mean} {var}"
-        );
-    }
 }

@@ -6,7 +6,7 @@
 //! ```text
 //! SEED = 0x4B494D4F444F ("KIMODO")
 //! stream(name) = fnv1a64(utf8(name)) ^ SEED
-//! u_i = uniform(stream, i)          (crate::cpu::rng::uniform: SplitMix64, top 24 bits)
+//! u_i = uniform(stream, i)          (crate::rng::uniform: SplitMix64, top 24 bits)
 //! r_i = 2 u_i - 1                   (exact in f32)
 //! *norm1.weight, *norm2.weight:     1 + r_i * 0.1
 //! other *weight ([out, in]):        r_i * f32(sqrt(3 / in))    (sqrt in f64)
@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use super::config::{KimodoConfig, KimodoModel, MotionStats, SkeletonKind, names};
-use crate::cpu::rng;
+use crate::rng;
 use crate::{HostTensor, Result};
 
 /// "KIMODO" in ASCII.

@@ -139,7 +139,7 @@ mod device_tests {
     use super::*;
     use crate::backend::{Backend, BufRef, Precision};
     use crate::cpu::gumbel::reference::gumbel_noise as cpu_noise;
-    use crate::cpu::rng;
+    use crate::rng;
     use crate::tensor::DType;
     use crate::vulkan::backend::GUMBEL_NOISE_ULP;
     use crate::vulkan::{VulkanBackend, VulkanOptions, probe};

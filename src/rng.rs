@@ -2,7 +2,11 @@
 //! i-th output (i from 0) is `mix(seed + (i + 1) * GAMMA)`, so any draw can be computed
 //! directly from its index. A uniform in [0, 1) is the output's high 24 bits times 2^-24,
 //! exactly representable in f32.
+//!
+//! It sits below both backends because both implement it bit for bit (the CPU's `gumbel`, the
+//! Vulkan shader `kernels/glsl/gumbel.comp`), and models draw their noise from it.
 
+/// The stream's increment (the golden-ratio constant of SplitMix64).
 pub const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// SplitMix64's finaliser (Steele, Lea and Flood 2014; the constants of `java.util.SplittableRandom`).

@@ -1,0 +1,362 @@
+//! Kimodo's commands: `generate`, `convert kimodo`, `bench kimodo`, and the options of
+//! `drift --model` for a Kimodo file.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use kinema::Backend;
+use kinema::device::BackendVisitor;
+use kinema::models::ModelHarness;
+use kinema::models::kimodo::convert::{self, ConvertOptions, Progress};
+use kinema::models::kimodo::generate::{self, GenerateReport, GenerateRequest, describe_backend};
+use kinema::models::kimodo::{Kimodo, SkeletonKind, bench, drift};
+use kinema::tensor::DType;
+
+use crate::args::RunArgs;
+
+/// `kinema generate`'s options.
+#[derive(Args, Clone)]
+pub struct GenerateOpts {
+    /// The Kimodo model file (`kinema convert kimodo`).
+    #[arg(long)]
+    model: PathBuf,
+    /// Text feature: float32 .npy of shape [1, 4096] or [1, 1, 4096] (upstream's LLM2Vec
+    /// output for the prompt).
+    #[arg(long)]
+    embedding: Option<PathBuf>,
+    /// A text prompt (needs the LLM2Vec text model, which kinema does not run yet: use
+    /// --embedding).
+    #[arg(long)]
+    prompt: Option<String>,
+    /// Initial noise x_T: float32 .npy [1, T, dim] (for parity with a PyTorch run); default:
+    /// drawn from --seed.
+    #[arg(long)]
+    noise: Option<PathBuf>,
+    /// Frames at 30 fps (2 to 4948); may be omitted with --noise.
+    #[arg(long)]
+    frames: Option<usize>,
+    /// DDIM steps.
+    #[arg(long, default_value_t = 100)]
+    steps: usize,
+    /// Text guidance weight (default: the model's, 2).
+    #[arg(long)]
+    cfg_text: Option<f32>,
+    /// Constraint guidance weight (default: the model's, 2).
+    #[arg(long)]
+    cfg_constraint: Option<f32>,
+    /// Guidance rows: 2 (exact without constraints) or 3 (upstream's [text, constraint, uncond]).
+    #[arg(long, default_value_t = 2)]
+    cfg_rows: usize,
+    /// Seed of the initial noise (SplitMix64 + Box-Muller, see the README).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// First heading angle in radians.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    heading: f32,
+    // --json prints the report (the sidecar's content) on stdout; --quiet: no progress bar,
+    // no notes and no summary.
+    #[command(flatten)]
+    run: RunArgs,
+    /// Add the first step's stage outputs and guided prediction to the npz.
+    #[arg(long)]
+    diagnostics: bool,
+    /// Also write an animated glTF binary (skeleton only).
+    #[arg(long)]
+    glb: Option<PathBuf>,
+    /// Output npz (upstream's keys plus `features`); a JSON sidecar is written beside it.
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+/// `kinema convert kimodo`'s options.
+#[derive(Args, Clone)]
+pub struct ConvertOpts {
+    /// The checkpoint directory.
+    checkpoint_dir: PathBuf,
+    /// Output GGUF file (written atomically).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// soma30, g1 or smplx22 (default: config.yaml, else inferred from the motion width).
+    #[arg(long)]
+    skeleton: Option<String>,
+    /// Attention heads (default: config.yaml, else 8 as in every released model).
+    #[arg(long)]
+    num_heads: Option<usize>,
+    /// Dtype of the 2-D weight matrices: f32, f16 or bf16 (biases, norms, stats stay f32).
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// No progress and no notes on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// `kinema convert`'s models.
+#[derive(Subcommand)]
+pub enum ConvertCmd {
+    /// A Kimodo checkpoint directory (the Hugging Face layout: model.safetensors,
+    /// stats/motion/..., config.yaml).
+    Kimodo(ConvertOpts),
+}
+
+impl ConvertCmd {
+    /// Runs the conversion.
+    pub fn run(&self) -> kinema::Result<()> {
+        match self {
+            ConvertCmd::Kimodo(o) => convert(
+                &o.checkpoint_dir,
+                &o.output,
+                o.skeleton.clone(),
+                o.num_heads,
+                &o.dtype,
+                o.quiet,
+            ),
+        }
+    }
+}
+
+/// `kinema bench kimodo`'s options.
+#[derive(Args, Clone)]
+pub struct BenchOpts {
+    /// Frames T.
+    #[arg(long, default_value_t = 150)]
+    frames: usize,
+    /// DDIM steps (1 for the one-step CPU comparison).
+    #[arg(long, default_value_t = 100)]
+    steps: usize,
+    /// Guidance rows: 2 (the exact shortcut without constraints) or 3 (upstream's rows).
+    #[arg(long, default_value_t = 2)]
+    rows: usize,
+    /// Encoder layers per stage (16 in the released models; fewer for a quick run).
+    #[arg(long, default_value_t = 16)]
+    layers: usize,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// `kinema bench kimodo`.
+pub fn bench(o: &BenchOpts) -> kinema::Result<()> {
+    let opts = bench::BenchOptions {
+        frames: o.frames,
+        steps: o.steps,
+        rows: o.rows,
+        layers: o.layers,
+    };
+    crate::bench::model::<Kimodo>(&o.run.select()?, &opts, o.run.json)
+}
+
+/// `kinema drift --model`'s options for a Kimodo file.
+#[derive(Args, Clone)]
+pub struct DriftOpts {
+    /// With --model: the text feature (.npy [1, llm_dim]); default: the deterministic
+    /// synthetic one of `kinema bench kimodo`.
+    #[arg(long)]
+    embedding: Option<PathBuf>,
+    /// With --model: frames.
+    #[arg(long, default_value_t = 30)]
+    frames: usize,
+    /// With --model: DDIM steps.
+    #[arg(long, default_value_t = 10)]
+    steps: usize,
+    /// With --model: guidance rows (2 or 3).
+    #[arg(long, default_value_t = 2)]
+    cfg_rows: usize,
+    /// With --model: seed of the initial noise.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+/// `kinema drift --model FILE` for a Kimodo file.
+pub fn drift(path: &Path, o: &DriftOpts, json: bool) -> kinema::Result<()> {
+    let opts = drift::DriftOptions {
+        embedding: o.embedding.clone(),
+        frames: o.frames,
+        steps: o.steps,
+        cfg_rows: o.cfg_rows,
+        seed: o.seed,
+    };
+    crate::drift::model(&Kimodo::drift(path, &opts)?, json)
+}
+
+/// `kinema generate`.
+pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
+    if o.prompt.is_some() {
+        return Err(kinema::Error::InvalidArgument(
+            "--prompt needs the LLM2Vec text model, which kinema cannot run yet; embed the \
+             prompt with upstream's LLM2Vec and pass the [1, 4096] float32 .npy with --embedding"
+                .into(),
+        ));
+    }
+    let Some(embedding) = o.embedding.clone() else {
+        return Err(kinema::Error::InvalidArgument(
+            "--embedding FILE.npy is required (the text feature of the prompt)".into(),
+        ));
+    };
+    let selection = o.run.select()?;
+    let show = !o.run.quiet && std::io::stderr().is_terminal();
+    let req = GenerateRequest {
+        model: o.model.clone(),
+        embedding,
+        noise: o.noise.clone(),
+        frames: o.frames,
+        steps: o.steps,
+        cfg_text: o.cfg_text,
+        cfg_constraint: o.cfg_constraint,
+        cfg_rows: o.cfg_rows,
+        seed: o.seed,
+        heading: o.heading,
+        diagnostics: o.diagnostics,
+        output: o.output.clone(),
+        glb: o.glb.clone(),
+    };
+    if show {
+        eprintln!(
+            "kinema: generating on {}",
+            describe_backend(&selection.backend.info())
+        );
+    }
+    let start = std::time::Instant::now();
+    let mut progress = |step: usize, total: usize| {
+        if show {
+            let width = 30;
+            let filled = step * width / total.max(1);
+            let el = start.elapsed().as_secs_f64();
+            let eta = if step > 0 {
+                el / step as f64 * (total - step) as f64
+            } else {
+                0.0
+            };
+            eprint!(
+                "\r  [{}{}] {step}/{total} steps  {el:.1} s  eta {eta:.1} s ",
+                "#".repeat(filled),
+                " ".repeat(width - filled)
+            );
+            if step == total {
+                eprintln!();
+            }
+        }
+    };
+    let r = selection.backend.visit(Generate {
+        req: &req,
+        progress: &mut progress,
+    })?;
+    if o.run.json {
+        let json = serde_json::to_string_pretty(&r)
+            .map_err(|e| kinema::Error::InvalidArgument(format!("JSON report: {e}")))?;
+        println!("{json}");
+    }
+    if !o.run.quiet {
+        eprintln!(
+            "kinema: wrote {} ({} frames of {}, {} steps, {:.1} ms/step, {:.2} s total) and {}",
+            r.outputs.join(", "),
+            r.frames,
+            r.output_skeleton,
+            r.steps,
+            r.timings.per_step_ms,
+            r.timings.total_s,
+            req.sidecar().display()
+        );
+    }
+    Ok(())
+}
+
+/// [`generate`] on the chosen backend.
+struct Generate<'a> {
+    req: &'a GenerateRequest,
+    progress: &'a mut dyn FnMut(usize, usize),
+}
+
+impl BackendVisitor for Generate<'_> {
+    type Output = kinema::Result<GenerateReport>;
+    fn visit<B: Backend>(self, b: &B) -> Self::Output {
+        generate::generate(self.req, b, self.progress)
+    }
+}
+
+/// `kinema convert kimodo`.
+pub fn convert(
+    dir: &Path,
+    out: &Path,
+    skeleton: Option<String>,
+    num_heads: Option<usize>,
+    dtype: &str,
+    quiet: bool,
+) -> kinema::Result<()> {
+    let dtype = match dtype {
+        "f32" => DType::F32,
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        d => {
+            return Err(kinema::Error::InvalidArgument(format!(
+                "unknown --dtype {d:?}: expected f32, f16 or bf16"
+            )));
+        }
+    };
+    let opts = ConvertOptions {
+        skeleton: skeleton.as_deref().map(SkeletonKind::parse).transpose()?,
+        num_heads,
+        dtype,
+    };
+    // On a terminal one line is redrawn. In a log a stage prints one line when it ends, and
+    // only for files large enough to take a while.
+    let tty = std::io::stderr().is_terminal();
+    const MIB: f64 = (1u64 << 20) as f64;
+    let mut show = |p: Progress| {
+        if quiet {
+            return;
+        }
+        let (line, finished, large) = match p {
+            Progress::Checking { done, total } => (
+                format!("checking tensors: {done} / {total}"),
+                done >= total,
+                false,
+            ),
+            Progress::Hashing { file, done, total } => (
+                format!(
+                    "hashing {file}: {:.1} / {:.1} MiB",
+                    done as f64 / MIB,
+                    total as f64 / MIB
+                ),
+                done >= total,
+                total >= 64 << 20,
+            ),
+            Progress::Writing { done, total } => (
+                format!(
+                    "writing {}: {:.1} / {:.1} MiB",
+                    out.display(),
+                    done as f64 / MIB,
+                    total as f64 / MIB
+                ),
+                done >= total,
+                total >= 64 << 20,
+            ),
+        };
+        if tty {
+            eprint!("\r\x1b[2K{line}");
+            if finished {
+                eprint!("\r\x1b[2K");
+            }
+            let _ = std::io::stderr().flush();
+        } else if finished && large {
+            eprintln!("{line}");
+        }
+    };
+    let c = convert::convert(dir, out, &opts, &mut show)?;
+    if !quiet {
+        for n in &c.notes {
+            eprintln!("note: {n}");
+        }
+        eprintln!(
+            "wrote {}: Kimodo {} ({} layers x 2, width {}, {} heads), {} tensors, {:.1} M parameters, {} weights",
+            out.display(),
+            c.config.skeleton.name(),
+            c.config.num_layers,
+            c.config.latent_dim,
+            c.config.num_heads,
+            c.tensors,
+            c.parameters as f64 / 1e6,
+            dtype
+        );
+    }
+    Ok(())
+}

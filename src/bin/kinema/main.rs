@@ -1,0 +1,131 @@
+//! The `kinema` command line: `info`, `bench`, `drift`, `generate` and `convert`. This file
+//! parses and dispatches; each command family has its own file, and the options every
+//! backend-running command shares are declared once in `args.rs`.
+
+mod args;
+mod bench;
+mod drift;
+mod info;
+mod kimodo;
+mod peaks;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "kinema",
+    version,
+    about = "Inference engine for LLM2Vec, Kimodo and MotionBricks on hand-written Vulkan and CPU SIMD kernels"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+// Parsed once per process: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+enum Cmd {
+    /// CPU ISAs, threads, and Vulkan devices (or why there are none).
+    Info {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Benchmarks. Without a subcommand: the kernel table, then one Kimodo DDIM step at the
+    /// released size (T=150, 2 rows; `bench kimodo` for a full generation).
+    Bench {
+        #[command(subcommand)]
+        what: Option<BenchCmd>,
+        #[command(flatten)]
+        opts: bench::KernelOpts,
+    },
+    /// Run each op with the same inputs on every CPU ISA and precision and on Vulkan, and report
+    /// how far each lies from the scalar reference (max_abs, rel_L2, ULP histogram).
+    Drift {
+        /// Only this op (names as in `kinema bench --list`).
+        #[arg(long)]
+        op: Option<String>,
+        /// Shape for --op, dimensions joined by 'x'.
+        #[arg(long)]
+        shape: Option<String>,
+        /// Weight dtype for linear/embedding: f32, f16, bf16 or q8_0.
+        #[arg(long)]
+        dtype: Option<String>,
+        /// One JSON object per comparison.
+        #[arg(long)]
+        json: bool,
+        /// A Kimodo model: compare one whole generation instead of single ops, layer by layer
+        /// and step by step, on every CPU ISA and Vulkan in each precision, against the CPU in
+        /// strict precision.
+        #[arg(long)]
+        model: Option<PathBuf>,
+        #[command(flatten)]
+        kimodo: kimodo::DriftOpts,
+    },
+    /// Generate motion with a Kimodo model from a text feature (an LLM2Vec embedding).
+    Generate(kimodo::GenerateOpts),
+    /// Convert an upstream checkpoint into a kinema GGUF model file.
+    Convert {
+        #[command(subcommand)]
+        model: kimodo::ConvertCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Time kernels at the models' shapes (or at --op/--shape/--dtype).
+    Kernels {
+        #[command(flatten)]
+        opts: bench::KernelOpts,
+    },
+    /// Time a full Kimodo generation on deterministic synthetic weights at the released SOMA
+    /// size (283 M parameters; no file needed).
+    Kimodo {
+        #[command(flatten)]
+        opts: kimodo::BenchOpts,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Info { json } => info::run(json),
+        Cmd::Bench {
+            what: Some(BenchCmd::Kernels { opts }),
+            ..
+        } => bench::kernels(&opts),
+        Cmd::Bench {
+            what: Some(BenchCmd::Kimodo { opts }),
+            ..
+        } => kimodo::bench(&opts),
+        Cmd::Bench { what: None, opts } => bench::quick(&opts),
+        // The only model with a harness today; the model file will name its architecture
+        // when a second one lands.
+        Cmd::Drift {
+            model: Some(model),
+            kimodo,
+            json,
+            ..
+        } => kimodo::drift(&model, &kimodo, json),
+        Cmd::Drift {
+            op,
+            shape,
+            dtype,
+            json,
+            ..
+        } => drift::ops(op, shape, dtype, json),
+        Cmd::Generate(o) => kimodo::generate(&o),
+        Cmd::Convert { model } => model.run(),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kinema: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
