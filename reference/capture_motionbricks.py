@@ -387,7 +387,7 @@ def gumbel_fixture():
         a, b = (r % cols), ((r * 3 + 1) % cols)
         if a == b:
             b = (a + 1) % cols
-        logits[r, b] = logits[r, a] = logits[r].max() + 1.0
+        logits[r, b] = logits[r, a] = logits[r].max() + 50.0  # beyond any noise of the row
         u[r, b] = u[r, a]
     # ties produced by the clamps: u = 0 and u = 1e-30 share the clamped noise
     u[24, 2], u[24, 7] = 0.0, np.float32(1e-30)

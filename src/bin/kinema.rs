@@ -171,6 +171,25 @@ enum ConvertCmd {
         #[arg(long)]
         quiet: bool,
     },
+    /// The three MotionBricks model folders (upstream's out/motionbricks_*/version_1/ with
+    /// model.safetensors = the checkpoint's state_dict, config.yaml, stats/motion/).
+    Motionbricks {
+        /// The root model folder.
+        #[arg(long)]
+        root: std::path::PathBuf,
+        /// The pose model folder.
+        #[arg(long)]
+        pose: std::path::PathBuf,
+        /// The VQVAE folder.
+        #[arg(long)]
+        vqvae: std::path::PathBuf,
+        /// Dtype of the 2-D weight matrices: f32, f16 or bf16.
+        #[arg(long, default_value = "f32")]
+        dtype: String,
+        /// Output GGUF file (written atomically).
+        #[arg(short, long)]
+        output: std::path::PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -312,6 +331,16 @@ fn main() -> ExitCode {
                     quiet,
                 },
         } => convert_kimodo(&checkpoint_dir, &output, skeleton, num_heads, &dtype, quiet),
+        Cmd::Convert {
+            model:
+                ConvertCmd::Motionbricks {
+                    root,
+                    pose,
+                    vqvae,
+                    dtype,
+                    output,
+                },
+        } => convert_motionbricks(root, pose, vqvae, &dtype, &output),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -1008,5 +1037,43 @@ fn convert_kimodo(
             dtype
         );
     }
+    Ok(())
+}
+
+fn convert_motionbricks(
+    root: std::path::PathBuf,
+    pose: std::path::PathBuf,
+    vqvae: std::path::PathBuf,
+    dtype: &str,
+    out: &std::path::Path,
+) -> kinema::Result<()> {
+    use kinema::models::motionbricks::convert::{Sources, convert};
+    let dtype = match dtype {
+        "f32" => DType::F32,
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        d => {
+            return Err(kinema::Error::InvalidArgument(format!(
+                "unknown --dtype {d:?}: expected f32, f16 or bf16"
+            )));
+        }
+    };
+    let c = convert(&Sources { root, pose, vqvae }, out, dtype)?;
+    for n in &c.notes {
+        eprintln!("note: {n}");
+    }
+    eprintln!(
+        "wrote {}: MotionBricks (root {} x {} layers, pose {} x {} layers, {} x {} codes), {} tensors, {:.1} M parameters, {} weights",
+        out.display(),
+        c.config.root_n_embd,
+        c.config.root_layers_shared + c.config.root_layers_token,
+        c.config.pose_n_embd,
+        c.config.pose_layers,
+        c.config.code_heads,
+        c.config.codes,
+        c.tensors,
+        c.parameters as f64 / 1e6,
+        dtype
+    );
     Ok(())
 }
