@@ -65,6 +65,7 @@ fn sources(l: &Layout) -> Sources {
         root: l.dirs[0].clone(),
         pose: l.dirs[1].clone(),
         vqvae: l.dirs[2].clone(),
+        g1_xml: None,
     }
 }
 
@@ -141,8 +142,8 @@ fn converts_the_reduced_model() {
     let got = f.tensor(names::STATS_MEAN).unwrap().to_f32_vec().unwrap();
     assert_eq!(got.len(), dims::STATS);
     assert!(got.iter().zip(&mean).all(|(a, b)| *a == *b as f32));
-    // Source hashes: 4 files per folder.
-    assert_eq!(c.sources.len(), 12);
+    // Source hashes: 4 files per folder and the robot description.
+    assert_eq!(c.sources.len(), 13);
     for (file, hash) in &c.sources {
         let key = format!("{}{file}", keys::SOURCE_SHA256_PREFIX);
         assert_eq!(f.get(&key).and_then(|v| v.as_str()), Some(hash.as_str()));
@@ -169,6 +170,9 @@ fn narrow_dtypes_round_the_matrices_only() {
         convert(&sources(&l), &l.out, d).unwrap();
         let f = GgufFile::open(&l.out).unwrap();
         for t in f.tensors() {
+            if t.name == names::G1_JOINTS {
+                continue; // an i32 table, never narrowed
+            }
             let a = f.tensor(&t.name).unwrap();
             let b = full.tensor(&t.name).unwrap();
             if a.shape.len() == 2 {
@@ -335,6 +339,26 @@ fn bad_checkpoints_are_refused() {
         assert!(e.contains(want), "wanted {want:?} in: {e}");
         assert!(!l.out.exists(), "{want}: an output was written");
     }
+    // No robot description beside the folders, or a broken one.
+    let Some(l) = layout() else { return };
+    let xml = l.dirs[0].join("../../../assets/skeletons/g1/g1.xml");
+    std::fs::remove_file(&xml).unwrap();
+    let e = convert(&sources(&l), &l.out, DType::F32)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--g1-xml"), "{e}");
+    std::fs::write(
+        &xml,
+        "<mujoco><worldbody><body><joint name=\"x_joint\"/></body></worldbody></mujoco>",
+    )
+    .unwrap();
+    let e = convert(&sources(&l), &l.out, DType::F32)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("expected the G1's 29 hinges"), "{e}");
+    std::fs::write(&xml, "<mujoco><worldbody>").unwrap();
+    assert!(convert(&sources(&l), &l.out, DType::F32).is_err());
+    assert!(!l.out.exists());
     // Not a folder, and an output directory that does not exist.
     let Some(l) = layout() else { return };
     let mut s = sources(&l);

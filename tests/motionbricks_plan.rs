@@ -37,6 +37,7 @@ fn model() -> Option<Loaded> {
             root: d[0].clone(),
             pose: d[1].clone(),
             vqvae: d[2].clone(),
+            g1_xml: None,
         },
         &out,
         DType::F32,
@@ -192,6 +193,7 @@ fn run_case<B: Backend>(b: &B, m: &MotionBricksModel, case: &str, label: &str) -
         1e-4,
     );
     close("features", &out.features, &f32s(&z, "features"), 1e-3, 1e-3);
+    close("qpos", &out.qpos, &f32s(&z, "qpos"), 1e-3, 1e-3);
     out
 }
 

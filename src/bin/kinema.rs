@@ -183,6 +183,9 @@ enum ConvertCmd {
         /// The VQVAE folder.
         #[arg(long)]
         vqvae: std::path::PathBuf,
+        /// The G1 description (default: upstream's assets/skeletons/g1/g1.xml beside out/).
+        #[arg(long)]
+        g1_xml: Option<std::path::PathBuf>,
         /// Dtype of the 2-D weight matrices: f32, f16 or bf16.
         #[arg(long, default_value = "f32")]
         dtype: String,
@@ -337,10 +340,11 @@ fn main() -> ExitCode {
                     root,
                     pose,
                     vqvae,
+                    g1_xml,
                     dtype,
                     output,
                 },
-        } => convert_motionbricks(root, pose, vqvae, &dtype, &output),
+        } => convert_motionbricks(root, pose, vqvae, g1_xml, &dtype, &output),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -1044,6 +1048,7 @@ fn convert_motionbricks(
     root: std::path::PathBuf,
     pose: std::path::PathBuf,
     vqvae: std::path::PathBuf,
+    g1_xml: Option<std::path::PathBuf>,
     dtype: &str,
     out: &std::path::Path,
 ) -> kinema::Result<()> {
@@ -1058,7 +1063,16 @@ fn convert_motionbricks(
             )));
         }
     };
-    let c = convert(&Sources { root, pose, vqvae }, out, dtype)?;
+    let c = convert(
+        &Sources {
+            root,
+            pose,
+            vqvae,
+            g1_xml,
+        },
+        out,
+        dtype,
+    )?;
     for n in &c.notes {
         eprintln!("note: {n}");
     }

@@ -79,9 +79,17 @@ pub fn entries(model: &str) -> Vec<Entry> {
 
 /// Write the reduced model in upstream's layout under `root`:
 /// `out/motionbricks_<model>/version_1/{config.yaml, stats/motion/{mean,std}.npy,
-/// model.safetensors}`; returns the three folders (root, pose, vqvae). `stats` is the
+/// model.safetensors}` and `assets/skeletons/g1/g1.xml`; returns the three folders (root, pose, vqvae). `stats` is the
 /// upstream folder `motionbricks/out` beside the checkout.
 pub fn write_layout(root: &Path, upstream_out: &Path) -> [PathBuf; 3] {
+    // The robot description where upstream keeps it, beside `out/`.
+    let assets = root.join("assets/skeletons/g1");
+    std::fs::create_dir_all(&assets).unwrap();
+    std::fs::copy(
+        upstream_out.join("../assets/skeletons/g1/g1.xml"),
+        assets.join("g1.xml"),
+    )
+    .unwrap();
     MODELS.map(|m| {
         let d = root.join(format!("out/motionbricks_{m}/version_1"));
         std::fs::create_dir_all(d.join("stats/motion")).unwrap();

@@ -87,6 +87,10 @@ pub mod names {
     pub const VQ_CODEBOOK: &str = "vq.codebook";
     pub const STATS_MEAN: &str = "stats.mean";
     pub const STATS_STD: &str = "stats.std";
+    /// i32 `[29, 2]`: per G1 hinge (MuJoCo order) its skeleton joint and motion-space axis.
+    pub const G1_JOINTS: &str = "g1.qpos_joints";
+    /// f32 `[34, 3, 3]`: the `_rot_offsets_f2q` of each skeleton joint.
+    pub const G1_OFFSETS: &str = "g1.rot_offsets_f2q";
     /// The 12 tensors of each `nn.TransformerEncoderLayer`, after `<stack>.layers.<i>.`.
     pub const LAYER_TENSORS: [&str; 12] = [
         "self_attn.in_proj_weight",
@@ -428,6 +432,8 @@ impl MotionBricksConfig {
         out.push((names::VQ_CODEBOOK.into(), self.codebook_shape()));
         out.push((names::STATS_MEAN.into(), vec![dims::STATS]));
         out.push((names::STATS_STD.into(), vec![dims::STATS]));
+        out.push((names::G1_JOINTS.into(), vec![super::g1::HINGES, 2]));
+        out.push((names::G1_OFFSETS.into(), vec![super::g1::BONES.len(), 3, 3]));
         out
     }
 

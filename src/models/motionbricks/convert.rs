@@ -24,6 +24,7 @@ use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::{Yaml, YamlLoader};
 
 use super::config::{ConvDecoderConfig, MotionBricksConfig, dims, keys, names};
+use super::g1::G1Qpos;
 use crate::formats::{
     FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors, npy, write_atomic,
 };
@@ -59,12 +60,24 @@ const MAX_CONFIG_BYTES: u64 = 1 << 20;
 const MAX_LISTED: usize = 20;
 const MAX_INTERPOLATION_DEPTH: usize = 16;
 
-/// The three model folders.
+/// The three model folders and the robot description.
 #[derive(Clone, Debug)]
 pub struct Sources {
     pub root: PathBuf,
     pub pose: PathBuf,
     pub vqvae: PathBuf,
+    /// Upstream's `assets/skeletons/g1/g1.xml`; `None` looks for it where upstream keeps it,
+    /// `<root>/../../../assets/skeletons/g1/g1.xml`.
+    pub g1_xml: Option<PathBuf>,
+}
+
+impl Sources {
+    /// The robot description's path.
+    pub fn g1_xml_path(&self) -> PathBuf {
+        self.g1_xml
+            .clone()
+            .unwrap_or_else(|| self.root.join("../../../assets/skeletons/g1/g1.xml"))
+    }
 }
 
 /// What a successful conversion wrote.
@@ -189,12 +202,35 @@ pub fn convert(src: &Sources, out: &Path, dtype: DType) -> Result<Conversion> {
     }
     let (mean, std) = stats.ok_or_else(|| bad("no statistics"))?;
 
+    // The G1 qpos constants (`helper/mujoco_helper.py#L161-262`).
+    let xml_path = src.g1_xml_path();
+    let xml_len = std::fs::metadata(&xml_path)
+        .map_err(|e| {
+            Error::io(
+                &xml_path,
+                io::Error::new(
+                    e.kind(),
+                    format!("{e} (the G1 description g1.xml; pass --g1-xml)"),
+                ),
+            )
+        })?
+        .len();
+    if xml_len > MAX_CONFIG_BYTES {
+        return Err(bad(format!(
+            "{}: {xml_len} bytes is not a robot description",
+            xml_path.display()
+        )));
+    }
+    let xml = std::fs::read_to_string(&xml_path).map_err(|e| Error::io(&xml_path, e))?;
+    let g1 = G1Qpos::from_xml(&xml)?;
+
     let mut sources = Vec::new();
     for (which, dir) in folders {
         for file in [WEIGHTS_FILE, CONFIG_FILE, STATS_MEAN_FILE, STATS_STD_FILE] {
             sources.push((format!("{which}/{file}"), sha256_file(&dir.join(file))?));
         }
     }
+    sources.push(("g1.xml".to_string(), sha256_file(&xml_path)?));
 
     let mut w = GgufWriter::new();
     config.write_metadata(&mut w)?;
@@ -244,6 +280,16 @@ pub fn convert(src: &Sources, out: &Path, dtype: DType) -> Result<Conversion> {
         w.add_tensor(n, &HostTensor::from_f32(&[dims::STATS], &v)?)?;
         tensors += 1;
     }
+    let (joints, offsets) = g1.to_values();
+    w.add_tensor(
+        names::G1_JOINTS,
+        &HostTensor::from_i32(&[super::g1::HINGES, 2], &joints)?,
+    )?;
+    w.add_tensor(
+        names::G1_OFFSETS,
+        &HostTensor::from_f32(&[super::g1::BONES.len(), 3, 3], &offsets)?,
+    )?;
+    tensors += 2;
     write_atomic(out, |sink| {
         w.write_to(sink).map_err(|e| match e {
             Error::Format(FormatError::Write { source, .. }) => source,

@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod convert;
+pub mod g1;
 pub mod model;
 pub mod plan;
 pub mod sampler;

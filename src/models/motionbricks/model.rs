@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use super::config::{ConvDecoderConfig, MotionBricksConfig, dims, names};
+use super::g1::G1Qpos;
 use super::sampler::Sampling;
 use crate::formats::GgufFile;
 use crate::graph::{Graph, TensorId};
@@ -29,6 +30,8 @@ pub struct MotionBricksModel {
     /// The dual statistics `[418]`, cast to f32.
     pub mean: Vec<f32>,
     pub std: Vec<f32>,
+    /// The G1 qpos constants.
+    pub g1: G1Qpos,
     pub tensors: BTreeMap<String, HostTensor>,
 }
 
@@ -64,6 +67,7 @@ impl MotionBricksModel {
                 )));
             }
             let ok = match (shape.len(), t.dtype) {
+                _ if name == names::G1_JOINTS => t.dtype == DType::I32,
                 (_, DType::F32) => true,
                 (2, DType::F16 | DType::BF16) => true,
                 _ => false,
@@ -87,10 +91,14 @@ impl MotionBricksModel {
         }
         let mean = tensors[names::STATS_MEAN].to_f32_vec()?;
         let std = tensors[names::STATS_STD].to_f32_vec()?;
+        let joints: Vec<i32> = bytemuck::pod_collect_to_vec(tensors[names::G1_JOINTS].bytes());
+        let g1 = G1Qpos::from_values(&joints, &tensors[names::G1_OFFSETS].to_f32_vec()?)
+            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
         Ok(MotionBricksModel {
             config,
             mean,
             std,
+            g1,
             tensors,
         })
     }

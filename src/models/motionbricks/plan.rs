@@ -82,6 +82,8 @@ pub struct PlanOutput {
     pub decoded: Vec<f32>,
     /// `[batch, frames, 414]`: the global features `predict` returns.
     pub features: Vec<f32>,
+    /// `[batch, frames, 36]`: G1 MuJoCo qpos (root xyz, root quaternion w x y z, 29 hinges).
+    pub qpos: Vec<f32>,
 }
 
 fn bad(msg: String) -> Error {
@@ -669,6 +671,7 @@ impl<'b, B: Backend> Planner<'b, B> {
                 }
             }
         }
+        out.qpos = m.g1.features_to_qpos(&out.features, b * frames);
         Ok(out)
     }
 }
