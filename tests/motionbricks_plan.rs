@@ -24,6 +24,7 @@ use motionbricks_fixture as fx;
 
 struct Loaded {
     _tmp: tempfile::TempDir,
+    path: std::path::PathBuf,
     model: MotionBricksModel,
 }
 
@@ -44,7 +45,11 @@ fn model() -> Option<Loaded> {
     )
     .unwrap();
     let model = MotionBricksModel::load(&out).unwrap();
-    Some(Loaded { _tmp: tmp, model })
+    Some(Loaded {
+        _tmp: tmp,
+        path: out,
+        model,
+    })
 }
 
 fn f32s(z: &NpzReader, n: &str) -> Vec<f32> {
@@ -297,4 +302,144 @@ fn bad_plan_inputs_are_refused() {
     let mut i = good.clone();
     i.num_tokens[0] = 16;
     assert_eq!(planner.plan(&i, None).unwrap().num_tokens, [16]);
+}
+
+/// `predict`'s arguments of a fixture case as an `inputs.npz`.
+fn write_inputs(z: &NpzReader, path: &std::path::Path, nan: bool) {
+    let mut w = kinema::formats::NpzWriter::new();
+    for n in [
+        "global_root_values",
+        "has_global_root_values",
+        "local_root_values",
+        "has_local_root_values",
+        "local_poses",
+        "has_local_poses",
+        "num_tokens",
+        "allowed_pred_num_tokens",
+    ] {
+        let mut a = z.array(&format!("in.{n}")).unwrap();
+        if nan && n == "local_poses" {
+            a.data[0..4].copy_from_slice(&f32::NAN.to_le_bytes());
+        }
+        w.add(n, &a).unwrap();
+    }
+    w.write(path).unwrap();
+}
+
+/// `kinema plan` end to end: argmax, Gumbel from stored uniforms, and Gumbel from `--seed 7`
+/// (the stream upstream consumed in `gumbel_seed`), all matching upstream's tokens and qpos;
+/// bad flags and inputs refused without an output.
+#[test]
+fn command_line_plans() {
+    let Some(l) = model() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], inputs: &std::path::Path, out: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kinema"))
+            .arg("plan")
+            .arg("--model")
+            .arg(&l.path)
+            .arg("--inputs")
+            .arg(inputs)
+            .args(["--backend", "cpu", "--precision", "strict", "-o"])
+            .arg(out)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for (case, args) in [
+        ("argmax", vec!["--sampling", "argmax", "--diagnostics"]),
+        ("gumbel_torch", vec!["--sampling", "gumbel", "--uniforms"]),
+        ("gumbel_seed", vec!["--sampling", "gumbel", "--seed", "7"]),
+    ] {
+        let z = fx::case(case);
+        let inputs = tmp.path().join(format!("{case}.in.npz"));
+        write_inputs(&z, &inputs, false);
+        let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        if args.last().map(String::as_str) == Some("--uniforms") {
+            let u = tmp.path().join("u.npy");
+            let a = z.array("uniforms").unwrap();
+            let a = kinema::formats::NpyArray::new(a.dtype, &a.shape[1..], a.data).unwrap();
+            kinema::formats::npy::write_file(&u, &a).unwrap();
+            args.push(u.to_str().unwrap().to_string());
+        }
+        let out = tmp.path().join(format!("{case}.plan.npz"));
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run(&argv, &inputs, &out);
+        assert!(
+            r.status.success(),
+            "{case}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        let p = NpzReader::open(&out).unwrap();
+        assert_eq!(
+            ints(&p, "num_tokens"),
+            ints(&z, "pred_num_tokens"),
+            "{case}"
+        );
+        assert_eq!(p.array("pose_tokens").unwrap().shape, [16, 8]);
+        let want: Vec<i64> = ints(&z, "pose_tokens");
+        assert_eq!(ints(&p, "pose_tokens"), want, "{case}: tokens");
+        close("cli qpos", &f32s(&p, "qpos"), &f32s(&z, "qpos"), 1e-3, 1e-3);
+        close(
+            "cli features",
+            &f32s(&p, "features"),
+            &f32s(&z, "features"),
+            1e-3,
+            1e-3,
+        );
+        assert_eq!(p.names().contains(&"pose_logits"), case == "argmax");
+    }
+    let z = fx::case("argmax");
+    let inputs = tmp.path().join("in.npz");
+    write_inputs(&z, &inputs, false);
+    let nan_inputs = tmp.path().join("nan.npz");
+    write_inputs(&z, &nan_inputs, true);
+    let out = tmp.path().join("bad.npz");
+    for (args, inp, want) in [
+        (vec!["--sampling", "topk"], &inputs, "sampling"),
+        (
+            vec!["--sampling", "gumbel", "--seed", "-3"],
+            &inputs,
+            "seed",
+        ),
+        (vec!["--sampling", "gumbel", "--seed", "x"], &inputs, "seed"),
+        (
+            vec!["--sampling", "argmax", "--seed", "3"],
+            &inputs,
+            "gumbel only",
+        ),
+        (
+            vec!["--sampling", "argmax"],
+            &nan_inputs,
+            "not a finite number",
+        ),
+    ] {
+        let r = run(&args, inp, &out);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(!r.status.success() && err.contains(want), "{args:?}: {err}");
+        assert!(!out.exists());
+    }
+    // Not a MotionBricks model.
+    let other = tmp.path().join("other.gguf");
+    let mut w = kinema::formats::GgufWriter::new();
+    w.add_metadata("general.architecture", "kimodo").unwrap();
+    w.write(&other).unwrap();
+    let r = std::process::Command::new(env!("CARGO_BIN_EXE_kinema"))
+        .args([
+            "plan",
+            "--sampling",
+            "argmax",
+            "--backend",
+            "cpu",
+            "--model",
+        ])
+        .arg(&other)
+        .arg("--inputs")
+        .arg(&inputs)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&r.stderr).contains("not a MotionBricks model"));
+    assert!(!out.exists());
 }

@@ -79,11 +79,44 @@ enum Cmd {
     },
     /// Generate motion with a Kimodo model from a text feature (an LLM2Vec embedding).
     Generate(GenerateOpts),
+    /// One batch of MotionBricks plans from predict's arguments (inputs.npz) to plan.npz.
+    Plan(PlanOpts),
     /// Convert an upstream checkpoint into a kinema GGUF model file.
     Convert {
         #[command(subcommand)]
         model: ConvertCmd,
     },
+}
+
+#[derive(Args, Clone)]
+struct PlanOpts {
+    /// The MotionBricks model file (`kinema convert motionbricks`).
+    #[arg(long)]
+    model: PathBuf,
+    /// predict's tensor arguments by name (see the README).
+    #[arg(long)]
+    inputs: PathBuf,
+    /// argmax or gumbel (upstream predict's default).
+    #[arg(long, default_value = "gumbel")]
+    sampling: String,
+    /// Gumbel uniforms, float32 .npy [B, 16, 8, 10] ([16, 8, 10] for one plan).
+    #[arg(long)]
+    uniforms: Option<PathBuf>,
+    /// Seed of the first plan's uniform stream (plan b uses seed + b); default 0.
+    #[arg(long, allow_hyphen_values = true)]
+    seed: Option<String>,
+    /// cpu, vulkan or auto.
+    #[arg(long, default_value = "auto")]
+    backend: String,
+    /// strict, fast or auto.
+    #[arg(long, default_value = "auto")]
+    precision: String,
+    /// Also write the root output, duration logits, pose logits, decoder output, uniforms.
+    #[arg(long)]
+    diagnostics: bool,
+    /// Output npz (written atomically).
+    #[arg(short, long)]
+    output: PathBuf,
 }
 
 #[derive(Args, Clone)]
@@ -323,6 +356,7 @@ fn main() -> ExitCode {
             ..
         } => drift(op, shape, dtype, json),
         Cmd::Generate(o) => generate(&o),
+        Cmd::Plan(o) => plan(&o),
         Cmd::Convert {
             model:
                 ConvertCmd::Kimodo {
@@ -1088,6 +1122,35 @@ fn convert_motionbricks(
         c.tensors,
         c.parameters as f64 / 1e6,
         dtype
+    );
+    Ok(())
+}
+
+fn plan(o: &PlanOpts) -> kinema::Result<()> {
+    use kinema::models::motionbricks::run::{PlanRequest, plan_file};
+    use kinema::models::motionbricks::sampler::parse_seed;
+    let req = PlanRequest {
+        model: o.model.clone(),
+        inputs: o.inputs.clone(),
+        sampling: o.sampling.parse()?,
+        uniforms: o.uniforms.clone(),
+        seed: o.seed.as_deref().map(parse_seed).transpose()?,
+        diagnostics: o.diagnostics,
+        output: o.output.clone(),
+    };
+    let selection = select_backend(&o.backend, PrecisionChoice::parse(&o.precision)?, None)?;
+    let start = std::time::Instant::now();
+    let out = match &selection.backend {
+        AnyBackend::Cpu(b) => plan_file(b, &req)?,
+        AnyBackend::Vulkan(b) => plan_file(b, &req)?,
+    };
+    eprintln!(
+        "kinema: wrote {} ({} plan(s), {:?} tokens, {} sampling, {:.1} ms)",
+        o.output.display(),
+        out.num_tokens.len(),
+        out.num_tokens,
+        req.sampling,
+        start.elapsed().as_secs_f64() * 1e3
     );
     Ok(())
 }

@@ -8,6 +8,7 @@ pub mod convert;
 pub mod g1;
 pub mod model;
 pub mod plan;
+pub mod run;
 pub mod sampler;
 pub mod synthetic;
 
