@@ -443,3 +443,66 @@ fn command_line_plans() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("not a MotionBricks model"));
     assert!(!out.exists());
 }
+
+/// B plans in one pass equal B single plans (part 6): the three fixture inputs as one batch,
+/// Gumbel with each plan's own uniforms.
+#[test]
+fn a_batch_equals_single_plans() {
+    let Some(l) = model() else { return };
+    let b = CpuBackend::new(Precision::Strict).unwrap();
+    let single = Planner::new(&b, &l.model, 1, Sampling::Gumbel).unwrap();
+    let batch = Planner::new(&b, &l.model, fx::CASES.len(), Sampling::Gumbel).unwrap();
+    let mut all = PlanInputs::default();
+    let mut seeds = Vec::new();
+    let mut outs = Vec::new();
+    for (i, case) in fx::CASES.iter().enumerate() {
+        let one = inputs(&fx::case(case));
+        let seed = 100 + i as u64;
+        outs.push(
+            single
+                .plan(&one, Some(&Randomness::Seeds(vec![seed])))
+                .unwrap(),
+        );
+        seeds.push(seed);
+        all.batch += 1;
+        all.global_root_values.extend(one.global_root_values);
+        all.has_global_root_values
+            .extend(one.has_global_root_values);
+        all.local_root_values.extend(one.local_root_values);
+        all.has_local_root_values.extend(one.has_local_root_values);
+        all.local_poses.extend(one.local_poses);
+        all.has_local_poses.extend(one.has_local_poses);
+        all.num_tokens.extend(one.num_tokens);
+        all.allowed_pred_num_tokens
+            .extend(one.allowed_pred_num_tokens);
+    }
+    let got = batch.plan(&all, Some(&Randomness::Seeds(seeds))).unwrap();
+    let n = outs.len();
+    let cat =
+        |f: &dyn Fn(&PlanOutput) -> Vec<f32>| -> Vec<f32> { outs.iter().flat_map(f).collect() };
+    assert_eq!(
+        got.num_tokens,
+        outs.iter().map(|o| o.num_tokens[0]).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        got.pose_tokens,
+        outs.iter()
+            .flat_map(|o| o.pose_tokens.clone())
+            .collect::<Vec<_>>()
+    );
+    close(
+        "batch features",
+        &got.features,
+        &cat(&|o| o.features.clone()),
+        1e-5,
+        1e-6,
+    );
+    close(
+        "batch qpos",
+        &got.qpos,
+        &cat(&|o| o.qpos.clone()),
+        1e-5,
+        1e-6,
+    );
+    assert_eq!(got.features.len(), n * 64 * 414);
+}
