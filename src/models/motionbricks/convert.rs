@@ -396,7 +396,7 @@ fn check_initted(st: &SafeTensors) -> Result<()> {
         return Ok(());
     };
     let b = st.tensor_bytes(POSE_INITTED)?;
-    if info.dtype != SafeDType::BOOL || b.is_empty() || b.iter().any(|&x| x == 0) {
+    if info.dtype != SafeDType::BOOL || b.is_empty() || b.contains(&0) {
         return Err(bad(format!(
             "{POSE_INITTED:?} is not true: the pose backbone's token embeddings were never \
              initialised from the codebook"
