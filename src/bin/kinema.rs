@@ -1,4 +1,4 @@
-//! The `kinema` command line: `info`, `bench`, `drift`, `generate` and `convert`.
+//! The `kinema` command line: `info`, `bench`, `drift`, `generate`, `plan` and `convert`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -37,6 +37,7 @@ pub const CONVERTER_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " motionbricks-convert 1"
 );
+/// Files of each model folder, relative to it.
 pub const WEIGHTS_FILE: &str = "model.safetensors";
 pub const CONFIG_FILE: &str = "config.yaml";
 pub const STATS_MEAN_FILE: &str = "stats/motion/mean.npy";
@@ -45,6 +46,7 @@ pub const STATS_STD_FILE: &str = "stats/motion/std.npy";
 pub const BACKBONE_PREFIX: &str = "backbone_net.";
 /// The VQVAE checkpoint's decoder keys (`motion_backbone/models/pose_model.py#L74-96`).
 pub const VQ_DECODER_PREFIX: &str = "pose_net.decoder.";
+/// The codebook `[heads, codes, dim]` in the VQVAE checkpoint.
 pub const VQ_CODEBOOK_KEY: &str = "pose_net.quantizer.vq._codebook.embed";
 /// Training-only parts of the VQVAE checkpoint.
 pub const VQ_TRAINING_ONLY: [&str; 4] = [

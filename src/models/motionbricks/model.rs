@@ -103,6 +103,7 @@ impl MotionBricksModel {
         })
     }
 
+    /// A tensor by GGUF name.
     pub fn tensor(&self, name: &str) -> Result<&HostTensor> {
         self.tensors
             .get(name)
@@ -428,6 +429,7 @@ pub struct RootStage1 {
 }
 
 impl RootStage1 {
+    /// The graph for `batch` plans.
     pub fn build(m: &MotionBricksModel, batch: usize) -> Result<RootStage1> {
         let c = &m.config;
         let mut g = Graph::new();
@@ -540,6 +542,7 @@ pub struct RootStage2 {
 }
 
 impl RootStage2 {
+    /// The graph for `batch` plans.
     pub fn build(m: &MotionBricksModel, batch: usize) -> Result<RootStage2> {
         let c = &m.config;
         let mut g = Graph::new();
@@ -620,6 +623,7 @@ pub struct PoseDecode {
 }
 
 impl PoseDecode {
+    /// The graph for `batch` plans, sampling tokens by `sampling`.
     pub fn build(m: &MotionBricksModel, batch: usize, sampling: Sampling) -> Result<PoseDecode> {
         let c = &m.config;
         let mut g = Graph::new();

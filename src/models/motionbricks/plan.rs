@@ -287,10 +287,12 @@ impl<'b, B: Backend> Planner<'b, B> {
         })
     }
 
+    /// Plans per run.
     pub fn batch(&self) -> usize {
         self.batch
     }
 
+    /// How tokens are chosen.
     pub fn sampling(&self) -> Sampling {
         self.sampling
     }

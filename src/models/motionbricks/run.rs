@@ -23,7 +23,9 @@ use crate::{Error, Result};
 /// What `kinema plan` was asked for.
 #[derive(Clone, Debug)]
 pub struct PlanRequest {
+    /// The model file.
     pub model: PathBuf,
+    /// `inputs.npz`.
     pub inputs: PathBuf,
     pub sampling: Sampling,
     /// Gumbel uniforms `[B,16,8,10]` (`[16,8,10]` for one plan) from a `.npy`.
