@@ -29,9 +29,11 @@ uniforms, including edge rows (u = 0, 1, 1 - 2^-24, 2^-24 and exact score ties).
 
 The reduced model in the upstream layout (`out/motionbricks_{root,pose,vqvae}/version_1/`
 with `config.yaml`, `stats/motion/{mean,std}.npy`, `model.safetensors` = the state_dict) is
-written to `--model-out` (a temporary folder by default) for a manual converter run; the
-fixture keeps only the three reduced `config.yaml` files and the state_dict key list
-(`state_dict.json`), from which the tests regenerate `model.safetensors` in Rust.
+written to `--model-out` (a temporary folder by default) for a manual converter run. The
+fixture keeps only the state_dict key list (`state_dict.json`): the tests regenerate
+`model.safetensors` from it in Rust and derive the reduced `config.yaml` from the released
+one beside the checkout (`../shared/data/upstream/`) with the overrides of `meta.json`, so no
+upstream file is copied into the repository.
 
 Usage (about a minute on 2 cores; needs torch, numpy, scipy, einops, omegaconf, hydra-core,
 pytorch-lightning, vector-quantize-pytorch, pyyaml, safetensors):
@@ -464,8 +466,6 @@ def main():
     g = gumbel_fixture()
     np.savez_compressed(out / "gumbel.npz", **g)
 
-    for name in ("root", "pose", "vqvae"):
-        shutil.copy(model_out / f"out/motionbricks_{name}/version_1/config.yaml", out / f"{name}.config.yaml")
     keys = {name: [{"name": k, "shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", "")}
                    for k, v in sd.items()] for name, sd in sds.items()}
     (out / "state_dict.json").write_text(json.dumps(keys, indent=1) + "\n")

@@ -77,6 +77,90 @@ pub fn entries(model: &str) -> Vec<Entry> {
         .collect()
 }
 
+/// Released value -> reduced value of each overridden line, per model (the capture
+/// script's `ROOT_ARGS`, `POSE_ARGS`, `VQVAE_ARGS`; checked against `meta.json`).
+/// One overridden line: key, released value, reduced value.
+type Override = (&'static str, &'static str, &'static str);
+
+const OVERRIDES: [(&str, &[Override]); 3] = [
+    (
+        "root",
+        &[
+            ("n_embd", "512", "64"),
+            ("n_head", "16", "2"),
+            ("n_layers_shared", "3", "2"),
+            ("n_layers_root_token", "3", "2"),
+            ("pose_feat_dim", "256", "32"),
+            ("local_root_feat_dim", "64", "16"),
+            ("global_root_feat_dim", "64", "16"),
+            ("width", "512", "64"),
+        ],
+    ),
+    (
+        "pose",
+        &[
+            ("n_embd", "1024", "128"),
+            ("n_head", "16", "2"),
+            ("n_layers", "16", "2"),
+            ("root_feat_width", "256", "32"),
+            ("pose_feat_width", "640", "64"),
+            ("token_length_feat_width", "128", "16"),
+            ("code_dim", "256", "64"),
+            ("output_emb_width", "256", "64"),
+            ("width", "512", "64"),
+        ],
+    ),
+    (
+        "vqvae",
+        &[
+            ("code_dim", "256", "64"),
+            ("output_emb_width", "256", "64"),
+            ("width", "512", "64"),
+        ],
+    ),
+];
+
+/// The reduced `config.yaml` of `model`: the released one with the overridden lines
+/// replaced (each must occur exactly once).
+pub fn reduced_config(upstream_out: &Path, model: &str) -> String {
+    let text = std::fs::read_to_string(
+        upstream_out.join(format!("motionbricks_{model}/version_1/config.yaml")),
+    )
+    .unwrap();
+    let meta = meta();
+    let (_, table) = OVERRIDES.iter().find(|(m, _)| *m == model).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    for (key, old, new) in table.iter() {
+        let section = if model == "vqvae"
+            || (model == "pose" && ["code_dim", "output_emb_width", "width"].contains(key))
+        {
+            "vqvae"
+        } else {
+            model
+        };
+        assert_eq!(
+            meta["reduced_widths"][section][key]
+                .as_u64()
+                .map(|v| v.to_string()),
+            Some(new.to_string()),
+            "{model}: {key}"
+        );
+        let want = format!("{key}: {old}");
+        let hits: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].trim_start() == want)
+            .collect();
+        assert_eq!(
+            hits.len(),
+            1,
+            "{model}: {want:?} occurs {} times",
+            hits.len()
+        );
+        let l = &mut lines[hits[0]];
+        *l = l.replacen(&want, &format!("{key}: {new}"), 1);
+    }
+    lines.join("\n") + "\n"
+}
+
 /// Write the reduced model in upstream's layout under `root`:
 /// `out/motionbricks_<model>/version_1/{config.yaml, stats/motion/{mean,std}.npy,
 /// model.safetensors}` and `assets/skeletons/g1/g1.xml`; returns the three folders (root, pose, vqvae). `stats` is the
@@ -93,11 +177,7 @@ pub fn write_layout(root: &Path, upstream_out: &Path) -> [PathBuf; 3] {
     MODELS.map(|m| {
         let d = root.join(format!("out/motionbricks_{m}/version_1"));
         std::fs::create_dir_all(d.join("stats/motion")).unwrap();
-        std::fs::copy(
-            dir().join(format!("{m}.config.yaml")),
-            d.join("config.yaml"),
-        )
-        .unwrap();
+        std::fs::write(d.join("config.yaml"), reduced_config(upstream_out, m)).unwrap();
         for s in ["mean", "std"] {
             std::fs::copy(
                 upstream_out.join(format!("motionbricks_{m}/version_1/stats/motion/{s}.npy")),
