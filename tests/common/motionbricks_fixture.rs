@@ -1,10 +1,10 @@
 //! The MotionBricks fixtures (`tests/fixtures/motionbricks/`, captured by
 //! `reference/capture_motionbricks.py`) and the reduced model in upstream's layout rebuilt
-//! from them: the three `config.yaml`, the statistics from `../shared/data/upstream/`, and
+//! from them: the three `config.yaml` (the released ones from `../shared/data/upstream/` with
+//! the reduced widths), the statistics and `g1.xml` from there too, and
 //! `model.safetensors` regenerated from `state_dict.json` with the weight formula of
 //! `kinema::models::motionbricks::synthetic` (the script's `weight_value`). Include with
-//! `#[path = "common/motionbricks_fixture.rs"] mod motionbricks_fixture;` (it needs
-//! `shared_data` declared beside it).
+//! `#[path = "common/motionbricks_fixture.rs"] mod motionbricks_fixture;`.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
