@@ -33,6 +33,7 @@ pub mod models;
 pub mod ops;
 pub mod precision;
 pub mod rng;
+pub mod sampling;
 pub mod tensor;
 pub mod vulkan;
 

@@ -14,20 +14,7 @@ use crate::ops::ArgmaxParams;
 pub mod reference {
     use crate::ops::ArgmaxParams;
 
-    /// Index of the first maximum of `row`; the first NaN wins over any number.
-    pub fn argmax_row(row: &[f32]) -> u32 {
-        let mut best = 0usize;
-        for (i, &v) in row.iter().enumerate().skip(1) {
-            let b = row[best];
-            if b.is_nan() {
-                break;
-            }
-            if v.is_nan() || v > b {
-                best = i;
-            }
-        }
-        best as u32
-    }
+    pub use crate::sampling::argmax_row;
 
     pub fn argmax(p: &ArgmaxParams, x: &[f32], out: &mut [u32]) {
         for r in 0..p.rows {

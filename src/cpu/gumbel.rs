@@ -15,15 +15,7 @@ use crate::ops::GumbelParams;
 pub mod reference {
     use crate::ops::GumbelParams;
 
-    /// `ln(max(x, 1e-20))`: upstream's `log` helper clamps its argument.
-    pub fn log_safe(x: f32) -> f32 {
-        x.max(1e-20).ln()
-    }
-
-    /// `-log_safe(-log_safe(u))`, both clamps kept.
-    pub fn gumbel_noise(u: f32) -> f32 {
-        -log_safe(-log_safe(u))
-    }
+    pub use crate::sampling::{gumbel_noise, log_safe};
 
     pub fn gumbel(p: &GumbelParams, logits: &[f32], uniforms: Option<&[f32]>, out: &mut [u32]) {
         let t = p.temperature.max(1e-10);

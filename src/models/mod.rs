@@ -4,5 +4,6 @@
 
 pub mod harness;
 pub mod kimodo;
+pub mod motionbricks;
 
 pub use harness::{BenchReport, DriftRun, ModelHarness};

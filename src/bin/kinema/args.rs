@@ -73,3 +73,15 @@ pub fn op_dtype(d: Option<&str>) -> kinema::Result<Option<DType>> {
     })
     .transpose()
 }
+
+/// A converter's `--dtype` for the 2-D weight matrices: f32, f16 or bf16.
+pub fn weight_dtype(d: &str) -> kinema::Result<DType> {
+    match d {
+        "f32" => Ok(DType::F32),
+        "f16" => Ok(DType::F16),
+        "bf16" => Ok(DType::BF16),
+        d => Err(kinema::Error::InvalidArgument(format!(
+            "unknown --dtype {d:?}: expected f32, f16 or bf16"
+        ))),
+    }
+}

@@ -11,7 +11,6 @@ use kinema::models::ModelHarness;
 use kinema::models::kimodo::convert::{self, ConvertOptions, Progress};
 use kinema::models::kimodo::generate::{self, GenerateReport, GenerateRequest, describe_backend};
 use kinema::models::kimodo::{Kimodo, SkeletonKind, bench, drift};
-use kinema::tensor::DType;
 
 use crate::args::RunArgs;
 
@@ -97,6 +96,9 @@ pub enum ConvertCmd {
     /// A Kimodo checkpoint directory (the Hugging Face layout: model.safetensors,
     /// stats/motion/..., config.yaml).
     Kimodo(ConvertOpts),
+    /// The three MotionBricks model folders (upstream's out/motionbricks_*/version_1/ with
+    /// model.safetensors = the checkpoint's state_dict, config.yaml, stats/motion/).
+    Motionbricks(crate::motionbricks::ConvertOpts),
 }
 
 impl ConvertCmd {
@@ -111,6 +113,7 @@ impl ConvertCmd {
                 &o.dtype,
                 o.quiet,
             ),
+            ConvertCmd::Motionbricks(o) => crate::motionbricks::convert(o),
         }
     }
 }
@@ -282,16 +285,7 @@ pub fn convert(
     dtype: &str,
     quiet: bool,
 ) -> kinema::Result<()> {
-    let dtype = match dtype {
-        "f32" => DType::F32,
-        "f16" => DType::F16,
-        "bf16" => DType::BF16,
-        d => {
-            return Err(kinema::Error::InvalidArgument(format!(
-                "unknown --dtype {d:?}: expected f32, f16 or bf16"
-            )));
-        }
-    };
+    let dtype = crate::args::weight_dtype(dtype)?;
     let opts = ConvertOptions {
         skeleton: skeleton.as_deref().map(SkeletonKind::parse).transpose()?,
         num_heads,

@@ -1,4 +1,4 @@
-//! The `kinema` command line: `info`, `bench`, `drift`, `generate` and `convert`. This file
+//! The `kinema` command line: `info`, `bench`, `drift`, `generate`, `plan` and `convert`. This file
 //! parses and dispatches; each command family has its own file, and the options every
 //! backend-running command shares are declared once in `args.rs`.
 
@@ -7,6 +7,7 @@ mod bench;
 mod drift;
 mod info;
 mod kimodo;
+mod motionbricks;
 mod peaks;
 
 use std::path::PathBuf;
@@ -68,6 +69,8 @@ enum Cmd {
     },
     /// Generate motion with a Kimodo model from a text feature (an LLM2Vec embedding).
     Generate(kimodo::GenerateOpts),
+    /// One batch of MotionBricks plans from predict's arguments (inputs.npz) to plan.npz.
+    Plan(motionbricks::PlanOpts),
     /// Convert an upstream checkpoint into a kinema GGUF model file.
     Convert {
         #[command(subcommand)]
@@ -119,6 +122,7 @@ fn main() -> ExitCode {
             ..
         } => drift::ops(op, shape, dtype, json),
         Cmd::Generate(o) => kimodo::generate(&o),
+        Cmd::Plan(o) => motionbricks::plan(&o),
         Cmd::Convert { model } => model.run(),
     };
     match r {

@@ -3,9 +3,9 @@
 use super::*;
 use crate::backend::Precision;
 use crate::cpu::ThreadPool;
-use crate::rng::uniform;
 use crate::cpu::simd::testing::gamma;
 use crate::cpu::simd::{self, Simd};
+use crate::rng::uniform;
 use proptest::prelude::*;
 
 /// Multiplier on the first-order error bound of an output against the f64 reference,

@@ -1,0 +1,137 @@
+//! `kinema plan` and `kinema convert motionbricks`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use kinema::backend::Backend;
+use kinema::device::BackendVisitor;
+use kinema::models::motionbricks::convert::{Sources, convert as convert_model};
+use kinema::models::motionbricks::plan::PlanOutput;
+use kinema::models::motionbricks::run::{PlanRequest, plan_file};
+use kinema::models::motionbricks::sampler::parse_seed;
+
+use crate::args::{RunArgs, weight_dtype};
+
+/// `kinema plan`'s options.
+#[derive(Args, Clone)]
+pub struct PlanOpts {
+    /// The MotionBricks model file (`kinema convert motionbricks`).
+    #[arg(long)]
+    model: PathBuf,
+    /// predict's tensor arguments by name (see the README).
+    #[arg(long)]
+    inputs: PathBuf,
+    /// argmax or gumbel (upstream predict's default).
+    #[arg(long, default_value = "gumbel")]
+    sampling: String,
+    /// Gumbel uniforms, float32 .npy [B, 16, 8, 10] ([16, 8, 10] for one plan).
+    #[arg(long)]
+    uniforms: Option<PathBuf>,
+    /// Seed of the first plan's uniform stream (plan b uses seed + b); default 0.
+    #[arg(long, allow_hyphen_values = true)]
+    seed: Option<String>,
+    #[command(flatten)]
+    run: RunArgs,
+    /// Also write the root output, duration logits, pose logits, decoder output, uniforms.
+    #[arg(long)]
+    diagnostics: bool,
+    /// Output npz (written atomically).
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+/// `kinema convert motionbricks`'s options: the three model folders (upstream's
+/// out/motionbricks_*/version_1/ with model.safetensors = the checkpoint's state_dict,
+/// config.yaml, stats/motion/).
+#[derive(Args, Clone)]
+pub struct ConvertOpts {
+    /// The root model folder.
+    #[arg(long)]
+    root: PathBuf,
+    /// The pose model folder.
+    #[arg(long)]
+    pose: PathBuf,
+    /// The VQVAE folder.
+    #[arg(long)]
+    vqvae: PathBuf,
+    /// The G1 description (default: upstream's assets/skeletons/g1/g1.xml beside out/).
+    #[arg(long)]
+    g1_xml: Option<PathBuf>,
+    /// Dtype of the 2-D weight matrices: f32, f16 or bf16.
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// Output GGUF file (written atomically).
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+/// `kinema convert motionbricks`.
+pub fn convert(o: &ConvertOpts) -> kinema::Result<()> {
+    let dtype = weight_dtype(&o.dtype)?;
+    let c = convert_model(
+        &Sources {
+            root: o.root.clone(),
+            pose: o.pose.clone(),
+            vqvae: o.vqvae.clone(),
+            g1_xml: o.g1_xml.clone(),
+        },
+        &o.output,
+        dtype,
+    )?;
+    for n in &c.notes {
+        eprintln!("note: {n}");
+    }
+    eprintln!(
+        "wrote {}: MotionBricks (root {} x {} layers, pose {} x {} layers, {} x {} codes), {} tensors, {:.1} M parameters, {} weights",
+        o.output.display(),
+        c.config.root_n_embd,
+        c.config.root_layers_shared + c.config.root_layers_token,
+        c.config.pose_n_embd,
+        c.config.pose_layers,
+        c.config.code_heads,
+        c.config.codes,
+        c.tensors,
+        c.parameters as f64 / 1e6,
+        dtype
+    );
+    Ok(())
+}
+
+/// `kinema plan`.
+pub fn plan(o: &PlanOpts) -> kinema::Result<()> {
+    let req = PlanRequest {
+        model: o.model.clone(),
+        inputs: o.inputs.clone(),
+        sampling: o.sampling.parse()?,
+        uniforms: o.uniforms.clone(),
+        seed: o.seed.as_deref().map(parse_seed).transpose()?,
+        diagnostics: o.diagnostics,
+        output: o.output.clone(),
+    };
+    let selection = o.run.select()?;
+    let start = std::time::Instant::now();
+    let out = selection.backend.visit(Plan { req: &req })?;
+    if !o.run.quiet {
+        eprintln!(
+            "kinema: wrote {} ({} plan(s), {:?} tokens, {} sampling, {:.1} ms)",
+            o.output.display(),
+            out.num_tokens.len(),
+            out.num_tokens,
+            req.sampling,
+            start.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    Ok(())
+}
+
+/// [`plan`] on the chosen backend.
+struct Plan<'a> {
+    req: &'a PlanRequest,
+}
+
+impl BackendVisitor for Plan<'_> {
+    type Output = kinema::Result<PlanOutput>;
+    fn visit<B: Backend>(self, b: &B) -> Self::Output {
+        plan_file(b, self.req)
+    }
+}

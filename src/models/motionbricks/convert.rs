@@ -1,0 +1,907 @@
+//! `kinema convert motionbricks`: the three upstream model folders to one GGUF file.
+//!
+//! Each folder is upstream's `out/motionbricks_{root,pose,vqvae}/version_1/` layout
+//! (`config.yaml`, `stats/motion/{mean,std}.npy`) with `model.safetensors` = the Lightning
+//! checkpoint's `state_dict`, same keys (`../shared/docs/upstream/motionbricks.md` section 5).
+//! Widths, layer counts, the codebook size and the decoder depth come from the tensor shapes;
+//! heads, token range, `down_t`, fps and the dilation growth from the YAML, which must also
+//! name the one architecture kinema implements (ReLU convolutions without norms, no text
+//! input, hard length embeddings, the global `root_without_hip_height` pose condition, the
+//! local-rep VQVAE with the multi-head EMA quantizer, no last-layer cond fusion). Every tensor
+//! is checked (present, expected shape, f32, finite, nothing unknown), the three statistics
+//! folders must agree, and the training-only tensors are left out: the VQ encoder, the
+//! codebook's EMA buffers (`cluster_size`, `embed_avg`, `initted`) and the pose backbone's
+//! `initted` flag (which must be true). Each source file's SHA-256 is recorded. Nothing is
+//! written unless every check passes, and the output is replaced atomically.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use yaml_rust2::parser::{Event, Parser};
+use yaml_rust2::{Yaml, YamlLoader};
+
+use super::config::{ConvDecoderConfig, MotionBricksConfig, dims, keys, names};
+use super::g1::G1Qpos;
+use crate::formats::{
+    FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors, npy, write_atomic,
+};
+use crate::models::kimodo::convert::{cast_weight, first_non_finite_f32};
+use crate::{DType, Error, HostTensor, Result};
+
+/// Recorded in every converted file; the trailing number changes with the file layout.
+pub const CONVERTER_VERSION: &str = concat!(
+    "kinema ",
+    env!("CARGO_PKG_VERSION"),
+    " motionbricks-convert 1"
+);
+/// Files of each model folder, relative to it.
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+pub const CONFIG_FILE: &str = "config.yaml";
+pub const STATS_MEAN_FILE: &str = "stats/motion/mean.npy";
+pub const STATS_STD_FILE: &str = "stats/motion/std.npy";
+/// The Lightning prefix of the root and pose checkpoints' keys.
+pub const BACKBONE_PREFIX: &str = "backbone_net.";
+/// The VQVAE checkpoint's decoder keys (`motion_backbone/models/pose_model.py#L74-96`).
+pub const VQ_DECODER_PREFIX: &str = "pose_net.decoder.";
+/// The codebook `[heads, codes, dim]` in the VQVAE checkpoint.
+pub const VQ_CODEBOOK_KEY: &str = "pose_net.quantizer.vq._codebook.embed";
+/// Training-only parts of the VQVAE checkpoint.
+pub const VQ_TRAINING_ONLY: [&str; 4] = [
+    "pose_net.encoder.",
+    "pose_net.quantizer.vq._codebook.cluster_size",
+    "pose_net.quantizer.vq._codebook.embed_avg",
+    "pose_net.quantizer.vq._codebook.initted",
+];
+const POSE_INITTED: &str = "backbone_net.initted";
+
+const FORMAT: &str = "motionbricks checkpoint";
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+const MAX_LISTED: usize = 20;
+const MAX_INTERPOLATION_DEPTH: usize = 16;
+
+/// The three model folders and the robot description.
+#[derive(Clone, Debug)]
+pub struct Sources {
+    pub root: PathBuf,
+    pub pose: PathBuf,
+    pub vqvae: PathBuf,
+    /// Upstream's `assets/skeletons/g1/g1.xml`; `None` looks for it where upstream keeps it,
+    /// `<root>/../../../assets/skeletons/g1/g1.xml`.
+    pub g1_xml: Option<PathBuf>,
+}
+
+impl Sources {
+    /// The robot description's path.
+    pub fn g1_xml_path(&self) -> PathBuf {
+        self.g1_xml
+            .clone()
+            .unwrap_or_else(|| self.root.join("../../../assets/skeletons/g1/g1.xml"))
+    }
+}
+
+/// What a successful conversion wrote.
+#[derive(Clone, Debug)]
+pub struct Conversion {
+    pub config: MotionBricksConfig,
+    pub notes: Vec<String>,
+    pub tensors: usize,
+    pub parameters: u64,
+    /// `root/model.safetensors` etc. and the SHA-256 of each, hex.
+    pub sources: Vec<(String, String)>,
+}
+
+fn bad(msg: impl Into<String>) -> Error {
+    FormatError::Invalid {
+        format: FORMAT,
+        msg: msg.into(),
+    }
+    .into()
+}
+
+fn in_file<'a>(which: &'a str, file: &'a str) -> impl FnOnce(Error) -> Error + 'a {
+    move |e| match e {
+        Error::Io { .. } | Error::InvalidArgument(_) => e,
+        Error::Format(FormatError::Invalid {
+            format: FORMAT,
+            msg,
+        }) => bad(format!("{which}/{file}: {msg}")),
+        other => bad(format!("{which}/{file}: {other}")),
+    }
+}
+
+/// Convert the three folders into the GGUF file `out`, 2-D weights in `dtype` (f32, f16 or
+/// bf16; everything else stays f32).
+pub fn convert(src: &Sources, out: &Path, dtype: DType) -> Result<Conversion> {
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(Error::InvalidArgument(format!(
+            "--dtype {dtype}: the converter writes f32, f16 or bf16 weights"
+        )));
+    }
+    check_output(out)?;
+    let folders = [
+        ("root", &src.root),
+        ("pose", &src.pose),
+        ("vqvae", &src.vqvae),
+    ];
+    for (which, dir) in folders {
+        if !dir.is_dir() {
+            return Err(Error::io(
+                dir,
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("not a MotionBricks {which} model folder"),
+                ),
+            ));
+        }
+    }
+    let yaml: Vec<Yaml> = folders
+        .iter()
+        .map(|(which, dir)| read_yaml(&dir.join(CONFIG_FILE)).map_err(in_file(which, CONFIG_FILE)))
+        .collect::<Result<_>>()?;
+    let st: Vec<SafeTensors> = folders
+        .iter()
+        .map(|(which, dir)| {
+            SafeTensors::open(dir.join(WEIGHTS_FILE)).map_err(in_file(which, WEIGHTS_FILE))
+        })
+        .collect::<Result<_>>()?;
+    let mut notes = Vec::new();
+    let config = infer_config(&yaml, &st, &mut notes)?;
+
+    // Every tensor, by checkpoint.
+    let root_expected: Vec<(String, Vec<usize>)> = config
+        .root_tensor_shapes()
+        .into_iter()
+        .map(|(n, s)| (format!("{BACKBONE_PREFIX}{n}"), s))
+        .collect();
+    let pose_expected: Vec<(String, Vec<usize>)> = config
+        .pose_tensor_shapes()
+        .into_iter()
+        .map(|(n, s)| (format!("{BACKBONE_PREFIX}{n}"), s))
+        .collect();
+    let mut vq_expected: Vec<(String, Vec<usize>)> = config
+        .decoder_tensor_shapes()
+        .into_iter()
+        .map(|(n, s)| (format!("{VQ_DECODER_PREFIX}{n}"), s))
+        .collect();
+    vq_expected.push((VQ_CODEBOOK_KEY.to_string(), config.codebook_shape()));
+    check_weights(&st[0], &root_expected, &[]).map_err(in_file("root", WEIGHTS_FILE))?;
+    check_weights(&st[1], &pose_expected, &[POSE_INITTED])
+        .map_err(in_file("pose", WEIGHTS_FILE))?;
+    check_initted(&st[1]).map_err(in_file("pose", WEIGHTS_FILE))?;
+    check_weights(&st[2], &vq_expected, &VQ_TRAINING_ONLY)
+        .map_err(in_file("vqvae", WEIGHTS_FILE))?;
+    notes.push(
+        "left out as training-only: the VQ encoder, the codebook EMA buffers and the pose \
+         backbone's initted flag"
+            .to_string(),
+    );
+
+    // Statistics: identical in the three folders (upstream ships one file three times).
+    let mut stats: Option<(Vec<f64>, Vec<f64>)> = None;
+    for (which, dir) in folders {
+        let m = read_stats(&dir.join(STATS_MEAN_FILE)).map_err(in_file(which, STATS_MEAN_FILE))?;
+        let s = read_stats(&dir.join(STATS_STD_FILE)).map_err(in_file(which, STATS_STD_FILE))?;
+        if let Some(i) = s.iter().position(|&x| x < 0.0) {
+            return Err(in_file(which, STATS_STD_FILE)(bad(format!(
+                "negative standard deviation {} at index {i}",
+                s[i]
+            ))));
+        }
+        match &stats {
+            None => stats = Some((m, s)),
+            Some((m0, s0)) => {
+                if m0 != &m || s0 != &s {
+                    return Err(bad(format!(
+                        "{which}/stats/motion differs from root/stats/motion: the three models \
+                         must share one motion representation"
+                    )));
+                }
+            }
+        }
+    }
+    let (mean, std) = stats.ok_or_else(|| bad("no statistics"))?;
+
+    // The G1 qpos constants (`helper/mujoco_helper.py#L161-262`).
+    let xml_path = src.g1_xml_path();
+    let xml_len = std::fs::metadata(&xml_path)
+        .map_err(|e| {
+            Error::io(
+                &xml_path,
+                io::Error::new(
+                    e.kind(),
+                    format!("{e} (the G1 description g1.xml; pass --g1-xml)"),
+                ),
+            )
+        })?
+        .len();
+    if xml_len > MAX_CONFIG_BYTES {
+        return Err(bad(format!(
+            "{}: {xml_len} bytes is not a robot description",
+            xml_path.display()
+        )));
+    }
+    let xml = std::fs::read_to_string(&xml_path).map_err(|e| Error::io(&xml_path, e))?;
+    let g1 = G1Qpos::from_xml(&xml)?;
+
+    let mut sources = Vec::new();
+    for (which, dir) in folders {
+        for file in [WEIGHTS_FILE, CONFIG_FILE, STATS_MEAN_FILE, STATS_STD_FILE] {
+            sources.push((format!("{which}/{file}"), sha256_file(&dir.join(file))?));
+        }
+    }
+    sources.push(("g1.xml".to_string(), sha256_file(&xml_path)?));
+
+    let mut w = GgufWriter::new();
+    config.write_metadata(&mut w)?;
+    w.add_metadata(keys::CONVERTER_VERSION, CONVERTER_VERSION)?;
+    w.add_metadata(keys::CONVERTER_NOTES, GgufArray::String(notes.clone()))?;
+    for (file, hash) in &sources {
+        w.add_metadata(
+            format!("{}{file}", keys::SOURCE_SHA256_PREFIX),
+            hash.as_str(),
+        )?;
+    }
+    let mut parameters = 0u64;
+    let mut tensors = 0usize;
+    let mut add = |w: &mut GgufWriter, name: String, t: HostTensor| -> Result<()> {
+        let t = if t.shape.len() == 2 {
+            cast_weight(&name, &t, dtype)?
+        } else {
+            t
+        };
+        parameters += t.numel() as u64;
+        tensors += 1;
+        w.add_tensor(name, &t)
+    };
+    for (key, _) in &root_expected {
+        let n = format!("{}{}", names::ROOT, &key[BACKBONE_PREFIX.len()..]);
+        add(&mut w, n, st[0].tensor(key)?)?;
+    }
+    for (key, _) in &pose_expected {
+        let n = format!("{}{}", names::POSE, &key[BACKBONE_PREFIX.len()..]);
+        add(&mut w, n, st[1].tensor(key)?)?;
+    }
+    for (key, _) in &vq_expected {
+        let n = match key.strip_prefix(VQ_DECODER_PREFIX) {
+            Some(rest) => format!("{}{rest}", names::VQ_DECODER),
+            None => names::VQ_CODEBOOK.to_string(),
+        };
+        add(&mut w, n, st[2].tensor(key)?)?;
+    }
+    // Cast to f32 first, as upstream does before any arithmetic
+    // (`motion_backbone/inference/motion_inference.py#L96-99`).
+    let to32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+    for (n, v) in [(names::STATS_MEAN, &mean), (names::STATS_STD, &std)] {
+        let v = to32(v);
+        if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+            return Err(bad(format!("{n}[{i}] is beyond the f32 range")));
+        }
+        w.add_tensor(n, &HostTensor::from_f32(&[dims::STATS], &v)?)?;
+        tensors += 1;
+    }
+    let (joints, offsets) = g1.to_values();
+    w.add_tensor(
+        names::G1_JOINTS,
+        &HostTensor::from_i32(&[super::g1::HINGES, 2], &joints)?,
+    )?;
+    w.add_tensor(
+        names::G1_OFFSETS,
+        &HostTensor::from_f32(&[super::g1::BONES.len(), 3, 3], &offsets)?,
+    )?;
+    tensors += 2;
+    write_atomic(out, |sink| {
+        w.write_to(sink).map_err(|e| match e {
+            Error::Format(FormatError::Write { source, .. }) => source,
+            other => io::Error::other(other.to_string()),
+        })
+    })?;
+    Ok(Conversion {
+        config,
+        notes,
+        tensors,
+        parameters,
+        sources,
+    })
+}
+
+fn check_output(out: &Path) -> Result<()> {
+    if out.is_dir() {
+        return Err(Error::io(
+            out,
+            io::Error::new(
+                io::ErrorKind::IsADirectory,
+                "the output path is a directory",
+            ),
+        ));
+    }
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !parent.is_dir() {
+        return Err(Error::io(
+            out,
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("the output directory {} does not exist", parent.display()),
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn sha256_file(path: &Path) -> Result<String> {
+    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(path, e)),
+        }
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Every expected tensor is present, f32, of its shape and finite; anything else in the file
+/// must start with one of `skip` (left out). All problems are listed in one error.
+fn check_weights(st: &SafeTensors, expected: &[(String, Vec<usize>)], skip: &[&str]) -> Result<()> {
+    let mut problems = Vec::new();
+    for (key, shape) in expected {
+        match st.info(key) {
+            None => problems.push(format!("missing tensor {key:?}")),
+            Some(info) if info.shape != *shape => problems.push(format!(
+                "tensor {key:?} has shape {:?}, expected {shape:?}",
+                info.shape
+            )),
+            Some(info) if info.dtype != SafeDType::F32 => {
+                problems.push(format!("tensor {key:?} is {}, expected F32", info.dtype))
+            }
+            Some(_) => {
+                if let Some((j, x)) = first_non_finite_f32(st.tensor_bytes(key)?) {
+                    problems.push(format!(
+                        "tensor {key:?} holds the non-finite value {x} at flat index {j}"
+                    ));
+                }
+            }
+        }
+    }
+    let want: BTreeSet<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
+    for info in st.tensors() {
+        if !want.contains(info.name.as_str()) && !skip.iter().any(|p| info.name.starts_with(p)) {
+            problems.push(format!("unexpected tensor {:?}", info.name));
+        }
+    }
+    match problems.len() {
+        0 => Ok(()),
+        1 => Err(bad(problems.remove(0))),
+        n => {
+            let mut msg = format!("{n} problems: ");
+            msg.push_str(&problems[..n.min(MAX_LISTED)].join("; "));
+            if n > MAX_LISTED {
+                msg.push_str(&format!("; and {} more", n - MAX_LISTED));
+            }
+            Err(bad(msg))
+        }
+    }
+}
+
+/// The pose backbone's `initted` flag must be set: upstream refuses to run otherwise
+/// (`motion_backbone/inference/motion_inference.py#L40-41`).
+fn check_initted(st: &SafeTensors) -> Result<()> {
+    let Some(info) = st.info(POSE_INITTED) else {
+        return Ok(());
+    };
+    let b = st.tensor_bytes(POSE_INITTED)?;
+    if info.dtype != SafeDType::BOOL || b.is_empty() || b.contains(&0) {
+        return Err(bad(format!(
+            "{POSE_INITTED:?} is not true: the pose backbone's token embeddings were never \
+             initialised from the codebook"
+        )));
+    }
+    Ok(())
+}
+
+fn read_stats(path: &Path) -> Result<Vec<f64>> {
+    let a = npy::read_file(path)?;
+    if !matches!(
+        a.dtype,
+        npy::NpyDType::F64 | npy::NpyDType::F32 | npy::NpyDType::F16
+    ) {
+        return Err(bad(format!(
+            "dtype {} is not a float type (upstream stores float64)",
+            a.dtype
+        )));
+    }
+    if a.shape != [dims::STATS] {
+        return Err(bad(format!(
+            "shape {:?}, expected [{}] (the dual G1 representation)",
+            a.shape,
+            dims::STATS
+        )));
+    }
+    let v = a.to_f64()?;
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        return Err(bad(format!("non-finite value {} at index {i}", v[i])));
+    }
+    Ok(v)
+}
+
+fn read_yaml(path: &Path) -> Result<Yaml> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .len();
+    if len > MAX_CONFIG_BYTES {
+        return Err(FormatError::Limit {
+            format: "yaml",
+            what: "config size".into(),
+            value: len,
+            limit: MAX_CONFIG_BYTES,
+        }
+        .into());
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    parse_yaml(&text)
+}
+
+/// One YAML mapping; aliases are refused before loading (nested aliases expand
+/// exponentially).
+pub fn parse_yaml(text: &str) -> Result<Yaml> {
+    let yaml_err = |msg: String| -> Error {
+        FormatError::Invalid {
+            format: "yaml",
+            msg,
+        }
+        .into()
+    };
+    let mut parser = Parser::new_from_str(text);
+    loop {
+        match parser.next_token() {
+            Ok((Event::StreamEnd, _)) => break,
+            Ok((Event::Alias(_), mark)) => {
+                return Err(yaml_err(format!(
+                    "line {}: aliases (*name) are not accepted in a MotionBricks config",
+                    mark.line()
+                )));
+            }
+            Ok(_) => {}
+            Err(e) => return Err(yaml_err(e.to_string())),
+        }
+    }
+    let mut docs = YamlLoader::load_from_str(text).map_err(|e| yaml_err(e.to_string()))?;
+    match docs.len() {
+        1 if matches!(docs[0], Yaml::Hash(_)) => Ok(docs.remove(0)),
+        _ => Err(yaml_err(
+            "expected one YAML document holding a mapping".into(),
+        )),
+    }
+}
+
+/// Values by dotted path, with OmegaConf's absolute interpolations `${a.b}` followed.
+struct Conf<'a> {
+    which: &'static str,
+    root: &'a Yaml,
+}
+
+impl<'a> Conf<'a> {
+    fn raw(&self, path: &str) -> Option<&'a Yaml> {
+        let mut node = self.root;
+        for part in path.split('.') {
+            node = match node {
+                Yaml::Hash(h) => h.get(&Yaml::String(part.into()))?,
+                _ => return None,
+            };
+        }
+        Some(node)
+    }
+
+    fn get(&self, path: &str) -> Result<&'a Yaml> {
+        let mut v = self
+            .raw(path)
+            .ok_or_else(|| bad(format!("{}/{CONFIG_FILE}: no {path}", self.which)))?;
+        for _ in 0..MAX_INTERPOLATION_DEPTH {
+            let Some(target) = v
+                .as_str()
+                .and_then(|s| s.strip_prefix("${"))
+                .and_then(|s| s.strip_suffix('}'))
+            else {
+                return Ok(v);
+            };
+            v = self.raw(target).ok_or_else(|| {
+                bad(format!(
+                    "{}/{CONFIG_FILE}: {path}: cannot resolve ${{{target}}}",
+                    self.which
+                ))
+            })?;
+        }
+        Err(bad(format!(
+            "{}/{CONFIG_FILE}: {path}: interpolations nest deeper than {MAX_INTERPOLATION_DEPTH}",
+            self.which
+        )))
+    }
+
+    fn usize(&self, path: &str) -> Result<usize> {
+        match self.get(path)? {
+            Yaml::Integer(i) if *i > 0 => usize::try_from(*i)
+                .map_err(|_| bad(format!("{}: {path} = {i} is too large", self.which))),
+            v => Err(bad(format!(
+                "{}/{CONFIG_FILE}: {path} is {v:?}, expected a positive integer",
+                self.which
+            ))),
+        }
+    }
+
+    fn f64(&self, path: &str) -> Result<f64> {
+        let v = self.get(path)?;
+        match v {
+            Yaml::Integer(i) => Ok(*i as f64),
+            Yaml::Real(_) => v.as_f64().ok_or_else(|| bad(format!("{path}: bad number"))),
+            _ => Err(bad(format!(
+                "{}/{CONFIG_FILE}: {path} is {v:?}, expected a number",
+                self.which
+            ))),
+        }
+    }
+
+    /// A setting that must have one value: kinema implements that architecture only.
+    fn require(&self, path: &str, want: &Yaml, why: &str) -> Result<()> {
+        let v = self.get(path)?;
+        if v != want {
+            return Err(bad(format!(
+                "{}/{CONFIG_FILE}: {path} = {v:?} is not supported: {why}",
+                self.which
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn s(v: &str) -> Yaml {
+    Yaml::String(v.into())
+}
+
+/// A stack's layer count, from the `<prefix>layers.<i>.` names (numbered 0..n).
+fn count_indexed(st: &SafeTensors, prefix: &str) -> Result<usize> {
+    let mut seen = BTreeSet::new();
+    for info in st.tensors() {
+        if let Some(rest) = info.name.strip_prefix(prefix)
+            && let Some(i) = rest.split('.').next().and_then(|s| s.parse::<usize>().ok())
+        {
+            seen.insert(i);
+        }
+    }
+    let n = seen.len();
+    if n == 0 || seen.last() != Some(&(n - 1)) {
+        return Err(bad(format!(
+            "the tensors {prefix}<i>.… are numbered {:?}, expected 0..n with n >= 1",
+            seen.iter().take(MAX_LISTED).collect::<Vec<_>>()
+        )));
+    }
+    Ok(n)
+}
+
+fn shape<'a>(st: &'a SafeTensors, which: &str, key: &str, rank: usize) -> Result<&'a [usize]> {
+    let info = st.info(key).ok_or_else(|| {
+        bad(format!(
+            "{which}/{WEIGHTS_FILE}: missing tensor {key:?} (needed to infer the dimensions)"
+        ))
+    })?;
+    if info.shape.len() != rank {
+        return Err(bad(format!(
+            "{which}/{WEIGHTS_FILE}: tensor {key:?} has shape {:?}, expected rank {rank}",
+            info.shape
+        )));
+    }
+    Ok(&info.shape)
+}
+
+fn infer_config(
+    yaml: &[Yaml],
+    st: &[SafeTensors],
+    notes: &mut Vec<String>,
+) -> Result<MotionBricksConfig> {
+    let root_c = Conf {
+        which: "root",
+        root: &yaml[0],
+    };
+    let pose_c = Conf {
+        which: "pose",
+        root: &yaml[1],
+    };
+    let vq_c = Conf {
+        which: "vqvae",
+        root: &yaml[2],
+    };
+    let (rs, ps, vs) = (&st[0], &st[1], &st[2]);
+
+    // The architecture kinema implements.
+    let g1 = s("motionbricks.motionlib.core.skeletons.g1.G1Skeleton34");
+    let rep =
+        s("motionbricks.motionlib.core.motion_reps.dual_root_global_joints.GlobalRootGlobalJoints");
+    for c in [&root_c, &pose_c, &vq_c] {
+        c.require(
+            "skeleton._target_",
+            &g1,
+            "kinema implements the G1 34-joint skeleton",
+        )?;
+        c.require(
+            "motion_rep._target_",
+            &rep,
+            "kinema implements GlobalRootGlobalJoints",
+        )?;
+    }
+    root_c.require(
+        "model.backbone_network._target_",
+        &s("motionbricks.motion_backbone.neural_modules.root_backbone.root_backbone_network"),
+        "this is not a MotionBricks root model",
+    )?;
+    pose_c.require(
+        "model.backbone_network._target_",
+        &s("motionbricks.motion_backbone.neural_modules.pose_backbone.pose_backbone_network"),
+        "this is not a MotionBricks pose model",
+    )?;
+    vq_c.require(
+        "model.pose_vqvae_network._target_",
+        &s("motionbricks.vqvae.neural_modules.vqvae.VQVAE"),
+        "this is not a MotionBricks VQVAE",
+    )?;
+    for c in [&root_c, &pose_c] {
+        c.require(
+            "model.backbone_network.args.text_embeddings",
+            &Yaml::Null,
+            "kinema has no text input (the released models have none)",
+        )?;
+        c.require(
+            "model.backbone_network.args.local_pose_feature",
+            &s("joint_positions_and_rotations_and_hip_height"),
+            "the pose feature must be the 304-wide one",
+        )?;
+    }
+    let bt = Yaml::Boolean(true);
+    root_c.require(
+        "model.backbone_network.args.use_hard_num_token_emb_for_root_prediction",
+        &bt,
+        "kinema implements the hard length embedding",
+    )?;
+    for k in ["local_root_feature", "global_root_feature"] {
+        root_c.require(
+            &format!("model.backbone_network.args.{k}"),
+            &s("root"),
+            "the root model reads the full root features",
+        )?;
+    }
+    pose_c.require(
+        "model.backbone_network.args.cond_root_feature",
+        &s("root_without_hip_height"),
+        "kinema implements the released pose condition",
+    )?;
+    pose_c.require(
+        "model.backbone_network.args.cond_root_feature_is_from_motion_rep",
+        &s("global"),
+        "kinema implements the released pose condition",
+    )?;
+    pose_c.require(
+        "model.pose_vqvae_motion_rep",
+        &s("local"),
+        "kinema implements the local-rep VQ decoder",
+    )?;
+    let conv_checks = |c: &Conf, base: &str| -> Result<()> {
+        c.require(
+            &format!("{base}.activation"),
+            &s("relu"),
+            "kinema implements ReLU convolutions",
+        )?;
+        let norm = c.get(&format!("{base}.norm"))?;
+        if !(norm == &Yaml::Null || norm == &s("None")) {
+            return Err(bad(format!(
+                "{}/{CONFIG_FILE}: {base}.norm = {norm:?} is not supported: kinema implements \
+                 the convolutions without norms",
+                c.which
+            )));
+        }
+        Ok(())
+    };
+    conv_checks(&root_c, "model.backbone_network.args")?;
+    conv_checks(&vq_c, "model.pose_vqvae_network")?;
+    vq_c.require(
+        "model.pose_vqvae_network.quantizer_strategy",
+        &s("multihead_ema_reset"),
+        "kinema implements the multi-head codebook",
+    )?;
+    vq_c.require(
+        "model.pose_vqvae_network.cond_fusion_last_layer",
+        &Yaml::Boolean(false),
+        "kinema implements the decoder without last-layer fusion",
+    )?;
+    vq_c.require(
+        "model.pose_vqvae_network.feature_mode",
+        &Yaml::Array(vec![
+            s("joint_positions_and_rotations_and_hip_height"),
+            s("pose"),
+            s("joint_positions_and_rotations_and_hip_height"),
+            s("root_without_hip_height_without_heading"),
+        ]),
+        "kinema implements the released decoder inputs",
+    )?;
+
+    // Token range, down_t and fps: one value across the three configs.
+    let same = |path: &str| -> Result<usize> {
+        let v = root_c.usize(path)?;
+        for c in [&pose_c, &vq_c] {
+            let w = c.usize(path)?;
+            if w != v {
+                return Err(bad(format!(
+                    "{path} is {v} in root/{CONFIG_FILE} but {w} in {}/{CONFIG_FILE}",
+                    c.which
+                )));
+            }
+        }
+        Ok(v)
+    };
+    let min_tokens = same("model.args.min_tokens")?;
+    let max_tokens = same("model.args.max_tokens")?;
+    let down_t = same("model.args.down_t")?;
+    let fps = root_c.f64("fps")?;
+    for c in [&pose_c, &vq_c] {
+        if c.f64("fps")? != fps {
+            return Err(bad(format!("fps differs between root and {}", c.which)));
+        }
+    }
+    if vq_c.usize("model.pose_vqvae_network.down_t")? != down_t {
+        return Err(bad("the VQVAE's down_t differs from model.args.down_t"));
+    }
+
+    // Root: widths from shapes.
+    let p = |k: &str| format!("{BACKBONE_PREFIX}{k}");
+    let pos = shape(rs, "root", &p("_input_position_emb.weight"), 2)?;
+    let root_n_embd = pos[1];
+    let fpt_in = pos[0] / 2;
+    let root_ff = shape(
+        rs,
+        "root",
+        &p("_shared_transformer_model.layers.0.linear1.weight"),
+        2,
+    )?[0];
+    let root_layers_shared = count_indexed(rs, &p("_shared_transformer_model.layers."))?;
+    let root_layers_token = count_indexed(rs, &p("_root_token_transformer_model.layers."))?;
+    let root_pose_feat = shape(rs, "root", &p("_proj_local_pose.weight"), 2)?[0];
+    let root_local_feat = shape(rs, "root", &p("_proj_local_root_value.weight"), 2)?[0];
+    let root_global_feat = shape(rs, "root", &p("_proj_global_root_value.weight"), 2)?[0];
+    let root_mlp_layers = count_indexed(rs, &p("_proj_start_input.fc_layers."))?;
+    let rc_width = shape(rs, "root", &p("_conv_output.model.0.weight"), 3)?[0];
+    let rc_depth = count_indexed(rs, &p("_conv_output.model.2.0.model."))?;
+    let root_mlp_yaml = root_c.usize("model.backbone_network.args.input_feat_mlp_num_layers")?;
+    if root_mlp_yaml != root_mlp_layers {
+        return Err(bad(format!(
+            "root: input_feat_mlp_num_layers is {root_mlp_yaml} but the checkpoint has \
+             {root_mlp_layers} layers"
+        )));
+    }
+
+    // Pose.
+    let pose_in = shape(ps, "pose", &p("_proj_input.0.weight"), 2)?;
+    let pose_n_embd = pose_in[0];
+    let pose_ff = shape(
+        ps,
+        "pose",
+        &p("_transformer_model.layers.0.linear1.weight"),
+        2,
+    )?[0];
+    let pose_layers = count_indexed(ps, &p("_transformer_model.layers."))?;
+    let pose_root_width = shape(ps, "pose", &p("_proj_local_root_values.weight"), 2)?[0];
+    let pose_length_width = shape(ps, "pose", &p("_proj_num_valid_positions.weight"), 2)?[1];
+    let pose_feat_width = shape(
+        ps,
+        "pose",
+        &p("_proj_pose_token_emb.forward_projection.weight"),
+        2,
+    )?[0];
+    let pose_mlp_layers = count_indexed(ps, &p("_proj_pose_token_emb.fc_layers."))?;
+
+    // Codebook and VQ decoder.
+    let cb = shape(vs, "vqvae", VQ_CODEBOOK_KEY, 3)?;
+    let (code_heads, codes, code_dim) = (cb[0], cb[1], cb[2]);
+    let vq_width = shape(
+        vs,
+        "vqvae",
+        &format!("{VQ_DECODER_PREFIX}model.0.weight"),
+        3,
+    )?[0];
+    let vq_depth = count_indexed(vs, &format!("{VQ_DECODER_PREFIX}model.2.0.model."))?;
+    let nb_code = vq_c.f64("model.pose_vqvae_network.nb_code")?;
+    let heads_yaml = vq_c.usize("model.pose_vqvae_network.num_heads")?;
+    if heads_yaml != code_heads || (codes as f64).powi(code_heads as i32) != nb_code {
+        return Err(bad(format!(
+            "the codebook is {code_heads} heads x {codes} codes, but vqvae/{CONFIG_FILE} says \
+             num_heads {heads_yaml} and nb_code {nb_code}"
+        )));
+    }
+    for (c, base) in [
+        (&pose_c, "model.pose_vqvae_network"),
+        (&vq_c, "model.pose_vqvae_network"),
+    ] {
+        if c.usize(&format!("{base}.code_dim"))? != code_heads * code_dim {
+            return Err(bad(format!(
+                "{}: code_dim does not match the codebook ({code_heads} x {code_dim})",
+                c.which
+            )));
+        }
+    }
+
+    let conv = |input, output, width, depth, dil, target, external| ConvDecoderConfig {
+        input,
+        output,
+        width,
+        depth,
+        dilation_growth_rate: dil,
+        down_t,
+        target_cond: target,
+        external_cond: external,
+    };
+    let config = MotionBricksConfig {
+        min_tokens,
+        max_tokens,
+        down_t,
+        fps: fps as f32,
+        root_n_embd,
+        root_n_head: root_c.usize("model.backbone_network.args.n_head")?,
+        root_ff,
+        root_layers_shared,
+        root_layers_token,
+        root_pose_feat,
+        root_local_feat,
+        root_global_feat,
+        root_mlp_layers,
+        root_conv: conv(
+            root_n_embd,
+            dims::GLOBAL_ROOT,
+            rc_width,
+            rc_depth,
+            root_c.usize("model.backbone_network.args.dilation_growth_rate")?,
+            dims::GLOBAL_ROOT,
+            root_n_embd,
+        ),
+        pose_n_embd,
+        pose_n_head: pose_c.usize("model.backbone_network.args.n_head")?,
+        pose_ff,
+        pose_layers,
+        pose_feat_width,
+        pose_root_width,
+        pose_length_width,
+        pose_mlp_layers,
+        code_heads,
+        codes,
+        code_dim,
+        decoder: conv(
+            code_heads * code_dim,
+            dims::LOCAL_REP,
+            vq_width,
+            vq_depth,
+            vq_c.usize("model.pose_vqvae_network.dilation_growth_rate")?,
+            dims::POSE,
+            dims::DECODER_EXTERNAL,
+        ),
+    };
+    config.validate()?;
+    if fpt_in != config.frames_per_token() {
+        return Err(bad(format!(
+            "root: _input_position_emb has {} rows, expected 2 x 2^down_t = {}",
+            2 * fpt_in,
+            2 * config.frames_per_token()
+        )));
+    }
+    // The YAML's stale `*_state_dim` / `*_cond_dim` entries (`motionbricks.md` section 0,
+    // correction 2) are not read: upstream recomputes them too (`vqvae/neural_modules/
+    // vqvae.py#L73-81`).
+    notes.push(
+        "widths from the tensor shapes; heads, token range, down_t, fps and the dilation \
+         growth from config.yaml (its stale *_state_dim / *_cond_dim entries are not used)"
+            .to_string(),
+    );
+    Ok(config)
+}
