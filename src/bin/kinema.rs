@@ -675,27 +675,8 @@ fn generate(o: &GenerateOpts) -> kinema::Result<()> {
             describe_backend(&selection.backend.info())
         );
     }
-    let start = std::time::Instant::now();
-    let mut progress = |step: usize, total: usize| {
-        if show {
-            let width = 30;
-            let filled = step * width / total.max(1);
-            let el = start.elapsed().as_secs_f64();
-            let eta = if step > 0 {
-                el / step as f64 * (total - step) as f64
-            } else {
-                0.0
-            };
-            eprint!(
-                "\r  [{}{}] {step}/{total} steps  {el:.1} s  eta {eta:.1} s ",
-                "#".repeat(filled),
-                " ".repeat(width - filled)
-            );
-            if step == total {
-                eprintln!();
-            }
-        }
-    };
+    let bar = kinema::models::kit::progress::StepBar::new(!show);
+    let mut progress = |step: usize, total: usize| bar.update(step, total);
     let r = generate(&req, &selection.backend, &mut progress)?;
     if !o.quiet {
         eprintln!(
@@ -929,8 +910,7 @@ fn convert_kimodo(
     quiet: bool,
 ) -> kinema::Result<()> {
     use kinema::models::kimodo::SkeletonKind;
-    use kinema::models::kimodo::convert::{ConvertOptions, Progress, convert};
-    use std::io::{IsTerminal, Write};
+    use kinema::models::kimodo::convert::{ConvertOptions, convert};
 
     let dtype = match dtype {
         "f32" => DType::F32,
@@ -947,51 +927,8 @@ fn convert_kimodo(
         num_heads,
         dtype,
     };
-    // On a terminal one line is redrawn. In a log a stage prints one line when it ends, and
-    // only for files large enough to take a while.
-    let tty = std::io::stderr().is_terminal();
-    const MIB: f64 = (1u64 << 20) as f64;
-    let mut show = |p: Progress| {
-        if quiet {
-            return;
-        }
-        let (line, finished, large) = match p {
-            Progress::Checking { done, total } => (
-                format!("checking tensors: {done} / {total}"),
-                done >= total,
-                false,
-            ),
-            Progress::Hashing { file, done, total } => (
-                format!(
-                    "hashing {file}: {:.1} / {:.1} MiB",
-                    done as f64 / MIB,
-                    total as f64 / MIB
-                ),
-                done >= total,
-                total >= 64 << 20,
-            ),
-            Progress::Writing { done, total } => (
-                format!(
-                    "writing {}: {:.1} / {:.1} MiB",
-                    out.display(),
-                    done as f64 / MIB,
-                    total as f64 / MIB
-                ),
-                done >= total,
-                total >= 64 << 20,
-            ),
-        };
-        if tty {
-            eprint!("\r\x1b[2K{line}");
-            if finished {
-                eprint!("\r\x1b[2K");
-            }
-            let _ = std::io::stderr().flush();
-        } else if finished && large {
-            eprintln!("{line}");
-        }
-    };
-    let c = convert(dir, out, &opts, &mut show)?;
+    let mut bar = kinema::models::kit::progress::ConvertProgress::new(out, quiet);
+    let c = convert(dir, out, &opts, &mut |p| bar.show(p))?;
     if !quiet {
         for n in &c.notes {
             eprintln!("note: {n}");
