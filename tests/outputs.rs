@@ -159,8 +159,8 @@ fn a_failed_run_replaces_nothing() {
         start.elapsed() < Duration::from_secs(60),
         "refused only after the work"
     );
-    assert_eq!(fs::read(&npz).unwrap(), b"previous npz");
-    assert_eq!(fs::read(&glb).unwrap(), b"previous glb");
+    assert!(fs::read(&npz).unwrap() == b"previous npz");
+    assert!(fs::read(&glb).unwrap() == b"previous glb");
     assert_eq!(names(d), ["out.glb", "out.json", "out.npz"]);
 }
 
@@ -282,11 +282,8 @@ fn convert_never_overwrites_its_input() {
         assert!(!ok, "convert -o {} must fail", target.display());
         assert!(text.contains("destroy its own input"), "{text}");
     }
-    assert_eq!(fs::read(c.join("model.safetensors")).unwrap(), weights);
-    assert_eq!(
-        fs::read(c.join("stats/motion/body/mean.npy")).unwrap(),
-        mean
-    );
+    assert!(fs::read(c.join("model.safetensors")).unwrap() == weights);
+    assert!(fs::read(c.join("stats/motion/body/mean.npy")).unwrap() == mean);
     // A hard link to the weights is the same file under another name.
     let link = dir.path().join("link.gguf");
     fs::hard_link(c.join("model.safetensors"), &link).unwrap();
@@ -296,7 +293,7 @@ fn convert_never_overwrites_its_input() {
         .arg("-o")
         .arg(&link));
     assert!(!ok && text.contains("destroy its own input"), "{text}");
-    assert_eq!(fs::read(c.join("model.safetensors")).unwrap(), weights);
+    assert!(fs::read(c.join("model.safetensors")).unwrap() == weights);
 }
 
 /// Item 8: generate and convert word a missing output directory alike.
@@ -468,24 +465,33 @@ impl Drop for Mount {
     }
 }
 
-/// Part 3: a full disk (a 64 KiB tmpfs) gives a clear error and leaves no partial file; the
-/// previous output survives.
-#[test]
-fn a_full_disk_leaves_no_partial_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let disk = dir.path().join("disk");
+/// Mounts a tmpfs of `size` at a new folder `name` in `dir`; `None` (with a message) where
+/// mounting is not allowed.
+fn tmpfs(dir: &Path, name: &str, size: &str) -> Option<(PathBuf, Mount)> {
+    let disk = dir.join(name);
     fs::create_dir(&disk).unwrap();
     let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
         .arg(&disk)
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !mounted {
         eprintln!("skipping: cannot mount a tmpfs (needs root)");
-        return;
+        return None;
     }
-    let _mount = Mount(disk.clone());
+    Some((disk.clone(), Mount(disk)))
+}
+
+/// Part 3: a full disk gives a clear error naming the file, leaves no partial or temporary
+/// file, and replaces none of the previous outputs, even when the disk fills up between two
+/// of them.
+#[test]
+fn a_full_disk_leaves_no_partial_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((disk, _mount)) = tmpfs(dir.path(), "disk", "64k") else {
+        return;
+    };
     let npz = disk.join("out.npz");
     fs::write(&npz, b"previous npz").unwrap();
     // 60 frames of SOMA77 rotations alone are 2 x 60 x 77 x 9 x 4 bytes = 333 KB.
@@ -493,13 +499,13 @@ fn a_full_disk_leaves_no_partial_file() {
     assert!(!ok, "writing 333 KB into 64 KiB must fail");
     assert!(text.contains("No space left on device"), "{text}");
     assert!(text.contains("out.npz"), "the error names the file: {text}");
-    assert_eq!(fs::read(&npz).unwrap(), b"previous npz");
+    assert!(fs::read(&npz).unwrap() == b"previous npz");
     assert_eq!(
         names(&disk),
         ["out.npz"],
         "a partial or temporary file was left"
     );
-    // Convert: a 1.4 MB checkpoint does not fit either.
+    // Convert: a 1 MB model does not fit either.
     let gguf = disk.join("m.gguf");
     let (ok, text) = run(kinema()
         .args(["convert", "kimodo", "--quiet"])
@@ -512,4 +518,24 @@ fn a_full_disk_leaves_no_partial_file() {
         ["out.npz"],
         "a partial or temporary file was left"
     );
+
+    // 112 KiB holds the new npz of 10 frames (82 KB) but not the GLB (44 KB) beside it: the
+    // run fails at the GLB, and the npz it already wrote must not land without it.
+    let Some((disk, _mount)) = tmpfs(dir.path(), "disk2", "112k") else {
+        return;
+    };
+    let (npz, glb) = (disk.join("out.npz"), disk.join("out.glb"));
+    fs::write(&npz, b"previous npz").unwrap();
+    fs::write(&glb, b"previous glb").unwrap();
+    let (ok, text) = run(generate(
+        &["-o", s(&npz), "--glb", s(&glb), "--frames", "10"],
+        None,
+    ));
+    assert!(!ok && text.contains("No space left on device"), "{text}");
+    assert!(
+        fs::read(&npz).unwrap() == b"previous npz",
+        "a partial set landed"
+    );
+    assert!(fs::read(&glb).unwrap() == b"previous glb");
+    assert_eq!(names(&disk), ["out.glb", "out.npz"]);
 }
