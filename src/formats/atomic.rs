@@ -3,6 +3,12 @@
 //! [`AtomicSet`] does this for several files that belong together: nothing is renamed until
 //! every file of the set is written, and a rename that fails puts back the files the set had
 //! already replaced.
+//!
+//! Why not a crate: `tempfile`'s `NamedTempFile::persist` and `atomicwrites` commit one file
+//! at a time; what a run needs is its whole set of outputs landing together (or not at all,
+//! with the replaced files put back), which neither offers. The single-file part that they
+//! share with this module (an `O_EXCL` temporary beside the destination, fsync, rename,
+//! removal on error or panic) is under 40 lines here.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};

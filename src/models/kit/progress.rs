@@ -50,8 +50,12 @@ impl StepBar {
     pub fn update(&self, done: usize, total: usize) {
         self.bar.set_length(total as u64);
         self.bar.set_position(done as u64);
-        if done >= total {
+        if done >= total && !self.bar.is_finished() {
             self.bar.finish();
+            // The finished bar stays on screen; what follows starts on the next line.
+            if self.is_visible() {
+                eprintln!();
+            }
         }
     }
 }
