@@ -56,18 +56,15 @@ enum FileId {
     Path(PathBuf),
 }
 
-fn file_id(path: &Path, meta: &fs::Metadata) -> FileId {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let _ = path;
-        FileId::Inode(meta.dev(), meta.ino())
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        FileId::Path(fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
-    }
+#[cfg(unix)]
+fn file_id(_path: &Path, meta: &fs::Metadata) -> FileId {
+    use std::os::unix::fs::MetadataExt;
+    FileId::Inode(meta.dev(), meta.ino())
+}
+
+#[cfg(not(unix))]
+fn file_id(path: &Path, _meta: &fs::Metadata) -> FileId {
+    FileId::Path(fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
 }
 
 /// What a file that is not a regular file is, in words.
