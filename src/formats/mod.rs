@@ -11,7 +11,7 @@ pub mod npz;
 pub mod safetensors;
 mod source;
 
-pub use atomic::write_atomic;
+pub use atomic::{AtomicSet, probe_writable, write_atomic};
 pub use error::FormatError;
 pub use gguf::{GgufArray, GgufFile, GgufTensorInfo, GgufType, GgufValue, GgufWriter};
 pub use npy::{NpyArray, NpyDType};

@@ -1,14 +1,14 @@
 //! Kimodo's commands: `generate`, `convert kimodo`, `bench kimodo`, and the options of
 //! `drift --model` for a Kimodo file.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use kinema::Backend;
 use kinema::device::BackendVisitor;
 use kinema::models::ModelHarness;
-use kinema::models::kimodo::convert::{self, ConvertOptions, Progress};
+use kinema::models::kimodo::convert::{self, ConvertOptions};
 use kinema::models::kimodo::generate::{self, GenerateReport, GenerateRequest, describe_backend};
 use kinema::models::kimodo::{Kimodo, SkeletonKind, bench, drift};
 
@@ -291,51 +291,8 @@ pub fn convert(
         num_heads,
         dtype,
     };
-    // On a terminal one line is redrawn. In a log a stage prints one line when it ends, and
-    // only for files large enough to take a while.
-    let tty = std::io::stderr().is_terminal();
-    const MIB: f64 = (1u64 << 20) as f64;
-    let mut show = |p: Progress| {
-        if quiet {
-            return;
-        }
-        let (line, finished, large) = match p {
-            Progress::Checking { done, total } => (
-                format!("checking tensors: {done} / {total}"),
-                done >= total,
-                false,
-            ),
-            Progress::Hashing { file, done, total } => (
-                format!(
-                    "hashing {file}: {:.1} / {:.1} MiB",
-                    done as f64 / MIB,
-                    total as f64 / MIB
-                ),
-                done >= total,
-                total >= 64 << 20,
-            ),
-            Progress::Writing { done, total } => (
-                format!(
-                    "writing {}: {:.1} / {:.1} MiB",
-                    out.display(),
-                    done as f64 / MIB,
-                    total as f64 / MIB
-                ),
-                done >= total,
-                total >= 64 << 20,
-            ),
-        };
-        if tty {
-            eprint!("\r\x1b[2K{line}");
-            if finished {
-                eprint!("\r\x1b[2K");
-            }
-            let _ = std::io::stderr().flush();
-        } else if finished && large {
-            eprintln!("{line}");
-        }
-    };
-    let c = convert::convert(dir, out, &opts, &mut show)?;
+    let mut bar = kinema::models::kit::progress::ConvertProgress::new(out, quiet);
+    let c = convert::convert(dir, out, &opts, &mut |p| bar.show(p))?;
     if !quiet {
         for n in &c.notes {
             eprintln!("note: {n}");

@@ -9,20 +9,21 @@
 //! [`keys::CONVERTER_NOTES`]). Every tensor is checked (present, expected shape, f32, finite,
 //! nothing extra) before anything is written, and the output is written atomically.
 
-use std::fs::File;
-use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 
-use half::{bf16, f16};
-use sha2::{Digest, Sha256};
-use yaml_rust2::parser::{Event, Parser};
-use yaml_rust2::{Yaml, YamlLoader};
+use yaml_rust2::Yaml;
 
 use super::config::{KimodoConfig, SkeletonKind, keys, names};
-use crate::formats::{
-    FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors, npy, write_atomic,
-};
+use crate::formats::{FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors, npy};
+use crate::models::kit::convert::{check_source_tensors, sha256_file, write_gguf};
+use crate::models::kit::meta::invalid;
+use crate::models::kit::narrow::cast_weight;
+use crate::models::kit::output::OutputPlan;
+use crate::models::kit::yaml::{self, Lookup, as_f32, as_usize, show};
 use crate::{DType, Error, HostTensor, Result};
+
+pub use crate::models::kit::convert::Progress;
 
 /// Recorded in every converted file under [`keys::CONVERTER_VERSION`]. The trailing number
 /// changes whenever the file layout written here changes.
@@ -56,13 +57,12 @@ pub const DEFAULT_NUM_BASE_STEPS: usize = 1000;
 /// `kimodo/model/kimodo_model.py#L129`).
 pub const DEFAULT_CFG: [f32; 2] = [2.0, 2.0];
 
-const FORMAT: &str = "kimodo checkpoint";
+/// The prefix of the converter's errors.
+pub(crate) const FORMAT: &str = "kimodo checkpoint";
 /// A Hydra config is a few KiB; anything far larger is not one.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
-/// Problems listed in one error before the rest are counted.
+/// Layer indices listed in one error.
 const MAX_LISTED: usize = 20;
-/// Bytes between two progress reports.
-const PROGRESS_STEP: u64 = 64 << 20;
 
 /// What the flags ask for; `None` defers to `config.yaml`, then to inference or the defaults.
 #[derive(Clone, Debug)]
@@ -84,21 +84,6 @@ impl Default for ConvertOptions {
     }
 }
 
-/// Progress of a conversion, for a display.
-#[derive(Clone, Copy, Debug)]
-pub enum Progress<'a> {
-    /// Tensors checked so far (shape, dtype, finite values).
-    Checking { done: usize, total: usize },
-    /// Bytes of a source file hashed so far.
-    Hashing {
-        file: &'a str,
-        done: u64,
-        total: u64,
-    },
-    /// Tensor bytes written so far (the header is not counted).
-    Writing { done: u64, total: u64 },
-}
-
 /// What a successful conversion wrote.
 #[derive(Clone, Debug)]
 pub struct Conversion {
@@ -113,11 +98,7 @@ pub struct Conversion {
 }
 
 fn bad(msg: impl Into<String>) -> Error {
-    FormatError::Invalid {
-        format: FORMAT,
-        msg: msg.into(),
-    }
-    .into()
+    invalid(FORMAT, msg)
 }
 
 /// Name the checkpoint file an error came from (I/O errors already name the path; invalid
@@ -134,7 +115,9 @@ fn in_file(file: &str) -> impl FnOnce(Error) -> Error + '_ {
 }
 
 /// Convert the checkpoint directory `dir` into the GGUF file `out`. Nothing is written unless
-/// every check passes; `out` is replaced atomically, so it never holds a partial file.
+/// every check passes; `out` is checked first (see [`OutputPlan`]: it may not be one of the
+/// checkpoint's files, nor anything but a regular file) and replaced atomically, so it never
+/// holds a partial file.
 pub fn convert(
     dir: &Path,
     out: &Path,
@@ -147,7 +130,14 @@ pub fn convert(
             opts.dtype
         )));
     }
-    check_output(out)?;
+    let mut plan = OutputPlan::new();
+    for file in [WEIGHTS_FILE, CONFIG_FILE]
+        .into_iter()
+        .chain(STATS_FILES.iter().map(|(f, _)| *f))
+    {
+        plan.input(&dir.join(file), file);
+    }
+    let mut outputs = plan.output(out, "--output").check()?;
     if !dir.is_dir() {
         return Err(Error::io(
             dir,
@@ -168,7 +158,16 @@ pub fn convert(
     let config = infer_config(&st, &settings, opts, &mut notes).map_err(in_file(WEIGHTS_FILE))?;
     let expected = config.tensor_shapes();
     let n_weights = expected.len() - STATS_FILES.len();
-    check_weights(&st, &expected[..n_weights], progress).map_err(in_file(WEIGHTS_FILE))?;
+    check_source_tensors(
+        &st,
+        CHECKPOINT_PREFIX,
+        &expected[..n_weights],
+        &[SafeDType::F32],
+        progress,
+    )
+    .map_err(in_file(WEIGHTS_FILE))?
+    .map_err(bad)
+    .map_err(in_file(WEIGHTS_FILE))?;
     let mut stats = Vec::with_capacity(STATS_FILES.len());
     for ((file, name), (want_name, shape)) in STATS_FILES.iter().zip(&expected[n_weights..]) {
         debug_assert_eq!(name, want_name);
@@ -222,7 +221,7 @@ pub fn convert(
     for (name, shape) in &expected[..n_weights] {
         let src = st.tensor(&format!("{CHECKPOINT_PREFIX}{name}"))?;
         let t = if shape.len() == 2 {
-            cast_weight(name, &src, opts.dtype)?
+            cast_weight(FORMAT, name, &src, opts.dtype)?
         } else {
             src
         };
@@ -236,24 +235,8 @@ pub fn convert(
         w.add_tensor(name.as_str(), &t)?;
     }
 
-    write_atomic(out, |sink| {
-        let mut pw = ProgressWriter {
-            inner: sink,
-            done: 0,
-            next_report: PROGRESS_STEP,
-            total: data_bytes,
-            progress: &mut *progress,
-        };
-        w.write_to(&mut pw).map_err(|e| match e {
-            Error::Format(FormatError::Write { source, .. }) => source,
-            other => io::Error::other(other.to_string()),
-        })?;
-        (pw.progress)(Progress::Writing {
-            done: data_bytes,
-            total: data_bytes,
-        });
-        Ok(())
-    })?;
+    outputs.write(out, |sink| write_gguf(&w, sink, data_bytes, progress))?;
+    outputs.commit()?;
     Ok(Conversion {
         config,
         notes,
@@ -261,206 +244,6 @@ pub fn convert(
         parameters,
         sources,
     })
-}
-
-/// Refuse an output whose directory does not exist, or that is a directory, before hours of
-/// nothing: the real write happens only after every check.
-fn check_output(out: &Path) -> Result<()> {
-    if out.is_dir() {
-        return Err(Error::io(
-            out,
-            io::Error::new(
-                io::ErrorKind::IsADirectory,
-                "the output path is a directory",
-            ),
-        ));
-    }
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if !parent.is_dir() {
-        return Err(Error::io(
-            out,
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("the output directory {} does not exist", parent.display()),
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Counts written bytes and reports them every [`PROGRESS_STEP`].
-struct ProgressWriter<'a, 'p> {
-    inner: &'a mut dyn Write,
-    done: u64,
-    next_report: u64,
-    total: u64,
-    progress: &'a mut dyn FnMut(Progress<'p>),
-}
-
-impl Write for ProgressWriter<'_, '_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.done += n as u64;
-        if self.done >= self.next_report {
-            self.next_report = self.done + PROGRESS_STEP;
-            (self.progress)(Progress::Writing {
-                done: self.done.min(self.total),
-                total: self.total,
-            });
-        }
-        Ok(n)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-/// SHA-256 of a file, hex, read in 1 MiB pieces.
-fn sha256_file(path: &Path, file: &str, progress: &mut dyn FnMut(Progress)) -> Result<String> {
-    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
-    let total = f.metadata().map_err(|e| Error::io(path, e))?.len();
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut done = 0u64;
-    let mut next_report = PROGRESS_STEP;
-    loop {
-        let n = match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::io(path, e)),
-        };
-        h.update(&buf[..n]);
-        done += n as u64;
-        if done >= next_report {
-            next_report = done + PROGRESS_STEP;
-            progress(Progress::Hashing { file, done, total });
-        }
-    }
-    progress(Progress::Hashing {
-        file,
-        done,
-        total: done,
-    });
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// A 2-D weight in the requested dtype (round to nearest even). A value that does not fit
-/// the narrower type is refused rather than stored as infinity.
-pub(crate) fn cast_weight(name: &str, t: &HostTensor, dtype: DType) -> Result<HostTensor> {
-    match dtype {
-        DType::F32 => Ok(t.clone()),
-        DType::F16 => {
-            let v = t.to_f32_vec()?;
-            let h: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
-            if let Some(i) = h.iter().position(|x| !x.is_finite()) {
-                return Err(bad(format!(
-                    "tensor {name:?}: value {} at flat index {i} is beyond the f16 range \
-                     (±65504); convert with --dtype bf16 or f32",
-                    v[i]
-                )));
-            }
-            HostTensor::from_f16(&t.shape, &h)
-        }
-        DType::BF16 => {
-            let v = t.to_f32_vec()?;
-            let h: Vec<bf16> = v.iter().map(|&x| bf16::from_f32(x)).collect();
-            if let Some(i) = h.iter().position(|x| !x.is_finite()) {
-                return Err(bad(format!(
-                    "tensor {name:?}: value {} at flat index {i} rounds beyond the bf16 range",
-                    v[i]
-                )));
-            }
-            HostTensor::from_bf16(&t.shape, &h)
-        }
-        d => Err(Error::InvalidArgument(format!(
-            "the converter writes f32, f16 or bf16 weights, not {d}"
-        ))),
-    }
-}
-
-/// The first non-finite f32 in little-endian `bytes`: (index, value). Blocks are first
-/// tested without an early exit (an all-ones exponent is NaN or infinity), which the compiler
-/// vectorises; only a block that holds one is searched.
-pub(crate) fn first_non_finite_f32(bytes: &[u8]) -> Option<(usize, f32)> {
-    const EXP: u32 = 0x7f80_0000;
-    const BLOCK: usize = 4096;
-    let word = |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-    for (b, block) in bytes.chunks(BLOCK).enumerate() {
-        let any = block
-            .chunks_exact(4)
-            .fold(false, |acc, c| acc | (word(c) & EXP == EXP));
-        if any {
-            return block
-                .chunks_exact(4)
-                .position(|c| word(c) & EXP == EXP)
-                .map(|i| (b * BLOCK / 4 + i, f32::from_bits(word(&block[4 * i..]))));
-        }
-    }
-    None
-}
-
-/// Every expected weight is present, f32, of its shape and finite, and nothing else is in
-/// the file. All problems are gathered into one error.
-fn check_weights(
-    st: &SafeTensors,
-    expected: &[(String, Vec<usize>)],
-    progress: &mut dyn FnMut(Progress),
-) -> Result<()> {
-    let mut problems = Vec::new();
-    let total = expected.len();
-    for (i, (name, shape)) in expected.iter().enumerate() {
-        let key = format!("{CHECKPOINT_PREFIX}{name}");
-        match st.info(&key) {
-            None => problems.push(format!("missing tensor {key:?}")),
-            Some(info) if info.shape != *shape => problems.push(format!(
-                "tensor {key:?} has shape {:?}, expected {shape:?}",
-                info.shape
-            )),
-            Some(info) if info.dtype != SafeDType::F32 => {
-                problems.push(format!("tensor {key:?} is {}, expected F32", info.dtype))
-            }
-            Some(_) => {
-                if let Some((j, x)) = first_non_finite_f32(st.tensor_bytes(&key)?) {
-                    problems.push(format!(
-                        "tensor {key:?} holds the non-finite value {x} at flat index {j}"
-                    ));
-                }
-            }
-        }
-        if i % 16 == 15 || i + 1 == total {
-            progress(Progress::Checking { done: i + 1, total });
-        }
-    }
-    let want: std::collections::HashSet<String> = expected
-        .iter()
-        .map(|(n, _)| format!("{CHECKPOINT_PREFIX}{n}"))
-        .collect();
-    for info in st.tensors() {
-        if !want.contains(&info.name) {
-            problems.push(format!("unexpected tensor {:?}", info.name));
-        }
-    }
-    report(problems)
-}
-
-/// One error listing the problems, or Ok when there are none.
-fn report(problems: Vec<String>) -> Result<()> {
-    match problems.len() {
-        0 => Ok(()),
-        1 => Err(bad(problems.into_iter().next().unwrap_or_default())),
-        n => {
-            let mut msg = format!("{n} problems: ");
-            msg.push_str(&problems[..n.min(MAX_LISTED)].join("; "));
-            if n > MAX_LISTED {
-                msg.push_str(&format!("; and {} more", n - MAX_LISTED));
-            }
-            Err(bad(msg))
-        }
-    }
 }
 
 /// One statistics vector: a 1-D float array of `width` finite values, cast to f32 as
@@ -738,55 +521,17 @@ fn skeleton_from_yaml(v: &Yaml) -> Result<SkeletonKind> {
 
 impl Settings {
     pub(crate) fn read(path: &Path) -> Result<Settings> {
-        let len = std::fs::metadata(path)
-            .map_err(|e| Error::io(path, e))?
-            .len();
-        if len > MAX_CONFIG_BYTES {
-            return Err(FormatError::Limit {
-                format: "yaml",
-                what: "config size".into(),
-                value: len,
-                limit: MAX_CONFIG_BYTES,
-            }
-            .into());
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        Settings::parse(&text)
+        Settings::parse(&yaml::read_capped(path, MAX_CONFIG_BYTES)?)
     }
 
     pub(crate) fn parse(text: &str) -> Result<Settings> {
-        let yaml_err = |msg: String| -> Error {
-            FormatError::Invalid {
-                format: "yaml",
-                msg,
-            }
-            .into()
+        let Some(root) = yaml::load_mapping(text, "a Kimodo config")? else {
+            return Ok(Settings::default());
         };
-        // Aliases are refused before loading: the loader copies the anchored node for each
-        // alias, so a few lines of nested aliases expand exponentially.
-        let mut parser = Parser::new_from_str(text);
-        loop {
-            match parser.next_token() {
-                Ok((Event::StreamEnd, _)) => break,
-                Ok((Event::Alias(_), mark)) => {
-                    return Err(yaml_err(format!(
-                        "line {}: aliases (*name) are not accepted in a Kimodo config",
-                        mark.line()
-                    )));
-                }
-                Ok(_) => {}
-                Err(e) => return Err(yaml_err(e.to_string())),
-            }
-        }
-        let docs = YamlLoader::load_from_str(text).map_err(|e| yaml_err(e.to_string()))?;
-        let root = match docs.as_slice() {
-            [] => return Ok(Settings::default()),
-            [Yaml::Hash(_)] => &docs[0],
-            [Yaml::Null] => return Ok(Settings::default()),
-            [_] => return Err(yaml_err("the document is not a mapping".into())),
-            _ => return Err(yaml_err("more than one YAML document".into())),
+        let cfg = Lookup {
+            root: &root,
+            format: FORMAT,
         };
-        let cfg = Lookup { root };
 
         let mut s = Settings::default();
         if let Some(v) = cfg.find("skeleton")? {
@@ -802,8 +547,8 @@ impl Settings {
         let llm_shape = match cfg.find("llm_shape")? {
             None => None,
             Some(Yaml::Array(a)) if a.len() == 2 => Some([
-                as_usize("llm_shape[0]", &a[0])?,
-                as_usize("llm_shape[1]", &a[1])?,
+                as_usize(FORMAT, "llm_shape[0]", &a[0])?,
+                as_usize(FORMAT, "llm_shape[1]", &a[1])?,
             ]),
             Some(other) => {
                 return Err(bad(format!(
@@ -816,16 +561,16 @@ impl Settings {
         // (`kimodo/model/backbone.py#L111-113`).
         s.num_text_tokens = match cfg.find("num_text_tokens_override")? {
             Some(Yaml::Null) | None => llm_shape.map(|[n, _]| n),
-            Some(v) => Some(as_usize("num_text_tokens_override", v)?),
+            Some(v) => Some(as_usize(FORMAT, "num_text_tokens_override", v)?),
         };
         s.cfg = match cfg.find("cfg_weight")? {
             None => None,
             Some(Yaml::Array(a)) if a.len() == 2 => Some([
-                as_f32("cfg_weight[0]", &a[0])?,
-                as_f32("cfg_weight[1]", &a[1])?,
+                as_f32(FORMAT, "cfg_weight[0]", &a[0])?,
+                as_f32(FORMAT, "cfg_weight[1]", &a[1])?,
             ]),
             Some(v) => {
-                let w = as_f32("cfg_weight", v)?;
+                let w = as_f32(FORMAT, "cfg_weight", v)?;
                 Some([w, w])
             }
         };
@@ -873,173 +618,9 @@ impl Settings {
     }
 }
 
-fn show(v: &Yaml) -> String {
-    match v {
-        Yaml::String(s) => format!("{s:?}"),
-        Yaml::Integer(i) => i.to_string(),
-        Yaml::Real(r) => r.clone(),
-        Yaml::Boolean(b) => b.to_string(),
-        Yaml::Null => "null".into(),
-        other => format!("{other:?}"),
-    }
-}
-
-fn as_usize(key: &str, v: &Yaml) -> Result<usize> {
-    match v {
-        Yaml::Integer(i) if *i > 0 => {
-            usize::try_from(*i).map_err(|_| bad(format!("{key} = {i} does not fit this machine")))
-        }
-        _ => Err(bad(format!(
-            "{key} is {}, expected a positive integer",
-            show(v)
-        ))),
-    }
-}
-
-fn as_f32(key: &str, v: &Yaml) -> Result<f32> {
-    let x = match v {
-        Yaml::Integer(i) => Some(*i as f64),
-        Yaml::Real(_) => v.as_f64(),
-        _ => None,
-    };
-    match x {
-        Some(x) if x.is_finite() && (x as f32).is_finite() => Ok(x as f32),
-        _ => Err(bad(format!(
-            "{key} is {}, expected a finite number",
-            show(v)
-        ))),
-    }
-}
-
-/// Key search over a parsed config, with Hydra's absolute interpolations `${a.b}` resolved.
-struct Lookup<'a> {
-    root: &'a Yaml,
-}
-
-/// Interpolations followed in a chain before giving up (a cycle, or a config no one writes).
-const MAX_INTERPOLATION_DEPTH: usize = 16;
-
-impl<'a> Lookup<'a> {
-    /// Every value stored under `key` anywhere in the tree, interpolations resolved; one
-    /// value when all agree, an error naming both when two differ.
-    fn find(&self, key: &str) -> Result<Option<&'a Yaml>> {
-        let mut found: Vec<&'a Yaml> = Vec::new();
-        self.collect(self.root, key, &mut found, 0);
-        let mut resolved: Option<&'a Yaml> = None;
-        for v in found {
-            let v = self.resolve(key, v)?;
-            match resolved {
-                Some(prev) if prev != v => {
-                    return Err(bad(format!(
-                        "{key} has conflicting values {} and {}",
-                        show(prev),
-                        show(v)
-                    )));
-                }
-                _ => resolved = Some(v),
-            }
-        }
-        Ok(resolved)
-    }
-
-    fn collect(&self, node: &'a Yaml, key: &str, out: &mut Vec<&'a Yaml>, depth: usize) {
-        // yaml-rust2 bounds nesting while parsing; this bound only keeps the walk finite.
-        if depth > 256 {
-            return;
-        }
-        match node {
-            Yaml::Hash(h) => {
-                for (k, v) in h {
-                    if k.as_str() == Some(key) {
-                        out.push(v);
-                    }
-                    self.collect(v, key, out, depth + 1);
-                }
-            }
-            Yaml::Array(a) => {
-                for v in a {
-                    self.collect(v, key, out, depth + 1);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn resolve(&self, key: &str, mut v: &'a Yaml) -> Result<&'a Yaml> {
-        for _ in 0..MAX_INTERPOLATION_DEPTH {
-            let Some(path) = v
-                .as_str()
-                .and_then(|s| s.strip_prefix("${"))
-                .and_then(|s| s.strip_suffix('}'))
-            else {
-                return Ok(v);
-            };
-            let mut node = self.root;
-            for part in path.split('.') {
-                node = match node {
-                    Yaml::Hash(h) => h.get(&Yaml::String(part.into())).ok_or_else(|| {
-                        bad(format!(
-                            "{key}: cannot resolve the interpolation ${{{path}}}"
-                        ))
-                    })?,
-                    _ => {
-                        return Err(bad(format!(
-                            "{key}: cannot resolve the interpolation ${{{path}}}"
-                        )));
-                    }
-                };
-            }
-            v = node;
-        }
-        Err(bad(format!(
-            "{key}: interpolations nest deeper than {MAX_INTERPOLATION_DEPTH}"
-        )))
-    }
-
-    fn usize(&self, key: &str) -> Result<Option<usize>> {
-        self.find(key)?.map(|v| as_usize(key, v)).transpose()
-    }
-
-    fn f32(&self, key: &str) -> Result<Option<f32>> {
-        self.find(key)?.map(|v| as_f32(key, v)).transpose()
-    }
-
-    fn bool(&self, key: &str) -> Result<Option<bool>> {
-        self.find(key)?
-            .map(|v| {
-                v.as_bool()
-                    .ok_or_else(|| bad(format!("{key} is {}, expected true or false", show(v))))
-            })
-            .transpose()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn finds_the_first_non_finite_value_across_blocks() {
-        let mut v: Vec<f32> = (0..5000).map(|i| i as f32 - 2500.0).collect();
-        let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
-        assert_eq!(first_non_finite_f32(&bytes(&v)), None);
-        v[4999] = f32::NEG_INFINITY;
-        assert_eq!(
-            first_non_finite_f32(&bytes(&v)),
-            Some((4999, f32::NEG_INFINITY))
-        );
-        v[1500] = f32::INFINITY;
-        assert_eq!(
-            first_non_finite_f32(&bytes(&v)),
-            Some((1500, f32::INFINITY))
-        );
-        v[1024] = f32::NAN;
-        let (i, x) = first_non_finite_f32(&bytes(&v)).unwrap();
-        assert!(i == 1024 && x.is_nan());
-        // The largest finite values and subnormals are finite.
-        let edge = [f32::MAX, f32::MIN, f32::MIN_POSITIVE / 2.0, -0.0];
-        assert_eq!(first_non_finite_f32(&bytes(&edge)), None);
-    }
 
     #[test]
     fn reads_a_nested_hydra_config() {

@@ -14,6 +14,7 @@
 
 use super::config::{KimodoConfig, KimodoModel};
 use crate::graph::{Graph, TensorId};
+use crate::models::kit::blocks::{Attention, EncoderLayer, Linear, Mlp, Norm, NormPlacement, Qkv};
 use crate::ops::{Activation, MaskKind, RootBridgeParams};
 use crate::{DType, Error, Result};
 
@@ -181,27 +182,48 @@ impl Stage<'_> {
     fn layer(&self, g: &mut Graph, x: TensorId, l: usize) -> Result<TensorId> {
         let heads = self.model.config.num_heads;
         let p = format!("seqTransEncoder.layers.{l}");
-        let wqkv = self.w(g, &format!("{p}.self_attn.in_proj_weight"))?;
-        let bqkv = self.w(g, &format!("{p}.self_attn.in_proj_bias"))?;
-        let wo = self.w(g, &format!("{p}.self_attn.out_proj.weight"))?;
-        let bo = self.w(g, &format!("{p}.self_attn.out_proj.bias"))?;
-        let w1 = self.w(g, &format!("{p}.linear1.weight"))?;
-        let b1 = self.w(g, &format!("{p}.linear1.bias"))?;
-        let w2 = self.w(g, &format!("{p}.linear2.weight"))?;
-        let b2 = self.w(g, &format!("{p}.linear2.bias"))?;
-        let n1w = self.w(g, &format!("{p}.norm1.weight"))?;
-        let n1b = self.w(g, &format!("{p}.norm1.bias"))?;
-        let n2w = self.w(g, &format!("{p}.norm2.weight"))?;
-        let n2b = self.w(g, &format!("{p}.norm2.bias"))?;
-        let qkv = g.linear(x, wqkv, Some(bqkv), Activation::None)?;
-        let a = g.attention_qkv(qkv, None, heads, heads, MaskKind::None)?;
-        let a = g.linear(a, wo, Some(bo), Activation::None)?;
-        let h = g.add(x, a)?;
-        let h = g.layer_norm(h, Some(n1w), Some(n1b), LN_EPS)?;
-        let f = g.linear(h, w1, Some(b1), Activation::Gelu)?;
-        let f = g.linear(f, w2, Some(b2), Activation::None)?;
-        let y = g.add(h, f)?;
-        g.layer_norm(y, Some(n2w), Some(n2b), LN_EPS)
+        let lin = |g: &mut Graph, name: &str| -> Result<Linear> {
+            Ok(Linear {
+                w: self.w(g, &format!("{p}.{name}.weight"))?,
+                b: Some(self.w(g, &format!("{p}.{name}.bias"))?),
+            })
+        };
+        let qkv = Linear {
+            w: self.w(g, &format!("{p}.self_attn.in_proj_weight"))?,
+            b: Some(self.w(g, &format!("{p}.self_attn.in_proj_bias"))?),
+        };
+        let out = lin(g, "self_attn.out_proj")?;
+        let up = lin(g, "linear1")?;
+        let down = lin(g, "linear2")?;
+        let norm = |g: &mut Graph, name: &str| -> Result<Norm> {
+            Ok(Norm::Layer {
+                gamma: Some(self.w(g, &format!("{p}.{name}.weight"))?),
+                beta: Some(self.w(g, &format!("{p}.{name}.bias"))?),
+                eps: LN_EPS,
+            })
+        };
+        let norm1 = norm(g, "norm1")?;
+        let norm2 = norm(g, "norm2")?;
+        EncoderLayer {
+            attention: Attention {
+                qkv: Qkv::Fused(qkv),
+                out,
+                q_heads: heads,
+                kv_heads: heads,
+                mask: MaskKind::None,
+                mask_tensor: None,
+                rope: None,
+            },
+            mlp: Mlp::Activation {
+                up,
+                act: Activation::Gelu,
+                down,
+            },
+            norm1,
+            norm2,
+            placement: NormPlacement::Post,
+        }
+        .apply(g, x)
     }
 }
 

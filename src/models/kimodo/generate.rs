@@ -1,23 +1,29 @@
-//! `kinema generate`: a text feature in, motion out. Reads and checks the inputs (embedding,
-//! optional noise), runs [`sampler::sample`] on the chosen backend, decodes the features as
-//! upstream's `Kimodo.__call__` does (SOMA30 expanded to SOMA77), and writes the outputs
-//! atomically: the npz with upstream's keys plus `features` (and the diagnostics), a JSON
-//! sidecar saying exactly what ran, and optionally an animated glTF binary.
+//! `kinema generate`: a text feature in, motion out. Checks the options and every output
+//! path first ([`OutputPlan`]), reads and checks the inputs (embedding, optional noise), runs
+//! [`sampler::sample`] on the chosen backend, decodes the features as upstream's
+//! `Kimodo.__call__` does (SOMA30 expanded to SOMA77), and writes the outputs together, only
+//! once all of them are ready: the npz with upstream's keys plus `features` (and the
+//! diagnostics), a JSON sidecar saying exactly what ran, and optionally an animated glTF
+//! binary.
 
-use std::io::Write;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::Serialize;
 
-use super::config::{KimodoModel, keys};
+use super::config::{KimodoModel, keys, names};
+use super::glb;
 use super::motion::{self, Motion};
 use super::sampler::{self, Sample, SampleOptions};
 use super::skeleton::Skeleton;
-use super::{glb, skeleton};
 use crate::backend::{Backend, BackendInfo};
-use crate::formats::{GgufFile, NpyArray, NpyDType, npy, write_atomic};
+use crate::formats::{NpyArray, NpyDType, npy};
+use crate::models::kit::identity::sidecar_json;
+use crate::models::kit::output::OutputPlan;
 use crate::{Error, Result};
+
+pub use crate::models::kit::identity::ModelIdentity;
 
 /// Everything `kinema generate` was asked for.
 #[derive(Clone, Debug)]
@@ -44,6 +50,58 @@ impl GenerateRequest {
     /// The JSON sidecar's path: the output's with the extension `.json`.
     pub fn sidecar(&self) -> PathBuf {
         self.output.with_extension("json")
+    }
+
+    /// Checks the numeric options that need no model: finite guidance weights and heading,
+    /// at least one step, 2 or 3 guidance rows, at least 2 frames. The error names the flag.
+    pub fn validate(&self) -> Result<()> {
+        for (flag, v) in [
+            ("--cfg-text", self.cfg_text),
+            ("--cfg-constraint", self.cfg_constraint),
+        ] {
+            if let Some(w) = v
+                && !w.is_finite()
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "{flag} {w} is not a finite guidance weight"
+                )));
+            }
+        }
+        if !self.heading.is_finite() {
+            return Err(Error::InvalidArgument(format!(
+                "--heading {} is not a finite angle",
+                self.heading
+            )));
+        }
+        if self.steps == 0 {
+            return Err(Error::InvalidArgument(
+                "--steps 0: the sampler needs at least one DDIM step".into(),
+            ));
+        }
+        if !(self.cfg_rows == 2 || self.cfg_rows == 3) {
+            return Err(Error::InvalidArgument(format!(
+                "--cfg-rows {}: guidance rows are 2 (the exact shortcut) or 3 (upstream's rows)",
+                self.cfg_rows
+            )));
+        }
+        Ok(())
+    }
+
+    /// Every file the request reads and writes: the outputs may not collide with each other
+    /// or with an input, and must be regular files or absent.
+    pub fn output_plan(&self) -> OutputPlan {
+        let mut plan = OutputPlan::new();
+        plan.input(&self.model, "--model")
+            .input(&self.embedding, "--embedding");
+        if let Some(n) = &self.noise {
+            plan.input(n, "--noise");
+        }
+        plan.output(&self.output, "--output");
+        if let Some(g) = &self.glb {
+            plan.output(g, "--glb");
+        }
+        plan.output(&self.sidecar(), "the JSON sidecar (--output with .json)");
+        plan
     }
 }
 
@@ -83,7 +141,10 @@ pub fn read_noise(path: &Path, dim: usize) -> Result<(Vec<f32>, usize)> {
 }
 
 fn read_f32_npy(path: &Path, what: &str) -> Result<NpyArray> {
-    let a = npy::read_file(path)?;
+    let a = npy::read_file(path).map_err(|e| match e {
+        Error::Io { .. } => e,
+        e => Error::InvalidArgument(format!("{what} {}: {e}", path.display())),
+    })?;
     if a.dtype != NpyDType::F32 {
         return Err(Error::DType(format!(
             "{what} {}: dtype {}, expected float32",
@@ -92,25 +153,6 @@ fn read_f32_npy(path: &Path, what: &str) -> Result<NpyArray> {
         )));
     }
     Ok(a)
-}
-
-/// Fails early, before minutes of sampling, when `path` cannot be written: its directory must
-/// exist and accept a new file.
-pub fn check_writable(path: &Path) -> Result<()> {
-    if path.is_dir() {
-        return Err(Error::InvalidArgument(format!(
-            "output {} is a directory",
-            path.display()
-        )));
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let probe = dir.join(format!(".kinema-write-check-{}", std::process::id()));
-    std::fs::File::create(&probe)
-        .and_then(|_| std::fs::remove_file(&probe))
-        .map_err(|e| Error::io(path, e))
 }
 
 /// What a finished generation says about itself (the JSON sidecar).
@@ -142,16 +184,6 @@ pub struct GenerateReport {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct ModelIdentity {
-    pub path: String,
-    pub bytes: u64,
-    pub skeleton: &'static str,
-    pub converter_version: Option<String>,
-    /// SHA-256 of the upstream files the model was converted from.
-    pub sources: Vec<(String, String)>,
-}
-
-#[derive(Clone, Debug, Serialize)]
 pub struct ReportTimings {
     pub load_s: f64,
     pub build_s: f64,
@@ -162,22 +194,23 @@ pub struct ReportTimings {
 }
 
 /// Runs a whole request on `backend`. `progress(step, steps)` is called after each step.
+/// The options and every output path are checked before any work; the outputs land together
+/// only when the whole run has succeeded, so a failure leaves every existing output as it was.
 pub fn generate<B: Backend>(
     req: &GenerateRequest,
     backend: &B,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<GenerateReport> {
     let t0 = Instant::now();
-    check_writable(&req.output)?;
-    if let Some(g) = &req.glb {
-        check_writable(g)?;
-    }
+    req.validate()?;
+    let mut outputs = req.output_plan().check()?;
     let info = backend.info();
     // Fast precision runs 16-bit weights: an f32 file is narrowed in memory.
     let model = KimodoModel::load(&req.model)?.for_backend(&info)?;
     let weights = model.weight_dtype()?.name();
     let cfg = &model.config;
     let embedding = read_embedding(&req.embedding, cfg.llm_dim)?;
+    check_embedding_scale(&model, &embedding, &req.embedding)?;
     let noise = match &req.noise {
         Some(p) => {
             let (x, t) = read_noise(p, cfg.motion_dim)?;
@@ -227,6 +260,7 @@ pub fn generate<B: Backend>(
     let load_s = t0.elapsed().as_secs_f64();
 
     let sample = sampler::sample(backend, &model, &embedding, &opts, progress)?;
+    check_sampled(&sample.features, cfg.motion_dim, &embedding, &opts)?;
 
     let t_dec = Instant::now();
     let skel = Skeleton::load(cfg.skeleton)?;
@@ -234,26 +268,27 @@ pub fn generate<B: Backend>(
     let out_skel = if motion.skeleton == skel.kind {
         skel
     } else {
-        skeleton::Skeleton::load(motion.skeleton)?
+        Skeleton::load(motion.skeleton)?
     };
-    write_npz(
-        &req.output,
-        &motion,
-        &sample,
-        frames,
-        cfg.motion_dim,
-        opts.cfg_rows,
-    )?;
-    let mut outputs = vec![req.output.display().to_string()];
+    let npz = npz_bytes(&motion, &sample, frames, cfg.motion_dim, opts.cfg_rows)?;
+    outputs.write(&req.output, |w| w.write_all(&npz))?;
+    let mut written = vec![req.output.display().to_string()];
     if let Some(g) = &req.glb {
-        glb::write_glb(g, &out_skel, &motion, cfg.fps)?;
-        outputs.push(g.display().to_string());
+        let bytes = glb::glb_bytes(&out_skel, &motion, cfg.fps)?;
+        outputs.write(g, |w| w.write_all(&bytes))?;
+        written.push(g.display().to_string());
     }
     let decode_s = t_dec.elapsed().as_secs_f64();
 
+    let details = BTreeMap::from([("skeleton", model.config.skeleton.name().to_string())]);
     let report = GenerateReport {
         kinema_version: env!("CARGO_PKG_VERSION"),
-        model: identity(&req.model, &model)?,
+        model: ModelIdentity::read(
+            &req.model,
+            keys::CONVERTER_VERSION,
+            keys::SOURCE_SHA256_PREFIX,
+            details,
+        )?,
         embedding: req.embedding.display().to_string(),
         noise: match &req.noise {
             Some(p) => p.display().to_string(),
@@ -273,7 +308,7 @@ pub fn generate<B: Backend>(
         weights,
         threads: info.threads,
         output_skeleton: motion.skeleton.name(),
-        outputs,
+        outputs: written,
         timings: ReportTimings {
             load_s,
             build_s: sample.timings.build_s,
@@ -283,24 +318,100 @@ pub fn generate<B: Backend>(
             total_s: t0.elapsed().as_secs_f64(),
         },
     };
-    let sidecar = req.sidecar();
-    let json = serde_json::to_vec_pretty(&report)
-        .map_err(|e| Error::InvalidArgument(format!("JSON sidecar: {e}")))?;
-    write_atomic(&sidecar, |w: &mut dyn Write| w.write_all(&json))?;
+    let json = sidecar_json(&report)?;
+    outputs.write(&req.sidecar(), |w| w.write_all(&json))?;
+    outputs.commit()?;
     Ok(report)
+}
+
+/// The largest magnitude in `v` (NaN counts as infinite).
+fn max_abs(v: &[f32]) -> f32 {
+    v.iter()
+        .map(|x| if x.is_nan() { f32::INFINITY } else { x.abs() })
+        .fold(0.0, f32::max)
+}
+
+/// Refuses, before sampling, a text feature whose projection into the text token cannot be
+/// carried through the denoiser's f32 arithmetic: each stage's `embed_text(e)` (computed here
+/// in f64) must stay below `sqrt(f32::MAX / D)`, so that the token's LayerNorm variance and
+/// its attention dot products are finite. Upstream's LLM2Vec features hold values of order 1;
+/// a file of huge values would otherwise fail only after sampling, as non-finite motion.
+fn check_embedding_scale(model: &KimodoModel, embedding: &[f32], path: &Path) -> Result<()> {
+    let d = model.config.latent_dim;
+    let bound = (f32::MAX as f64 / d as f64).sqrt();
+    for stage in names::STAGES {
+        let w = model
+            .tensor(&names::stage(stage, "embed_text.weight"))?
+            .to_f32_vec()?;
+        let b = model
+            .tensor(&names::stage(stage, "embed_text.bias"))?
+            .to_f32_vec()?;
+        let k = embedding.len();
+        let worst = w
+            .chunks_exact(k)
+            .zip(&b)
+            .map(|(row, &bias)| {
+                let dot: f64 = row
+                    .iter()
+                    .zip(embedding)
+                    .map(|(&a, &e)| a as f64 * e as f64)
+                    .sum();
+                (dot + bias as f64).abs()
+            })
+            .fold(0.0, f64::max);
+        if worst.is_nan() || worst >= bound {
+            return Err(Error::InvalidArgument(format!(
+                "embedding {}: its values (largest magnitude {:e}) project to text-token values \
+                 of {worst:.3e} in {stage}.embed_text, beyond what the denoiser's f32 arithmetic \
+                 can carry (below {bound:.2e} for width {d}); an LLM2Vec text feature holds \
+                 values of order 1: check the file",
+                path.display(),
+                max_abs(embedding),
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Names the cause when sampling produced non-finite features from finite inputs: the
+/// arithmetic overflowed, which extreme inputs or guidance weights cause.
+fn check_sampled(
+    features: &[f32],
+    dim: usize,
+    embedding: &[f32],
+    opts: &SampleOptions,
+) -> Result<()> {
+    let Some(i) = features.iter().position(|x| !x.is_finite()) else {
+        return Ok(());
+    };
+    Err(Error::InvalidArgument(format!(
+        "sampling overflowed f32: the result holds {} at frame {}, feature {}. The inputs \
+         were finite: the text feature's largest magnitude is {:e}{}, guidance weights \
+         --cfg-text {} and --cfg-constraint {}. Upstream's text features hold values of order \
+         1 and its guidance weights are 2; inputs far from that overflow the denoiser",
+        features[i],
+        i / dim,
+        i % dim,
+        max_abs(embedding),
+        match &opts.noise {
+            Some(n) => format!(", the noise's {:e}", max_abs(n)),
+            None => String::new(),
+        },
+        opts.cfg_text,
+        opts.cfg_constraint,
+    )))
 }
 
 /// The npz: upstream's motion keys, `features` `[T, dim]` (normalised), and with diagnostics
 /// `root_stage_step0` `[rows, T, 5]`, `body_stage_step0` `[rows, T, dim - 5]`, `x0_step0`
 /// `[T, dim]`.
-fn write_npz(
-    path: &Path,
+fn npz_bytes(
     motion: &Motion,
     sample: &Sample,
     frames: usize,
     dim: usize,
     rows: usize,
-) -> Result<()> {
+) -> Result<Vec<u8>> {
     let mut w = motion.npz()?;
     w.add(
         "features",
@@ -320,34 +431,9 @@ fn write_npz(
             &NpyArray::from_f32(&[frames, dim], &d.x0_step0)?,
         )?;
     }
-    w.write(path)
-}
-
-/// The model file's identity: size, skeleton, converter, and the source hashes the converter
-/// recorded (read again from the memory-mapped header).
-fn identity(path: &Path, model: &KimodoModel) -> Result<ModelIdentity> {
-    let bytes = std::fs::metadata(path)
-        .map_err(|e| Error::io(path, e))?
-        .len();
-    let gguf = GgufFile::open(path)?;
-    let sources = gguf
-        .metadata()
-        .iter()
-        .filter_map(|(k, v)| {
-            let file = k.strip_prefix(keys::SOURCE_SHA256_PREFIX)?;
-            Some((file.to_string(), v.as_str()?.to_string()))
-        })
-        .collect();
-    Ok(ModelIdentity {
-        path: path.display().to_string(),
-        bytes,
-        skeleton: model.config.skeleton.name(),
-        converter_version: gguf
-            .get(keys::CONVERTER_VERSION)
-            .and_then(|v| v.as_str())
-            .map(str::to_string),
-        sources,
-    })
+    let mut bytes = Vec::new();
+    w.write_to(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// The one-line description of a backend for progress output.

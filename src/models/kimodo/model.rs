@@ -6,43 +6,22 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use half::{bf16, f16};
-
 use super::config::{KimodoConfig, KimodoModel, MotionStats, SkeletonKind, keys, names};
-use super::convert::first_non_finite_f32;
-use crate::formats::{FormatError, GgufFile};
+use crate::models::kit::checks::check_tensors;
+use crate::models::kit::meta::{self, Meta, invalid};
+use crate::models::kit::narrow::{fast_weight_dtype, narrow_weights};
 use crate::{DType, Error, HostTensor, Result};
 
 const FORMAT: &str = "kimodo model";
 
 fn bad(msg: impl Into<String>) -> Error {
-    FormatError::Invalid {
-        format: FORMAT,
-        msg: msg.into(),
-    }
-    .into()
+    invalid(FORMAT, msg)
 }
 
-/// A metadata value the loader needs, with an error that names the key and says what the
-/// file is missing.
-fn meta<'f, T>(
-    f: &'f GgufFile,
-    path: &Path,
-    key: &str,
-    get: impl FnOnce(&'f GgufFile, &str) -> Result<T>,
-) -> Result<T> {
-    if f.get(key).is_none() {
-        return Err(bad(format!(
-            "{}: metadata key {key:?} is missing (write the file with `kinema convert kimodo`)",
-            path.display()
-        )));
-    }
-    get(f, key).map_err(|e| bad(format!("{}: invalid {key:?}: {e}", path.display())))
-}
-
-fn meta_usize(f: &GgufFile, path: &Path, key: &str) -> Result<usize> {
-    let v = meta(f, path, key, GgufFile::get_u64)?;
-    usize::try_from(v).map_err(|_| bad(format!("{}: {key} = {v} is too large", path.display())))
+/// Whether `name` is a weight matrix (2-D and not a statistic): the tensors that may be f16
+/// or bf16.
+fn is_matrix(name: &str, shape: &[usize]) -> bool {
+    shape.len() == 2 && !name.starts_with("stats.")
 }
 
 impl KimodoModel {
@@ -51,45 +30,39 @@ impl KimodoModel {
     /// The weight tensors borrow the map.
     pub fn load(path: impl AsRef<Path>) -> Result<KimodoModel> {
         let path = path.as_ref();
-        let f = GgufFile::open(path).map_err(|e| match e {
-            Error::Io { .. } => e,
-            e => bad(format!("{}: {e}", path.display())),
-        })?;
-        let arch = meta(&f, path, keys::ARCHITECTURE, GgufFile::get_str)?;
+        let f = meta::open(path, FORMAT)?;
+        let m = Meta {
+            file: &f,
+            path,
+            format: FORMAT,
+            writer: "kinema convert kimodo",
+        };
+        let arch = m.str(keys::ARCHITECTURE)?;
         if arch != keys::ARCH_NAME {
-            return Err(bad(format!(
-                "{}: {} is {arch:?}, not {:?}: not a Kimodo model",
-                path.display(),
+            return Err(m.bad(format!(
+                "{} is {arch:?}, not {:?}: not a Kimodo model",
                 keys::ARCHITECTURE,
                 keys::ARCH_NAME
             )));
         }
-        let skeleton = meta(&f, path, keys::SKELETON, GgufFile::get_str)?;
-        let skeleton = SkeletonKind::parse(skeleton)
-            .map_err(|e| bad(format!("{}: {}: {e}", path.display(), keys::SKELETON)))?;
+        let skeleton = SkeletonKind::parse(m.str(keys::SKELETON)?)
+            .map_err(|e| m.bad(format!("{}: {e}", keys::SKELETON)))?;
         let config = KimodoConfig {
             skeleton,
-            latent_dim: meta_usize(&f, path, keys::LATENT_DIM)?,
-            ff_size: meta_usize(&f, path, keys::FF_SIZE)?,
-            num_layers: meta_usize(&f, path, keys::NUM_LAYERS)?,
-            num_heads: meta_usize(&f, path, keys::NUM_HEADS)?,
-            llm_dim: meta_usize(&f, path, keys::LLM_DIM)?,
-            num_text_tokens: meta_usize(&f, path, keys::NUM_TEXT_TOKENS)?,
-            motion_dim: meta_usize(&f, path, keys::MOTION_DIM)?,
-            fps: meta(&f, path, keys::FPS, GgufFile::get_f32)?,
-            num_base_steps: meta_usize(&f, path, keys::NUM_BASE_STEPS)?,
-            input_first_heading_angle: meta(
-                &f,
-                path,
-                keys::FIRST_HEADING_TOKEN,
-                GgufFile::get_bool,
-            )?,
-            cfg_text: meta(&f, path, keys::CFG_TEXT, GgufFile::get_f32)?,
-            cfg_constraint: meta(&f, path, keys::CFG_CONSTRAINT, GgufFile::get_f32)?,
+            latent_dim: m.usize(keys::LATENT_DIM)?,
+            ff_size: m.usize(keys::FF_SIZE)?,
+            num_layers: m.usize(keys::NUM_LAYERS)?,
+            num_heads: m.usize(keys::NUM_HEADS)?,
+            llm_dim: m.usize(keys::LLM_DIM)?,
+            num_text_tokens: m.usize(keys::NUM_TEXT_TOKENS)?,
+            motion_dim: m.usize(keys::MOTION_DIM)?,
+            fps: m.f32(keys::FPS)?,
+            num_base_steps: m.usize(keys::NUM_BASE_STEPS)?,
+            input_first_heading_angle: m.bool(keys::FIRST_HEADING_TOKEN)?,
+            cfg_text: m.f32(keys::CFG_TEXT)?,
+            cfg_constraint: m.f32(keys::CFG_CONSTRAINT)?,
         };
-        config
-            .validate()
-            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        config.validate().map_err(|e| m.bad(e))?;
         // The layer count bounds the tensor list built from it: a file claiming more layers
         // than it has tensors is refused before the list is made.
         if config
@@ -97,9 +70,8 @@ impl KimodoModel {
             .checked_mul(24)
             .is_none_or(|n| n > f.tensors().len())
         {
-            return Err(bad(format!(
-                "{}: {} = {} but the file has only {} tensors",
-                path.display(),
+            return Err(m.bad(format!(
+                "{} = {} but the file has only {} tensors",
                 keys::NUM_LAYERS,
                 config.num_layers,
                 f.tensors().len()
@@ -109,8 +81,7 @@ impl KimodoModel {
         for info in f.tensors() {
             tensors.insert(info.name.clone(), f.tensor(&info.name)?);
         }
-        check_tensors(&config, &tensors, true)
-            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        check(&config, &tensors, true).map_err(|e| m.bad(e))?;
         let stats = stats_from(&tensors)?;
         Ok(KimodoModel {
             config,
@@ -124,7 +95,7 @@ impl KimodoModel {
     /// everything else f32), and statistics that match the tensors. Values are not scanned.
     pub fn validate(&self) -> Result<()> {
         self.config.validate()?;
-        check_tensors(&self.config, &self.tensors, false).map_err(bad)?;
+        check(&self.config, &self.tensors, false).map_err(bad)?;
         if stats_from(&self.tensors)? != self.stats {
             return Err(bad(
                 "the statistics differ from the stats.* tensors they were built from",
@@ -137,16 +108,13 @@ impl KimodoModel {
     /// norms and statistics stay f32), as `kinema convert kimodo --dtype` would have written
     /// it. Fast precision runs f16/bf16 weights; this narrows an f32 file in memory.
     pub fn with_weight_dtype(self, dtype: DType) -> Result<KimodoModel> {
-        let mut tensors = BTreeMap::new();
-        for (name, t) in self.tensors {
-            let narrow = t.shape.len() == 2 && !name.starts_with("stats.") && t.dtype != dtype;
-            let t = if narrow {
-                super::convert::cast_weight(&name, &t, dtype)?
-            } else {
-                t
-            };
-            tensors.insert(name, t);
-        }
+        // Narrowing errors read as the converter's, which narrows the same way.
+        let tensors = narrow_weights(
+            super::convert::FORMAT,
+            self.tensors,
+            |name, t| is_matrix(name, &t.shape),
+            dtype,
+        )?;
         Ok(KimodoModel {
             config: self.config,
             stats: self.stats,
@@ -155,28 +123,22 @@ impl KimodoModel {
     }
 
     /// The model as a backend runs it: in fast precision, f32 weight matrices are narrowed to
-    /// the 16-bit type the backend's fast kernels consume
-    /// ([`BackendInfo::fast_weight_dtype`](crate::backend::BackendInfo::fast_weight_dtype):
-    /// f16 on Vulkan, bf16 on the CPU), falling back from f16 to bf16 when a weight lies
-    /// beyond the f16 range. Strict precision, and files already holding 16-bit weights, are
-    /// left as they are.
+    /// the 16-bit type the backend's fast kernels consume (see
+    /// [`fast_weight_dtype`]). Strict precision, and files already holding 16-bit weights,
+    /// are left as they are.
     pub fn for_backend(self, info: &crate::backend::BackendInfo) -> Result<KimodoModel> {
         if info.precision != crate::Precision::Fast || self.weight_dtype()? != DType::F32 {
             return Ok(self);
         }
-        if info.fast_weight_dtype == DType::F16 {
-            let f16_fits = self
-                .tensors
-                .iter()
-                .filter(|(n, t)| t.shape.len() == 2 && !n.starts_with("stats."))
-                .try_fold(true, |ok, (_, t)| -> Result<bool> {
-                    Ok(ok && t.to_f32_vec()?.iter().all(|v| v.abs() <= 65504.0))
-                })?;
-            if f16_fits {
-                return self.with_weight_dtype(DType::F16);
-            }
+        let matrices = self
+            .tensors
+            .iter()
+            .filter(|(n, t)| is_matrix(n, &t.shape))
+            .map(|(_, t)| t);
+        match fast_weight_dtype(info, matrices)? {
+            Some(dtype) => self.with_weight_dtype(dtype),
+            None => Ok(self),
         }
-        self.with_weight_dtype(DType::BF16)
     }
 
     /// The dtype of the 2-D weight matrices (the first stage's input projection).
@@ -269,89 +231,22 @@ impl KimodoModel {
     }
 }
 
-/// Exactly the expected tensors, with their shapes and accepted dtypes; with `scan`, every
-/// value finite. Returns the problems joined into one message.
-fn check_tensors(
+/// Exactly the expected tensors, with their shapes and accepted dtypes (2-D weights f32, f16
+/// or bf16; everything else f32); with `scan`, every value finite. Returns the problems joined
+/// into one message.
+fn check(
     config: &KimodoConfig,
     tensors: &BTreeMap<String, HostTensor>,
     scan: bool,
 ) -> std::result::Result<(), String> {
-    let expected = config.tensor_shapes();
-    let mut problems = Vec::new();
-    for (name, shape) in &expected {
-        let Some(t) = tensors.get(name) else {
-            problems.push(format!("missing tensor {name:?}"));
-            continue;
-        };
-        if t.shape != *shape {
-            problems.push(format!(
-                "tensor {name:?} has shape {:?}, expected {shape:?}",
-                t.shape
-            ));
-            continue;
+    let accepts = |name: &str, shape: &[usize]| -> &'static [DType] {
+        if is_matrix(name, shape) {
+            &[DType::F32, DType::F16, DType::BF16]
+        } else {
+            &[DType::F32]
         }
-        let ok = match t.dtype {
-            DType::F32 => true,
-            DType::F16 | DType::BF16 => shape.len() == 2 && !name.starts_with("stats."),
-            _ => false,
-        };
-        if !ok {
-            problems.push(format!(
-                "tensor {name:?} is {}, expected f32{}",
-                t.dtype,
-                if shape.len() == 2 {
-                    ", f16 or bf16"
-                } else {
-                    ""
-                }
-            ));
-            continue;
-        }
-        if scan && let Some((i, x)) = first_non_finite(t) {
-            problems.push(format!(
-                "tensor {name:?} holds the non-finite value {x} at flat index {i}"
-            ));
-        }
-    }
-    if tensors.len() != expected.len() {
-        let want: std::collections::HashSet<&str> =
-            expected.iter().map(|(n, _)| n.as_str()).collect();
-        for name in tensors.keys() {
-            if !want.contains(name.as_str()) {
-                problems.push(format!("unexpected tensor {name:?}"));
-            }
-        }
-    }
-    const MAX_LISTED: usize = 20;
-    match problems.len() {
-        0 => Ok(()),
-        1 => Err(problems.remove(0)),
-        n => {
-            let mut msg = format!("{n} problems: {}", problems[..n.min(MAX_LISTED)].join("; "));
-            if n > MAX_LISTED {
-                msg.push_str(&format!("; and {} more", n - MAX_LISTED));
-            }
-            Err(msg)
-        }
-    }
-}
-
-fn first_non_finite(t: &HostTensor) -> Option<(usize, f32)> {
-    let b = t.bytes();
-    match t.dtype {
-        DType::F32 => first_non_finite_f32(b),
-        DType::F16 => b
-            .chunks_exact(2)
-            .map(|c| f16::from_le_bytes([c[0], c[1]]))
-            .position(|x| !x.is_finite())
-            .map(|i| (i, f16::from_le_bytes([b[2 * i], b[2 * i + 1]]).to_f32())),
-        DType::BF16 => b
-            .chunks_exact(2)
-            .map(|c| bf16::from_le_bytes([c[0], c[1]]))
-            .position(|x| !x.is_finite())
-            .map(|i| (i, bf16::from_le_bytes([b[2 * i], b[2 * i + 1]]).to_f32())),
-        _ => None,
-    }
+    };
+    check_tensors(&config.tensor_shapes(), tensors, accepts, scan)
 }
 
 /// The statistics from their f32 tensors.

@@ -28,7 +28,8 @@ use super::g1::G1Qpos;
 use crate::formats::{
     FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors, npy, write_atomic,
 };
-use crate::models::kimodo::convert::{cast_weight, first_non_finite_f32};
+use crate::models::kit::checks::first_non_finite_f32;
+use crate::models::kit::narrow::cast_weight;
 use crate::{DType, Error, HostTensor, Result};
 
 /// Recorded in every converted file; the trailing number changes with the file layout.
@@ -248,7 +249,7 @@ pub fn convert(src: &Sources, out: &Path, dtype: DType) -> Result<Conversion> {
     let mut tensors = 0usize;
     let mut add = |w: &mut GgufWriter, name: String, t: HostTensor| -> Result<()> {
         let t = if t.shape.len() == 2 {
-            cast_weight(&name, &t, dtype)?
+            cast_weight(FORMAT, &name, &t, dtype)?
         } else {
             t
         };

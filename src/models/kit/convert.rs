@@ -1,0 +1,166 @@
+//! Converter helpers every `kinema convert <model>` shares: progress reports, SHA-256 of the
+//! source files, the source tensors' checks (present, shape, dtype, finite, nothing extra)
+//! and writing the GGUF with byte progress.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use super::checks::{Problems, first_non_finite_f32};
+use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors};
+use crate::{Error, Result};
+
+/// Bytes between two progress reports.
+pub const PROGRESS_STEP: u64 = 64 << 20;
+
+/// Progress of a conversion, for a display.
+#[derive(Clone, Copy, Debug)]
+pub enum Progress<'a> {
+    /// Tensors checked so far (shape, dtype, finite values).
+    Checking { done: usize, total: usize },
+    /// Bytes of a source file hashed so far.
+    Hashing {
+        file: &'a str,
+        done: u64,
+        total: u64,
+    },
+    /// Tensor bytes written so far (the header is not counted).
+    Writing { done: u64, total: u64 },
+}
+
+/// SHA-256 of a file, hex, read in 1 MiB pieces; `file` names it in the progress reports.
+pub fn sha256_file(path: &Path, file: &str, progress: &mut dyn FnMut(Progress)) -> Result<String> {
+    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let total = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut done = 0u64;
+    let mut next_report = PROGRESS_STEP;
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        h.update(&buf[..n]);
+        done += n as u64;
+        if done >= next_report {
+            next_report = done + PROGRESS_STEP;
+            progress(Progress::Hashing { file, done, total });
+        }
+    }
+    progress(Progress::Hashing {
+        file,
+        done,
+        total: done,
+    });
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Every expected source tensor (`prefix` + name, shape) is present in `st`, of its shape,
+/// of one of the `dtypes` and finite (f32 values are scanned), and nothing else is in the
+/// file. All problems are gathered into one message.
+pub fn check_source_tensors(
+    st: &SafeTensors,
+    prefix: &str,
+    expected: &[(String, Vec<usize>)],
+    dtypes: &[SafeDType],
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Result<(), String>> {
+    let mut problems = Problems::new();
+    let total = expected.len();
+    for (i, (name, shape)) in expected.iter().enumerate() {
+        let key = format!("{prefix}{name}");
+        match st.info(&key) {
+            None => problems.push(format!("missing tensor {key:?}")),
+            Some(info) if info.shape != *shape => problems.push(format!(
+                "tensor {key:?} has shape {:?}, expected {shape:?}",
+                info.shape
+            )),
+            Some(info) if !dtypes.contains(&info.dtype) => {
+                let want: Vec<String> = dtypes.iter().map(|d| d.to_string()).collect();
+                problems.push(format!(
+                    "tensor {key:?} is {}, expected {}",
+                    info.dtype,
+                    want.join(" or ")
+                ))
+            }
+            Some(info) => {
+                if info.dtype == SafeDType::F32
+                    && let Some((j, x)) = first_non_finite_f32(st.tensor_bytes(&key)?)
+                {
+                    problems.push(format!(
+                        "tensor {key:?} holds the non-finite value {x} at flat index {j}"
+                    ));
+                }
+            }
+        }
+        if i % 16 == 15 || i + 1 == total {
+            progress(Progress::Checking { done: i + 1, total });
+        }
+    }
+    let want: HashSet<String> = expected
+        .iter()
+        .map(|(n, _)| format!("{prefix}{n}"))
+        .collect();
+    for info in st.tensors() {
+        if !want.contains(&info.name) {
+            problems.push(format!("unexpected tensor {:?}", info.name));
+        }
+    }
+    Ok(problems.into_result())
+}
+
+/// Writes `w` into `sink`, reporting [`Progress::Writing`] every [`PROGRESS_STEP`] bytes of
+/// the `total` tensor bytes, and once more at the end.
+pub fn write_gguf(
+    w: &GgufWriter,
+    sink: &mut dyn Write,
+    total: u64,
+    progress: &mut dyn FnMut(Progress),
+) -> io::Result<()> {
+    let mut pw = ProgressWriter {
+        inner: sink,
+        done: 0,
+        next_report: PROGRESS_STEP,
+        total,
+        progress: &mut *progress,
+    };
+    w.write_to(&mut pw).map_err(|e| match e {
+        Error::Format(FormatError::Write { source, .. }) => source,
+        other => io::Error::other(other.to_string()),
+    })?;
+    (pw.progress)(Progress::Writing { done: total, total });
+    Ok(())
+}
+
+/// Counts written bytes and reports them every [`PROGRESS_STEP`].
+struct ProgressWriter<'a, 'p> {
+    inner: &'a mut dyn Write,
+    done: u64,
+    next_report: u64,
+    total: u64,
+    progress: &'a mut dyn FnMut(Progress<'p>),
+}
+
+impl Write for ProgressWriter<'_, '_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.done += n as u64;
+        if self.done >= self.next_report {
+            self.next_report = self.done + PROGRESS_STEP;
+            (self.progress)(Progress::Writing {
+                done: self.done.min(self.total),
+                total: self.total,
+            });
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
