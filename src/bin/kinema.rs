@@ -1,4 +1,4 @@
-//! The `kinema` command line: `info`, `bench`, `drift`, `generate` and `convert`.
+//! The `kinema` command line: `info`, `bench`, `drift`, `generate`, `convert` and `tokenize`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -83,6 +83,22 @@ enum Cmd {
     Convert {
         #[command(subcommand)]
         model: ConvertCmd,
+    },
+    /// Tokenize a JSON list of strings into a JSON list of id lists (no special tokens are
+    /// added unless --bos; special-token strings in the text are still matched).
+    Tokenize {
+        /// tokenizer.json, tokenizer.model (tiktoken ranks) or a GGUF with tokenizer.ggml.*.
+        #[arg(long)]
+        tokenizer: PathBuf,
+        /// A JSON list of strings.
+        #[arg(long)]
+        strings_file: PathBuf,
+        /// The JSON list of id lists to write.
+        #[arg(short = 'o', long)]
+        output: PathBuf,
+        /// Prepend the BOS token to every list.
+        #[arg(long)]
+        bos: bool,
     },
 }
 
@@ -312,6 +328,25 @@ fn main() -> ExitCode {
                     quiet,
                 },
         } => convert_kimodo(&checkpoint_dir, &output, skeleton, num_heads, &dtype, quiet),
+        Cmd::Tokenize {
+            tokenizer,
+            strings_file,
+            output,
+            bos,
+        } => kinema::models::llm2vec::tokenizer::strings::tokenize_file(
+            &tokenizer,
+            &strings_file,
+            &output,
+            bos,
+        )
+        .map(|s| {
+            eprintln!(
+                "{} strings, {} tokens -> {}",
+                s.strings,
+                s.tokens,
+                output.display()
+            )
+        }),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

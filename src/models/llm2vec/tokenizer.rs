@@ -26,7 +26,7 @@ pub use error::TokenizerError;
 pub use pretokenize::PreTokenizerKind;
 pub use sources::{MAX_FILE_BYTES, MAX_TOKEN_BYTES, MAX_VOCAB, llama3_special_tokens};
 
-use crate::formats::gguf::{GGUF_MAGIC, GgufFile};
+use crate::formats::gguf::{GGUF_MAGIC, GgufFile, GgufValue, read_metadata};
 use bpe::Merges;
 use pretokenize::PreTokenizer;
 use sources::Parts;
@@ -90,8 +90,9 @@ impl Tokenizer {
             n
         };
         if n == 4 && head == GGUF_MAGIC {
-            let g = GgufFile::open(path)?;
-            return Ok(Tokenizer::from_gguf(&g)?);
+            // Only the metadata: the tokenizer needs no tensor, whatever its type.
+            let meta = read_metadata(path)?;
+            return Ok(Tokenizer::from_gguf_metadata(&meta)?);
         }
         let len = std::fs::metadata(path)
             .map_err(|e| crate::Error::io(path, e))?
@@ -128,7 +129,13 @@ impl Tokenizer {
 
     /// The tokenizer of a GGUF file's `tokenizer.ggml.*` metadata.
     pub fn from_gguf(g: &GgufFile) -> Result<Tokenizer, TokenizerError> {
-        Tokenizer::from_parts(sources::parse_gguf(g)?)
+        Tokenizer::from_parts(sources::parse_gguf(&|k| g.get(k))?)
+    }
+
+    /// The tokenizer of GGUF metadata read with [`read_metadata`].
+    pub fn from_gguf_metadata(meta: &[(String, GgufValue)]) -> Result<Tokenizer, TokenizerError> {
+        let map: HashMap<&str, &GgufValue> = meta.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        Tokenizer::from_parts(sources::parse_gguf(&|k| map.get(k).copied())?)
     }
 
     fn from_parts(p: Parts) -> Result<Tokenizer, TokenizerError> {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::TokenizerError;
 use super::bpe::Merges;
 use super::pretokenize::{LLAMA3_PATTERN, PreTokenizerKind};
-use crate::formats::gguf::{GgufArray, GgufFile};
+use crate::formats::gguf::{GgufArray, GgufValue};
 
 /// Largest tokenizer file read into memory (Llama-3's `tokenizer.json` is 9 MB, its
 /// `tokenizer.model` 2.2 MB).
@@ -644,8 +644,10 @@ const TOKEN_TYPE_USER_DEFINED: i64 = 4;
 /// llama.cpp does (`src/llama-vocab.cpp`): tokens and merges in byte-level form, the
 /// pre-tokenizer named by `tokenizer.ggml.pre`, control, user-defined and unknown tokens
 /// split out of the text, merges ignored for whole-vocabulary pieces only for Llama-3.
-pub(crate) fn parse_gguf(g: &GgufFile) -> Result<Parts, TokenizerError> {
-    let model = match g.get("tokenizer.ggml.model") {
+pub(crate) fn parse_gguf<'a>(
+    get: &dyn Fn(&str) -> Option<&'a GgufValue>,
+) -> Result<Parts, TokenizerError> {
+    let model = match get("tokenizer.ggml.model") {
         None => {
             return Err(TokenizerError::invalid(
                 GGUF,
@@ -662,8 +664,7 @@ pub(crate) fn parse_gguf(g: &GgufFile) -> Result<Parts, TokenizerError> {
             format!("tokenizer.ggml.model {model:?} (kinema reads byte-level BPE, \"gpt2\")"),
         ));
     }
-    let pre_name = g
-        .get("tokenizer.ggml.pre")
+    let pre_name = get("tokenizer.ggml.pre")
         .and_then(|v| v.as_str())
         .unwrap_or("default");
     let pre = match pre_name {
@@ -680,7 +681,7 @@ pub(crate) fn parse_gguf(g: &GgufFile) -> Result<Parts, TokenizerError> {
         }
     };
     let strings = |key: &str| -> Result<&[String], TokenizerError> {
-        match g.get(key).and_then(|v| v.as_array()) {
+        match get(key).and_then(|v| v.as_array()) {
             Some(GgufArray::String(v)) => Ok(v.as_slice()),
             Some(a) => Err(TokenizerError::invalid(
                 GGUF,
@@ -704,10 +705,7 @@ pub(crate) fn parse_gguf(g: &GgufFile) -> Result<Parts, TokenizerError> {
             limit: MAX_VOCAB as u64,
         });
     }
-    let types: Vec<i64> = match g
-        .get("tokenizer.ggml.token_type")
-        .and_then(|v| v.as_array())
-    {
+    let types: Vec<i64> = match get("tokenizer.ggml.token_type").and_then(|v| v.as_array()) {
         None => vec![1; names.len()],
         Some(a) => {
             let v: Option<Vec<i64>> = match a {
@@ -776,7 +774,7 @@ pub(crate) fn parse_gguf(g: &GgufFile) -> Result<Parts, TokenizerError> {
         merges.insert(get(a)?, get(b)?, rank, get(&format!("{a}{b}"))?);
     }
     let id_key = |key: &str| -> Result<Option<u32>, TokenizerError> {
-        match g.get(key) {
+        match get(key) {
             None => Ok(None),
             Some(v) => {
                 let id = v
