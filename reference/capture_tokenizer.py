@@ -159,6 +159,10 @@ def handmade():
         for v in {c, c.upper(), c.capitalize(), c[:-1] + c[-1].upper()}:
             s.append(f"it'{v} ok")
             s.append(f"'{v}")
+            # Followed by letters: only here does the case-insensitive contraction cut
+            # differently from the letter-run alternative.
+            s.append(f"x'{v}x")
+            s.append(f"'{v}ABC def")
     s += ["I'm", "you're", "they've", "we'll", "he'd", "isn't", "DON'T", "Can'T", "y'all",
           "o'clock", "rock'n'roll", "'tis", "it’s", "it`s", "'", "''", "'''", "' s", "'S'",
           "'ſ", "'K", "'\u212a", "ß's", "ǅ'LL"]

@@ -217,6 +217,38 @@ fn llama3_ids_match_tokenizers_and_tiktoken() {
     compare_all("llama3 + BOS", &tok, &strings, &want, Some(128_000));
 }
 
+/// The same ids from a Llama-3 `tokenizer.json` (the one `capture_tokenizer.py
+/// --write-tokenizer-json` rebuilds from Meta's ranks as transformers does, or a Hub copy)
+/// named by `KINEMA_LLAMA3_TOKENIZER_JSON`; skipped without it.
+#[test]
+fn llama3_tokenizer_json_gives_the_same_ids() {
+    let Ok(p) = std::env::var("KINEMA_LLAMA3_TOKENIZER_JSON") else {
+        eprintln!("skipped: set KINEMA_LLAMA3_TOKENIZER_JSON to a Llama-3 tokenizer.json");
+        return;
+    };
+    let tok = Tokenizer::open(&p).unwrap();
+    assert_eq!(tok.format(), "tokenizer.json");
+    assert_eq!(tok.vocab_size(), 128_256);
+    assert_eq!(tok.bos_id(), Some(128_000));
+    assert_eq!(tok.special_id("<|eot_id|>"), Some(128_009));
+    let strings = strings();
+    let f = fixture("tokenizer_llama3.json");
+    let want: Vec<Option<Vec<u32>>> = f["tiktoken"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| Some(ids(v)))
+        .collect();
+    compare_all("llama3 tokenizer.json", &tok, &strings, &want, None);
+    compare_all(
+        "llama3 tokenizer.json + BOS",
+        &tok,
+        &strings,
+        &want,
+        Some(128_000),
+    );
+}
+
 #[test]
 fn llama3_published_vectors() {
     let Some(tok) = llama3_tokenizer() else {

@@ -76,8 +76,8 @@ pub(crate) fn merge_word(initial: &[u32], merges: &Merges, out: &mut Vec<u32>) {
     // (rank, position of the left symbol, merged id): the heap pops the lowest rank, then
     // the leftmost position, the order of `tokenizers`' `Merge` and tiktoken's scan.
     let mut heap: BinaryHeap<Reverse<(u32, usize, u32)>> = BinaryHeap::with_capacity(n);
-    for i in 0..n - 1 {
-        if let Some((rank, merged)) = merges.get(initial[i], initial[i + 1]) {
+    for (i, pair) in initial.windows(2).enumerate() {
+        if let Some((rank, merged)) = merges.get(pair[0], pair[1]) {
             heap.push(Reverse((rank, i, merged)));
         }
     }

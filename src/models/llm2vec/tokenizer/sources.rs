@@ -273,7 +273,7 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
         } as u32)
     }
     let b = s.as_bytes();
-    if b.is_empty() || b.len() % 4 != 0 {
+    if b.is_empty() || !b.len().is_multiple_of(4) {
         return None;
     }
     let pad = b.iter().rev().take_while(|&&c| c == b'=').count();

@@ -101,7 +101,9 @@ fn from_wtf8(mut b: &[u8]) -> Result<String, TokenizerError> {
 /// What [`tokenize_file`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenizeSummary {
+    /// Strings tokenized.
     pub strings: usize,
+    /// Ids written, in all lists together.
     pub tokens: usize,
 }
 
