@@ -1,7 +1,7 @@
 //! The LLM2Vec tokenizer against upstream ids.
 //!
 //! Fixtures (tests/fixtures/llm2vec/, written by reference/capture_tokenizer.py):
-//! - `tokenizer_strings.json`: 685 strings (ASCII, punctuation, digits, whitespace runs,
+//! - `tokenizer_strings.json`: 725 strings (ASCII, punctuation, digits, whitespace runs,
 //!   contractions in every case, accents, CJK and other scripts, emoji, control characters,
 //!   special-token strings, lone surrogates, llama.cpp's vectors, Kimodo's demo prompts, 300
 //!   seeded random mixtures);
@@ -26,7 +26,9 @@ use kinema::models::llm2vec::sanitize::{
     py_capitalize, py_isalnum, py_isspace, py_title, sanitize_text,
 };
 use kinema::models::llm2vec::tokenizer::strings::parse_strings;
-use kinema::models::llm2vec::tokenizer::{PreTokenizerKind, Tokenizer, TokenizerError};
+use kinema::models::llm2vec::tokenizer::{
+    MAX_TEXT_BYTES, PreTokenizerKind, Tokenizer, TokenizerError,
+};
 use proptest::prelude::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -611,6 +613,20 @@ fn toy_tokenizer_json_and_tiktoken_agree() {
             "{s:?}"
         );
     }
+    // Long single pieces (a letter run, a whitespace run) and the size limit.
+    for s in [
+        "hel".repeat(1 << 20),
+        " ".repeat(2 << 20) + "x",
+        "\n ".repeat(1 << 20),
+    ] {
+        let ids = tj.encode(&s, false).unwrap();
+        assert_eq!(tj.decode(&ids).unwrap(), s);
+    }
+    let too_long = "a".repeat(MAX_TEXT_BYTES + 1);
+    assert!(matches!(
+        tj.encode(&too_long, false),
+        Err(TokenizerError::Limit { .. })
+    ));
     // Without ignore_merges a vocabulary word is still what the merges build here.
     let tm = Tokenizer::from_bytes(toy_tokenizer_json(false).as_bytes()).unwrap();
     assert_eq!(tm.encode(" world", false).unwrap(), [264]);

@@ -11,7 +11,7 @@
 
 use std::sync::OnceLock;
 
-use fancy_regex::Regex;
+use regex::Regex;
 
 /// Python's `str.isspace` for one character.
 pub fn py_isspace(c: char) -> bool {
@@ -26,9 +26,10 @@ pub fn py_isalnum(c: char) -> bool {
     static RE: OnceLock<Option<Regex>> = OnceLock::new();
     let re = RE.get_or_init(|| Regex::new(r"^[\p{L}\p{N}]$").ok());
     let mut buf = [0u8; 4];
-    re.as_ref()
-        .and_then(|r| r.is_match(c.encode_utf8(&mut buf)).ok())
-        .unwrap_or_else(|| c.is_alphanumeric())
+    re.as_ref().map_or_else(
+        || c.is_alphanumeric(),
+        |r| r.is_match(c.encode_utf8(&mut buf)),
+    )
 }
 
 /// Python's `str.capitalize` on one character: its title case, which differs from the upper

@@ -32,9 +32,11 @@ use pretokenize::PreTokenizer;
 use sources::Parts;
 
 /// Longest text [`Tokenizer::encode`] accepts, in bytes. Prompts are a few hundred tokens;
-/// this bounds time and memory for hostile input (the pre-tokenizer's backtracking is linear
-/// in whitespace runs, and so is everything else).
-pub const MAX_TEXT_BYTES: usize = 64 << 20;
+/// this bounds time and memory for hostile input: time is about linear in the text (the
+/// pre-tokenizer backtracks once per whitespace character), and one piece (a run of
+/// letters has no length limit in the Llama-3 pattern) takes about 30 bytes per byte in the
+/// merge loop, so at most ~500 MB.
+pub const MAX_TEXT_BYTES: usize = 16 << 20;
 
 /// A loaded tokenizer. Cheap to share by reference; encoding takes `&self`.
 pub struct Tokenizer {

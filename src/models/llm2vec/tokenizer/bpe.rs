@@ -44,21 +44,25 @@ impl Merges {
     }
 }
 
-const NONE: usize = usize::MAX;
+const NONE: u32 = u32::MAX;
 
+/// 13 bytes (16 with padding) per input byte, so a word of n bytes needs about 16n bytes
+/// here and 12n in the heap.
 #[derive(Clone, Copy)]
 struct Symbol {
     id: u32,
-    prev: usize,
-    next: usize,
+    prev: u32,
+    next: u32,
     /// False once merged into its left neighbour.
     alive: bool,
 }
 
 /// BPE-encode one pre-token given as the ids of its single bytes, appending the result to
-/// `out`. `initial` must not be empty.
+/// `out`. `initial` must not be empty and must have fewer than `u32::MAX` entries (texts are
+/// bounded far below that by `MAX_TEXT_BYTES`).
 pub(crate) fn merge_word(initial: &[u32], merges: &Merges, out: &mut Vec<u32>) {
     let n = initial.len();
+    debug_assert!(n < NONE as usize);
     if n == 1 {
         out.push(initial[0]);
         return;
@@ -68,51 +72,51 @@ pub(crate) fn merge_word(initial: &[u32], merges: &Merges, out: &mut Vec<u32>) {
         .enumerate()
         .map(|(i, &id)| Symbol {
             id,
-            prev: if i == 0 { NONE } else { i - 1 },
-            next: if i + 1 == n { NONE } else { i + 1 },
+            prev: if i == 0 { NONE } else { i as u32 - 1 },
+            next: if i + 1 == n { NONE } else { i as u32 + 1 },
             alive: true,
         })
         .collect();
     // (rank, position of the left symbol, merged id): the heap pops the lowest rank, then
     // the leftmost position, the order of `tokenizers`' `Merge` and tiktoken's scan.
-    let mut heap: BinaryHeap<Reverse<(u32, usize, u32)>> = BinaryHeap::with_capacity(n);
+    let mut heap: BinaryHeap<Reverse<(u32, u32, u32)>> = BinaryHeap::with_capacity(n);
     for (i, pair) in initial.windows(2).enumerate() {
         if let Some((rank, merged)) = merges.get(pair[0], pair[1]) {
-            heap.push(Reverse((rank, i, merged)));
+            heap.push(Reverse((rank, i as u32, merged)));
         }
     }
     while let Some(Reverse((rank, pos, merged))) = heap.pop() {
-        let left = syms[pos];
+        let pos_u = pos as usize;
+        let left = syms[pos_u];
         if !left.alive || left.next == NONE {
             continue;
         }
-        let right = syms[left.next];
+        let right = syms[left.next as usize];
         // Stale entry: one side changed since it was pushed.
         if merges.get(left.id, right.id) != Some((rank, merged)) {
             continue;
         }
-        let right_pos = left.next;
-        syms[right_pos].alive = false;
-        syms[pos].id = merged;
-        syms[pos].next = right.next;
+        syms[left.next as usize].alive = false;
+        syms[pos_u].id = merged;
+        syms[pos_u].next = right.next;
         if right.next != NONE {
-            syms[right.next].prev = pos;
+            syms[right.next as usize].prev = pos;
         }
         if left.prev != NONE
-            && let Some((r, m)) = merges.get(syms[left.prev].id, merged)
+            && let Some((r, m)) = merges.get(syms[left.prev as usize].id, merged)
         {
             heap.push(Reverse((r, left.prev, m)));
         }
         if right.next != NONE
-            && let Some((r, m)) = merges.get(merged, syms[right.next].id)
+            && let Some((r, m)) = merges.get(merged, syms[right.next as usize].id)
         {
             heap.push(Reverse((r, pos, m)));
         }
     }
     let mut i = 0;
     while i != NONE {
-        out.push(syms[i].id);
-        i = syms[i].next;
+        out.push(syms[i as usize].id);
+        i = syms[i as usize].next;
     }
 }
 
