@@ -705,8 +705,12 @@ fn read_array(c: &mut Cursor<'_>, depth: usize, key: &str) -> Result<GgufArray> 
     })
 }
 
-fn parse_header(buf: &[u8]) -> Result<Header> {
-    let mut c = Cursor::new(FORMAT, buf);
+/// Magic, version, counts and the metadata key/value pairs: everything before the tensor
+/// table. Returns the version, the tensor count, the pairs and their index by key.
+#[allow(clippy::type_complexity)]
+fn parse_preamble(
+    c: &mut Cursor<'_>,
+) -> Result<(u32, u64, Vec<(String, GgufValue)>, HashMap<String, usize>)> {
     let magic: [u8; 4] = c.array(|| "magic".into())?;
     if magic != GGUF_MAGIC {
         return Err(invalid(format!(
@@ -735,11 +739,11 @@ fn parse_header(buf: &[u8]) -> Result<Header> {
     let mut metadata = Vec::with_capacity(bounded_capacity(kv_count, 13, c.remaining()));
     let mut keys = HashMap::new();
     for i in 0..kv_count {
-        let key = read_string(&mut c, &|| format!("key of metadata entry {i}"))?;
+        let key = read_string(c, &|| format!("key of metadata entry {i}"))?;
         let id = c.u32(|| format!("value type of metadata key {key:?}"))?;
         let ty = GgufType::from_id(id)
             .ok_or_else(|| invalid(format!("metadata key {key:?}: unknown value type id {id}")))?;
-        let value = read_value(&mut c, ty, 0, &key)?;
+        let value = read_value(c, ty, 0, &key)?;
         if keys.insert(key.clone(), metadata.len()).is_some() {
             return Err(FormatError::Duplicate {
                 format: FORMAT,
@@ -750,6 +754,22 @@ fn parse_header(buf: &[u8]) -> Result<Header> {
         }
         metadata.push((key, value));
     }
+
+    Ok((version, tensor_count, metadata, keys))
+}
+
+/// Only the metadata of the GGUF file at `path` (memory-mapped; the tensor table is not
+/// read): for readers that need the key/value pairs alone, such as a tokenizer, also of
+/// files whose tensor types kinema does not load.
+pub fn read_metadata(path: impl AsRef<Path>) -> Result<Vec<(String, GgufValue)>> {
+    let src = Source::map(path.as_ref())?;
+    let mut c = Cursor::new(FORMAT, src.bytes());
+    Ok(parse_preamble(&mut c)?.2)
+}
+
+fn parse_header(buf: &[u8]) -> Result<Header> {
+    let mut c = Cursor::new(FORMAT, buf);
+    let (version, tensor_count, metadata, keys) = parse_preamble(&mut c)?;
 
     let alignment = match keys.get(ALIGNMENT_KEY).map(|&i| &metadata[i].1) {
         None => DEFAULT_ALIGNMENT,

@@ -6,6 +6,7 @@
 pub mod harness;
 pub mod kimodo;
 pub mod kit;
+pub mod llm2vec;
 pub mod motionbricks;
 
 pub use harness::{BenchReport, DriftRun, ModelHarness};

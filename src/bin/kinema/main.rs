@@ -1,5 +1,5 @@
-//! The `kinema` command line: `info`, `bench`, `drift`, `generate`, `plan` and `convert`. This file
-//! parses and dispatches; each command family has its own file, and the options every
+//! The `kinema` command line: `info`, `bench`, `drift`, `generate`, `plan`, `convert` and
+//! `tokenize`. This file parses and dispatches; each command family has its own file, and the options every
 //! backend-running command shares are declared once in `args.rs`.
 
 mod args;
@@ -71,6 +71,22 @@ enum Cmd {
     Generate(kimodo::GenerateOpts),
     /// One batch of MotionBricks plans from predict's arguments (inputs.npz) to plan.npz.
     Plan(motionbricks::PlanOpts),
+    /// Tokenize a JSON list of strings into a JSON list of id lists (no special tokens are
+    /// added unless --bos; special-token strings in the text are still matched).
+    Tokenize {
+        /// tokenizer.json, tokenizer.model (tiktoken ranks) or a GGUF with tokenizer.ggml.*.
+        #[arg(long)]
+        tokenizer: PathBuf,
+        /// A JSON list of strings.
+        #[arg(long)]
+        strings_file: PathBuf,
+        /// The JSON list of id lists to write.
+        #[arg(short = 'o', long)]
+        output: PathBuf,
+        /// Prepend the BOS token to every list.
+        #[arg(long)]
+        bos: bool,
+    },
     /// Convert an upstream checkpoint into a kinema GGUF model file.
     Convert {
         #[command(subcommand)]
@@ -123,6 +139,25 @@ fn main() -> ExitCode {
         } => drift::ops(op, shape, dtype, json),
         Cmd::Generate(o) => kimodo::generate(&o),
         Cmd::Plan(o) => motionbricks::plan(&o),
+        Cmd::Tokenize {
+            tokenizer,
+            strings_file,
+            output,
+            bos,
+        } => kinema::models::llm2vec::tokenizer::strings::tokenize_file(
+            &tokenizer,
+            &strings_file,
+            &output,
+            bos,
+        )
+        .map(|s| {
+            eprintln!(
+                "{} strings, {} tokens -> {}",
+                s.strings,
+                s.tokens,
+                output.display()
+            )
+        }),
         Cmd::Convert { model } => model.run(),
     };
     match r {
