@@ -1,6 +1,6 @@
 //! The `kinema` command line: `info`, `bench`, `drift`, `generate`, `plan`, `convert` and
-//! `tokenize`. This file parses and dispatches; each command family has its own file, and the options every
-//! backend-running command shares are declared once in `args.rs`.
+//! `tokenize`. This file parses and dispatches; each command family has its own file, and the
+//! options every backend-running command shares are declared once in `args.rs`.
 
 mod args;
 mod bench;
