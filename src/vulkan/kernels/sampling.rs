@@ -138,8 +138,8 @@ pub(crate) fn gumbel_noise(
 mod device_tests {
     use super::*;
     use crate::backend::{Backend, BufRef, Precision};
-    use crate::cpu::gumbel::reference::gumbel_noise as cpu_noise;
     use crate::rng;
+    use crate::sampling::gumbel_noise as cpu_noise;
     use crate::tensor::DType;
     use crate::vulkan::backend::GUMBEL_NOISE_ULP;
     use crate::vulkan::{VulkanBackend, VulkanOptions, probe};
