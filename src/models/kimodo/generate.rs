@@ -113,7 +113,7 @@ pub fn read_embedding(path: &Path, llm_dim: usize) -> Result<Vec<f32>> {
     let ok = matches!(a.shape.as_slice(), [n] | [1, n] | [1, 1, n] if *n == llm_dim);
     if !ok {
         return Err(Error::Shape(format!(
-            "embedding {}: shape {:?}, expected [1, {llm_dim}] or [1, 1, {llm_dim}] (the \
+            "embedding {}: shape {:?}, expected [{llm_dim}], [1, {llm_dim}] or [1, 1, {llm_dim}] (the \
              model's text feature width is {llm_dim})",
             path.display(),
             a.shape
