@@ -5,7 +5,7 @@
 //! list generates the [`Op`] enum the graph stores, [`OpKind`] and its role table, the [`Call`]
 //! enum every backend matches on (exhaustively, so a missing op is a compile error), the
 //! operand check dispatch (`crate::backend::check::check`) and the op methods of
-//! [`crate::Backend`]. Adding an op: `docs/adding-an-op.md`.
+//! [`crate::Backend`]. Adding an op: `ARCHITECTURE.md`.
 //!
 //! All tensors are contiguous and row-major unless a parameter says otherwise; shapes are in
 //! elements. The parameter structs are plain data so the Vulkan backend can turn them into
