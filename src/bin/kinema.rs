@@ -131,8 +131,8 @@ struct GenerateOpts {
     /// Fast narrows f32 weight matrices in memory (f16 on Vulkan, bf16 on the CPU).
     #[arg(long, default_value = "auto")]
     precision: String,
-    /// CPU threads (default: KINEMA_THREADS or all).
-    #[arg(long)]
+    /// CPU threads, 1 to 1024 (default: KINEMA_THREADS or all).
+    #[arg(long, value_parser = ThreadPool::parse_threads)]
     threads: Option<usize>,
     /// Add the first step's stage outputs and guided prediction to the npz.
     #[arg(long)]
@@ -208,8 +208,8 @@ struct KimodoOpts {
     /// strict, fast or auto (fast on a Vulkan device with cooperative matrices, else strict).
     #[arg(long, default_value = "auto")]
     precision: String,
-    /// CPU threads (default: KINEMA_THREADS or all).
-    #[arg(long)]
+    /// CPU threads, 1 to 1024 (default: KINEMA_THREADS or all).
+    #[arg(long, value_parser = ThreadPool::parse_threads)]
     threads: Option<usize>,
     /// One JSON object instead of text.
     #[arg(long)]
@@ -237,8 +237,8 @@ struct KernelOpts {
     /// or KINEMA_CPU_ISA).
     #[arg(long)]
     isa: Option<String>,
-    /// CPU threads (default: KINEMA_THREADS or all).
-    #[arg(long)]
+    /// CPU threads, 1 to 1024 (default: KINEMA_THREADS or all).
+    #[arg(long, value_parser = ThreadPool::parse_threads)]
     threads: Option<usize>,
     /// strict, fast or auto (fast on a Vulkan device with cooperative matrices, else strict;
     /// the CPU resolves auto to strict). Every result records the resolved mode.
@@ -325,7 +325,7 @@ fn main() -> ExitCode {
 fn info(json: bool) -> kinema::Result<()> {
     let selected = Isa::select();
     let available: Vec<&str> = Isa::available().iter().map(|i| i.name()).collect();
-    let threads = ThreadPool::default_threads();
+    let threads = ThreadPool::default_threads()?;
     let vk = kinema::vulkan::probe();
     if json {
         let devices: Vec<serde_json::Value> = match &vk {
@@ -510,7 +510,10 @@ fn bench_kernels(o: &KernelOpts) -> kinema::Result<()> {
         Some("all") => Isa::available(),
         Some(s) => vec![Isa::parse(s)?],
     };
-    let threads = o.threads.unwrap_or_else(ThreadPool::default_threads);
+    let threads = match o.threads {
+        Some(t) => t,
+        None => ThreadPool::default_threads()?,
+    };
     let dtype = o
         .dtype
         .as_deref()
@@ -741,7 +744,7 @@ fn drift_model(
     // Fast precision runs 16-bit weight matrices, as `generate` does (f16 on Vulkan, bf16
     // on the CPU).
     let fast = |b: &kinema::backend::BackendInfo| KimodoModel::load(path)?.for_backend(b);
-    let threads = ThreadPool::default_threads();
+    let threads = ThreadPool::default_threads()?;
     let best = Isa::best();
     let reference = CpuBackend::with(best, threads, Precision::Strict)?;
     let shape = (cfg_rows, c.prefix_len() + frames, c.latent_dim);
@@ -852,7 +855,7 @@ fn drift(
             "no drift case matches; give --op and --shape".into(),
         ));
     }
-    let threads = ThreadPool::default_threads();
+    let threads = ThreadPool::default_threads()?;
     let reference = CpuBackend::with(Isa::Scalar, 1, Precision::Strict)?;
     let mut cpus: Vec<(String, CpuBackend)> = Vec::new();
     for isa in Isa::available() {

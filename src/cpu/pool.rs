@@ -9,7 +9,36 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
+use crate::error::{Error, Result};
+
 type TaskFn = dyn Fn(usize) + Sync;
+
+/// The most threads a pool runs. Far above any CPU kinema targets; a bound so that a typo
+/// (`--threads 100000`) is refused up front instead of exhausting process or memory limits.
+pub const MAX_THREADS: usize = 1024;
+
+/// `n` if it lies in `1..=MAX_THREADS`, else an error naming `what`.
+pub fn validate_threads(n: usize, what: &str) -> Result<usize> {
+    if (1..=MAX_THREADS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "{what} must be from 1 to {MAX_THREADS}, got {n}"
+        )))
+    }
+}
+
+fn parse_count(s: &str) -> std::result::Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a whole number of threads from 1 to {MAX_THREADS}"))?;
+    if (1..=MAX_THREADS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("{n} threads: expected 1 to {MAX_THREADS}"))
+    }
+}
 
 #[derive(Clone, Copy)]
 struct Job {
@@ -60,6 +89,7 @@ fn spin_until(ready: impl Fn() -> bool) -> bool {
     }
 }
 
+/// A fixed set of worker threads that runs parallel regions (see the module comment).
 pub struct ThreadPool {
     inner: Arc<Inner>,
     workers: Vec<JoinHandle<()>>,
@@ -71,9 +101,25 @@ thread_local! {
 }
 
 impl ThreadPool {
-    /// A pool that runs parallel regions on `threads` threads (the caller included).
+    /// A pool that runs parallel regions on `threads` threads (the caller included); 0 counts
+    /// as 1. For tests and benches with small fixed counts.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system refuses a worker thread or `threads` is above
+    /// [`MAX_THREADS`]. Where the count comes from a user, use [`ThreadPool::try_new`].
     pub fn new(threads: usize) -> ThreadPool {
-        let threads = threads.max(1);
+        match ThreadPool::try_new(threads.max(1)) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A pool that runs parallel regions on `threads` threads (the caller included), or an
+    /// error when `threads` is outside `1..=MAX_THREADS` or the operating system refuses a
+    /// worker thread (a process or memory limit); the workers already started are joined.
+    pub fn try_new(threads: usize) -> Result<ThreadPool> {
+        let threads = validate_threads(threads, "the thread count")?;
         let inner = Arc::new(Inner {
             slot: Mutex::new(Slot {
                 generation: 0,
@@ -87,33 +133,52 @@ impl ThreadPool {
             generation: AtomicU64::new(0),
             active: AtomicUsize::new(0),
         });
-        let workers = (1..threads)
-            .map(|i| {
-                let inner = inner.clone();
-                std::thread::Builder::new()
-                    .name(format!("kinema-cpu-{i}"))
-                    .spawn(move || worker(&inner))
-                    .expect("spawning a kinema worker thread")
-            })
-            .collect();
-        ThreadPool {
+        // Built up in place so that on a refused spawn, dropping the pool shuts down and
+        // joins the workers started so far.
+        let mut pool = ThreadPool {
             inner,
-            workers,
+            workers: Vec::with_capacity(threads - 1),
             region: Mutex::new(()),
+        };
+        for i in 1..threads {
+            let inner = pool.inner.clone();
+            let worker = std::thread::Builder::new()
+                .name(format!("kinema-cpu-{i}"))
+                .spawn(move || worker(&inner))
+                .map_err(|e| Error::Backend {
+                    backend: "cpu",
+                    msg: format!(
+                        "cannot start worker thread {i} of {}: {e}; ask for fewer threads \
+                         (--threads or KINEMA_THREADS)",
+                        threads - 1
+                    ),
+                })?;
+            pool.workers.push(worker);
+        }
+        Ok(pool)
+    }
+
+    /// Threads from `KINEMA_THREADS`, else `available_parallelism` (at most
+    /// [`MAX_THREADS`]). A `KINEMA_THREADS` that is not a whole number in `1..=MAX_THREADS`
+    /// is an error naming the variable, never silently ignored.
+    pub fn default_threads() -> Result<usize> {
+        match std::env::var("KINEMA_THREADS") {
+            Ok(v) => parse_count(&v)
+                .map_err(|why| Error::InvalidArgument(format!("KINEMA_THREADS={v:?}: {why}"))),
+            Err(std::env::VarError::NotUnicode(v)) => Err(Error::InvalidArgument(format!(
+                "KINEMA_THREADS={v:?}: not valid UTF-8"
+            ))),
+            Err(std::env::VarError::NotPresent) => Ok(std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+                .min(MAX_THREADS)),
         }
     }
 
-    /// Threads from `KINEMA_THREADS`, else `available_parallelism`.
-    pub fn default_threads() -> usize {
-        std::env::var("KINEMA_THREADS")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| {
-                std::thread::available_parallelism()
-                    .map(|n| n.get())
-                    .unwrap_or(1)
-            })
+    /// Parse a `--threads` value (for the command line's argument parser): a whole number in
+    /// `1..=MAX_THREADS`, with a message saying why not.
+    pub fn parse_threads(s: &str) -> std::result::Result<usize, String> {
+        parse_count(s)
     }
 
     pub fn threads(&self) -> usize {
@@ -323,5 +388,19 @@ mod tests {
             n.fetch_add(1, Ordering::Relaxed);
         });
         assert_eq!(n.load(Ordering::Relaxed), 4);
+    }
+
+    #[test]
+    fn thread_counts_outside_the_range_are_refused() {
+        for bad in [0, MAX_THREADS + 1, usize::MAX] {
+            let e = ThreadPool::try_new(bad).err().expect("refused");
+            assert!(e.to_string().contains("from 1 to 1024"), "{e}");
+        }
+        assert_eq!(ThreadPool::try_new(3).unwrap().threads(), 3);
+        assert_eq!(ThreadPool::parse_threads(" 8 "), Ok(8));
+        assert_eq!(ThreadPool::parse_threads("1024"), Ok(1024));
+        for bad in ["0", "1025", "-1", "abc", "", "1.5"] {
+            assert!(ThreadPool::parse_threads(bad).is_err(), "{bad:?}");
+        }
     }
 }
