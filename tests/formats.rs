@@ -2045,4 +2045,8 @@ fn fuzz_seeds_parse() {
     for b in read("npz") {
         touch_npz(b).unwrap();
     }
+    for b in read("config_yaml") {
+        let text = String::from_utf8(b).unwrap();
+        kinema::models::kimodo::convert::parse_config_yaml(&text).unwrap();
+    }
 }

@@ -685,6 +685,14 @@ pub(crate) struct Settings {
     pub cfg: Option<[f32; 2]>,
 }
 
+/// Parse `config.yaml` text as `kinema convert` does (aliases refused, `${a.b}`
+/// interpolations resolved, every key kinema reads checked): the entry point of the
+/// `config_yaml` fuzz target in `fuzz/`.
+#[doc(hidden)]
+pub fn parse_config_yaml(text: &str) -> Result<()> {
+    Settings::parse(text).map(|_| ())
+}
+
 /// Upstream skeleton class names (`kimodo/skeleton/definitions.py`) and kinema's names.
 fn skeleton_from_name(s: &str) -> Option<SkeletonKind> {
     let class = s.rsplit('.').next().unwrap_or(s);
@@ -738,19 +746,14 @@ fn skeleton_from_yaml(v: &Yaml) -> Result<SkeletonKind> {
 
 impl Settings {
     pub(crate) fn read(path: &Path) -> Result<Settings> {
-        let len = std::fs::metadata(path)
-            .map_err(|e| Error::io(path, e))?
-            .len();
-        if len > MAX_CONFIG_BYTES {
-            return Err(FormatError::Limit {
+        // A regular file of at most MAX_CONFIG_BYTES, read no further than that.
+        let bytes = crate::formats::read_capped(path, MAX_CONFIG_BYTES, "yaml")?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            Error::from(FormatError::Invalid {
                 format: "yaml",
-                what: "config size".into(),
-                value: len,
-                limit: MAX_CONFIG_BYTES,
-            }
-            .into());
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+                msg: format!("{} is not UTF-8 text", path.display()),
+            })
+        })?;
         Settings::parse(&text)
     }
 
