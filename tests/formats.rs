@@ -1543,8 +1543,9 @@ fn npz_lying_sizes_and_bad_entries() {
     let real = u32_at(&d, dcd[0] + 24) as u32;
     for (usize_, needle) in [
         (0x7fff_ffff, "above the limit"),
-        (real + 1, "inflates to"),
-        (real - 1, "deflate stream"),
+        // The member's npy header is inflated first and must agree with the directory.
+        (real + 1, "its npy header declares"),
+        (real - 1, "its npy header declares"),
     ] {
         let mut b = d.clone();
         set_u32(&mut b, dcd[0] + 24, usize_);
@@ -1658,6 +1659,166 @@ fn npz_zip64_records() {
     corrupt_loop(&z, 2000, 64, |c| {
         let _ = touch_npz(c);
     });
+}
+
+/// An npy v1 header (preamble, dict, padding) for a little-endian f32 array of `shape`.
+fn npy_f32_header(shape: &str) -> Vec<u8> {
+    let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+    let pad = (64 - (10 + dict.len() + 1) % 64) % 64;
+    let text = format!("{dict}{}\n", " ".repeat(pad));
+    let mut h = b"\x93NUMPY\x01\x00".to_vec();
+    h.extend_from_slice(&(text.len() as u16).to_le_bytes());
+    h.extend_from_slice(text.as_bytes());
+    h
+}
+
+/// A raw deflate stream of `prefix` then `mib` MiB of zeros: one compressed MiB repeated
+/// (every chunk ends on a sync flush, so chunks concatenate), as a zip bomb is built.
+fn deflate_zeros(prefix: &[u8], mib: usize) -> Vec<u8> {
+    use miniz_oxide::deflate::core::{
+        CompressorOxide, TDEFLFlush, TDEFLStatus, compress, create_comp_flags_from_zip_params,
+    };
+    let mut c = CompressorOxide::new(create_comp_flags_from_zip_params(9, -15, 0));
+    let mut buf = vec![0u8; 4 << 20];
+    let mut chunk = |c: &mut CompressorOxide, data: &[u8], flush| -> Vec<u8> {
+        let (status, read, written) = compress(c, data, &mut buf, flush);
+        assert!(matches!(status, TDEFLStatus::Okay | TDEFLStatus::Done));
+        assert_eq!(read, data.len());
+        buf[..written].to_vec()
+    };
+    let zeros = vec![0u8; 1 << 20];
+    let mut out = chunk(&mut c, prefix, TDEFLFlush::Sync);
+    // The first MiB may reach back into the prefix; the second has only zeros behind it,
+    // so it can follow any MiB of zeros.
+    let first = chunk(&mut c, &zeros, TDEFLFlush::Sync);
+    let steady = chunk(&mut c, &zeros, TDEFLFlush::Sync);
+    if mib > 0 {
+        out.extend_from_slice(&first);
+    }
+    for _ in 1..mib {
+        out.extend_from_slice(&steady);
+    }
+    out.extend(chunk(&mut c, &[], TDEFLFlush::Finish));
+    out
+}
+
+/// A zip of one deflated member `x.npy` whose directory declares `declared` bytes (with a
+/// zip64 extra field when that needs it) and the CRC `crc`.
+fn zip_deflated(stream: &[u8], declared: u64, crc: u32) -> Vec<u8> {
+    let name = b"x.npy";
+    let zip64 = declared >= u64::from(u32::MAX);
+    let mut z = Vec::new();
+    z.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
+    z.extend_from_slice(&45u16.to_le_bytes()); // version needed
+    z.extend_from_slice(&0u16.to_le_bytes()); // flags
+    z.extend_from_slice(&8u16.to_le_bytes()); // deflate
+    z.extend_from_slice(&[0; 4]); // time, date
+    z.extend_from_slice(&crc.to_le_bytes());
+    z.extend_from_slice(&u32::MAX.to_le_bytes());
+    z.extend_from_slice(&u32::MAX.to_le_bytes());
+    z.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    z.extend_from_slice(&0u16.to_le_bytes());
+    z.extend_from_slice(name);
+    z.extend_from_slice(stream);
+    let cd_start = z.len() as u32;
+    z.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
+    z.extend_from_slice(&45u16.to_le_bytes()); // made by
+    z.extend_from_slice(&45u16.to_le_bytes()); // needed
+    z.extend_from_slice(&0u16.to_le_bytes());
+    z.extend_from_slice(&8u16.to_le_bytes());
+    z.extend_from_slice(&[0; 4]);
+    z.extend_from_slice(&crc.to_le_bytes());
+    z.extend_from_slice(&(stream.len() as u32).to_le_bytes());
+    let small = if zip64 { u32::MAX } else { declared as u32 };
+    z.extend_from_slice(&small.to_le_bytes());
+    z.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    z.extend_from_slice(&(if zip64 { 12u16 } else { 0 }).to_le_bytes());
+    z.extend_from_slice(&[0; 14]); // comment length, disk, attributes, local offset 0
+    z.extend_from_slice(name);
+    if zip64 {
+        z.extend_from_slice(&1u16.to_le_bytes());
+        z.extend_from_slice(&8u16.to_le_bytes());
+        z.extend_from_slice(&declared.to_le_bytes());
+    }
+    let cd_size = z.len() as u32 - cd_start;
+    z.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
+    z.extend_from_slice(&[0; 4]);
+    z.extend_from_slice(&1u16.to_le_bytes());
+    z.extend_from_slice(&1u16.to_le_bytes());
+    z.extend_from_slice(&cd_size.to_le_bytes());
+    z.extend_from_slice(&cd_start.to_le_bytes());
+    z.extend_from_slice(&0u16.to_le_bytes());
+    z
+}
+
+/// Issue 10 defect 6: a 12.5 MB npz whose member honestly inflates to 12 GiB (within
+/// deflate's ratio) used to abort the process on allocation. It is refused up front by the
+/// total-size cap; above a raised cap, a member whose npy header declares a shape that
+/// disagrees with the directory's size is refused before its buffer is allocated; a stream
+/// running past its declared size is refused.
+#[test]
+fn npz_zip_bomb_is_an_error_not_an_abort() {
+    // The builder itself: three MiB inflate to exactly the prefix and three MiB of zeros.
+    let small = deflate_zeros(b"abc", 3);
+    let inflated = miniz_oxide::inflate::decompress_to_vec(&small).unwrap();
+    assert_eq!(inflated.len(), 3 + (3 << 20));
+    assert!(inflated[3..].iter().all(|&b| b == 0));
+
+    const GIB12: u64 = 12 << 30;
+    let elems = GIB12 / 4;
+    let header = npy_f32_header(&format!("({elems},)"));
+    let stream = deflate_zeros(&header, (GIB12 >> 20) as usize);
+    assert!(stream.len() < 14 << 20, "{} bytes", stream.len());
+    let declared = header.len() as u64 + GIB12;
+    // An honest ratio: the deflate-ratio check does not refuse it.
+    assert!(stream.len() as u64 * kinema::formats::npz::MAX_DEFLATE_RATIO >= declared);
+    let bomb = zip_deflated(&stream, declared, 0);
+    let e = NpzReader::from_bytes(bomb.clone()).unwrap_err();
+    assert!(
+        matches!(format_err(&e), FormatError::Limit { value, what, .. }
+            if *value == declared && what.contains("deflated members")),
+        "{e}"
+    );
+    // Above a raised cap the directory parses; the member's header agrees with its size, so
+    // only the cap stood between it and a 12 GiB allocation: open with a cap below it.
+    assert!(NpzReader::from_bytes_with_limit(bomb, declared - 1).is_err());
+
+    // A header declaring 4 floats in a member declaring 12 GiB: refused after inflating the
+    // header, before the 12 GiB buffer.
+    let header = npy_f32_header("(4,)");
+    let stream = deflate_zeros(&header, (GIB12 >> 20) as usize);
+    let liar = zip_deflated(&stream, header.len() as u64 + GIB12, 0);
+    let z = NpzReader::from_bytes_with_limit(liar, u64::MAX).unwrap();
+    let e = z.array("x").unwrap_err().to_string();
+    assert!(e.contains("its npy header declares 144 bytes"), "{e}");
+
+    // A member declaring its true npy size (144 bytes) whose stream goes on for a MiB.
+    let stream = deflate_zeros(&header, 1);
+    let e = NpzReader::from_bytes(zip_deflated(&stream, 144, 0))
+        .unwrap()
+        .array("x")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("runs past the declared 144 bytes"), "{e}");
+    // The same stream declared at its full length: the header disagrees.
+    let full = 128 + (1u64 << 20);
+    let e = NpzReader::from_bytes(zip_deflated(&stream, full, 0))
+        .unwrap()
+        .array("x")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("declares 144 bytes, the directory"), "{e}");
+    // A stream that ends before the size its header and directory agree on.
+    let stream = deflate_zeros(&header, 0);
+    let e = NpzReader::from_bytes(zip_deflated(&stream, 144, 0))
+        .unwrap()
+        .array("x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("inflates to 128 bytes, the directory declares 144"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -1883,5 +2044,9 @@ fn fuzz_seeds_parse() {
     }
     for b in read("npz") {
         touch_npz(b).unwrap();
+    }
+    for b in read("config_yaml") {
+        let text = String::from_utf8(b).unwrap();
+        kinema::models::kimodo::convert::parse_config_yaml(&text).unwrap();
     }
 }

@@ -2,7 +2,9 @@
 //! block against the same ops recorded one by one.
 
 use kinema::cpu::CpuBackend;
+use kinema::graph::{Graph, TensorId};
 use kinema::models::kit::blocks::*;
+use kinema::ops::{Activation, MaskKind, RopePairing};
 use kinema::{DType, HostTensor, Precision};
 
 /// Deterministic values in [-s, s).

@@ -70,12 +70,17 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The `crate::NAME` modules a file's non-test code names.
+/// The `crate::NAME` modules a file's non-test code names (comments left out).
 fn named_modules(text: &str) -> Vec<String> {
     let code = match text.find("\n#[cfg(test)]\nmod ") {
         Some(i) => &text[..i],
         None => text,
     };
+    let code: String = code
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
     let mut v = Vec::new();
     for (i, _) in code.match_indices("crate::") {
         let rest = &code[i + "crate::".len()..];

@@ -93,10 +93,11 @@ impl CpuBackend {
     /// The ISA from `KINEMA_CPU_ISA` or detection, threads from `KINEMA_THREADS` or the
     /// machine.
     pub fn new(precision: Precision) -> Result<CpuBackend> {
-        CpuBackend::with(Isa::select()?, ThreadPool::default_threads(), precision)
+        CpuBackend::with(Isa::select()?, ThreadPool::default_threads()?, precision)
     }
 
-    /// An explicit ISA and thread count (errors if the CPU cannot run the ISA).
+    /// An explicit ISA and thread count (errors if the CPU cannot run the ISA, the count is
+    /// outside `1..=MAX_THREADS` or a worker thread cannot be started).
     pub fn with(isa: Isa, threads: usize, precision: Precision) -> Result<CpuBackend> {
         if !isa.is_supported() {
             return Err(Error::Backend {
@@ -107,7 +108,7 @@ impl CpuBackend {
         Ok(CpuBackend {
             isa,
             precision,
-            pool: ThreadPool::new(threads),
+            pool: ThreadPool::try_new(threads)?,
             lock: Mutex::new(()),
         })
     }

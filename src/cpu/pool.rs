@@ -9,7 +9,36 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
+use crate::error::{Error, Result};
+
 type TaskFn = dyn Fn(usize) + Sync;
+
+/// The most threads a pool runs. Far above any CPU kinema targets; a bound so that a typo
+/// (`--threads 100000`) is refused up front instead of exhausting process or memory limits.
+pub const MAX_THREADS: usize = 1024;
+
+/// `n` if it lies in `1..=MAX_THREADS`, else an error naming `what`.
+pub fn validate_threads(n: usize, what: &str) -> Result<usize> {
+    if (1..=MAX_THREADS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "{what} must be from 1 to {MAX_THREADS}, got {n}"
+        )))
+    }
+}
+
+fn parse_count(s: &str) -> std::result::Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a whole number of threads from 1 to {MAX_THREADS}"))?;
+    if (1..=MAX_THREADS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("{n} threads: expected 1 to {MAX_THREADS}"))
+    }
+}
 
 #[derive(Clone, Copy)]
 struct Job {
@@ -18,14 +47,15 @@ struct Job {
     next: *const AtomicUsize,
 }
 
-// SAFETY: a Job's pointers refer to data owned by the `run` call that published it, and
-// `run` does not return until every worker has finished with the job (active == 0).
+// SAFETY: a Job's pointers refer to data owned by the `run` call that published it. A worker
+// dereferences them only after entering the job (a successful compare-exchange on
+// `Inner::state` while the job is open), and `run` closes the job and then waits for every
+// worker that entered to finish before it returns.
 unsafe impl Send for Job {}
 
 struct Slot {
     generation: u64,
     job: Option<Job>,
-    active: usize,
     panic: Option<Box<dyn std::any::Any + Send>>,
     shutdown: bool,
 }
@@ -34,10 +64,19 @@ struct Inner {
     slot: Mutex<Slot>,
     start: Condvar,
     done: Condvar,
-    /// Mirrors of `Slot::generation` and `Slot::active`, read without the lock while spinning.
+    /// Mirror of `Slot::generation`, read without the lock while spinning.
     generation: AtomicU64,
-    active: AtomicUsize,
+    /// The current job's admission word: the low 32 bits of its generation, the CLOSED bit
+    /// and the number of workers that entered it. A worker enters only while the job is
+    /// open; the caller closes it when its own share is done and then waits only for the
+    /// workers that entered, so a worker the OS has not scheduled yet costs nothing.
+    state: AtomicU64,
+    /// Workers that entered the current job and finished it.
+    finished: AtomicUsize,
 }
+
+const CLOSED: u64 = 1 << 31;
+const ENTERED: u64 = CLOSED - 1;
 
 /// How long a thread spins on the atomics before it parks on a condition variable. Waking a
 /// parked thread costs tens of microseconds on a VM, more than many kernels take, so back-to-
@@ -60,6 +99,7 @@ fn spin_until(ready: impl Fn() -> bool) -> bool {
     }
 }
 
+/// A fixed set of worker threads that runs parallel regions (see the module comment).
 pub struct ThreadPool {
     inner: Arc<Inner>,
     workers: Vec<JoinHandle<()>>,
@@ -71,49 +111,84 @@ thread_local! {
 }
 
 impl ThreadPool {
-    /// A pool that runs parallel regions on `threads` threads (the caller included).
+    /// A pool that runs parallel regions on `threads` threads (the caller included); 0 counts
+    /// as 1. For tests and benches with small fixed counts.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system refuses a worker thread or `threads` is above
+    /// [`MAX_THREADS`]. Where the count comes from a user, use [`ThreadPool::try_new`].
     pub fn new(threads: usize) -> ThreadPool {
-        let threads = threads.max(1);
+        match ThreadPool::try_new(threads.max(1)) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A pool that runs parallel regions on `threads` threads (the caller included), or an
+    /// error when `threads` is outside `1..=MAX_THREADS` or the operating system refuses a
+    /// worker thread (a process or memory limit); the workers already started are joined.
+    pub fn try_new(threads: usize) -> Result<ThreadPool> {
+        let threads = validate_threads(threads, "the thread count")?;
         let inner = Arc::new(Inner {
             slot: Mutex::new(Slot {
                 generation: 0,
                 job: None,
-                active: 0,
                 panic: None,
                 shutdown: false,
             }),
             start: Condvar::new(),
             done: Condvar::new(),
             generation: AtomicU64::new(0),
-            active: AtomicUsize::new(0),
+            state: AtomicU64::new(CLOSED),
+            finished: AtomicUsize::new(0),
         });
-        let workers = (1..threads)
-            .map(|i| {
-                let inner = inner.clone();
-                std::thread::Builder::new()
-                    .name(format!("kinema-cpu-{i}"))
-                    .spawn(move || worker(&inner))
-                    .expect("spawning a kinema worker thread")
-            })
-            .collect();
-        ThreadPool {
+        // Built up in place so that on a refused spawn, dropping the pool shuts down and
+        // joins the workers started so far.
+        let mut pool = ThreadPool {
             inner,
-            workers,
+            workers: Vec::with_capacity(threads - 1),
             region: Mutex::new(()),
+        };
+        for i in 1..threads {
+            let inner = pool.inner.clone();
+            let worker = std::thread::Builder::new()
+                .name(format!("kinema-cpu-{i}"))
+                .spawn(move || worker(&inner))
+                .map_err(|e| Error::Backend {
+                    backend: "cpu",
+                    msg: format!(
+                        "cannot start worker thread {i} of {}: {e}; ask for fewer threads \
+                         (--threads or KINEMA_THREADS)",
+                        threads - 1
+                    ),
+                })?;
+            pool.workers.push(worker);
+        }
+        Ok(pool)
+    }
+
+    /// Threads from `KINEMA_THREADS`, else `available_parallelism` (at most
+    /// [`MAX_THREADS`]). A `KINEMA_THREADS` that is not a whole number in `1..=MAX_THREADS`
+    /// is an error naming the variable, never silently ignored.
+    pub fn default_threads() -> Result<usize> {
+        match std::env::var("KINEMA_THREADS") {
+            Ok(v) => parse_count(&v)
+                .map_err(|why| Error::InvalidArgument(format!("KINEMA_THREADS={v:?}: {why}"))),
+            Err(std::env::VarError::NotUnicode(v)) => Err(Error::InvalidArgument(format!(
+                "KINEMA_THREADS={v:?}: not valid UTF-8"
+            ))),
+            Err(std::env::VarError::NotPresent) => Ok(std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+                .min(MAX_THREADS)),
         }
     }
 
-    /// Threads from `KINEMA_THREADS`, else `available_parallelism`.
-    pub fn default_threads() -> usize {
-        std::env::var("KINEMA_THREADS")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| {
-                std::thread::available_parallelism()
-                    .map(|n| n.get())
-                    .unwrap_or(1)
-            })
+    /// Parse a `--threads` value (for the command line's argument parser): a whole number in
+    /// `1..=MAX_THREADS`, with a message saying why not.
+    pub fn parse_threads(s: &str) -> std::result::Result<usize, String> {
+        parse_count(s)
     }
 
     pub fn threads(&self) -> usize {
@@ -134,8 +209,8 @@ impl ThreadPool {
         }
         let _region = self.region.lock().unwrap_or_else(|e| e.into_inner());
         let next = AtomicUsize::new(0);
-        // SAFETY: erase the borrow's lifetime; the job is withdrawn and every worker has
-        // finished with it before this function returns (see the wait below).
+        // SAFETY: erase the borrow's lifetime; the job is closed to new workers and every
+        // worker that entered it has finished before this function returns (see below).
         let f_static: *const TaskFn =
             unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static TaskFn>(f) };
         let job = Job {
@@ -147,17 +222,30 @@ impl ThreadPool {
             let mut s = self.inner.slot.lock().unwrap_or_else(|e| e.into_inner());
             s.job = Some(job);
             s.generation += 1;
-            s.active = self.workers.len();
-            self.inner.active.store(s.active, Ordering::Release);
+            self.inner.finished.store(0, Ordering::Relaxed);
+            self.inner
+                .state
+                .store(gen_tag(s.generation), Ordering::Release);
             self.inner.generation.store(s.generation, Ordering::Release);
-            self.inner.start.notify_all();
         }
+        // Outside the lock, so a parked worker that wakes does not wait for it.
+        self.inner.start.notify_all();
         IN_REGION.with(|r| r.set(true));
         let mine = catch_unwind(AssertUnwindSafe(|| run_tasks(job)));
         IN_REGION.with(|r| r.set(false));
-        spin_until(|| self.inner.active.load(Ordering::Acquire) == 0);
+        // Close the job: no worker enters from now on; wait for those that did.
+        let entered = (self.inner.state.fetch_or(CLOSED, Ordering::AcqRel) & ENTERED) as usize;
+        if entered == 0 {
+            // No worker came in time (the caller did every task): nothing to wait for, and no
+            // worker can enter or reach the job's pointers any more.
+            if let Err(p) = mine {
+                resume_unwind(p);
+            }
+            return;
+        }
+        spin_until(|| self.inner.finished.load(Ordering::Acquire) == entered);
         let mut s = self.inner.slot.lock().unwrap_or_else(|e| e.into_inner());
-        while s.active > 0 {
+        while self.inner.finished.load(Ordering::Acquire) < entered {
             s = self.inner.done.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         s.job = None;
@@ -213,7 +301,8 @@ impl<T> SendPtr<T> {
 }
 
 fn run_tasks(job: Job) {
-    // SAFETY: the publisher keeps `f` and `next` alive until all workers are done.
+    // SAFETY: the publisher keeps `f` and `next` alive until it has run its own share and
+    // every worker that entered the job (see `enter`) has finished.
     let (f, next) = unsafe { (&*job.f, &*job.next) };
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
@@ -239,20 +328,43 @@ fn worker(inner: &Inner) {
             seen = s.generation;
             s.job
         };
-        IN_REGION.with(|r| r.set(true));
-        let result = match job {
-            Some(job) => catch_unwind(AssertUnwindSafe(|| run_tasks(job))),
-            None => Ok(()),
+        // Enter the job while it is open; a job already closed (its caller did every task
+        // before this worker woke) or replaced is skipped without touching its pointers.
+        let Some(job) = job.filter(|_| enter(inner, seen)) else {
+            continue;
         };
+        IN_REGION.with(|r| r.set(true));
+        let result = catch_unwind(AssertUnwindSafe(|| run_tasks(job)));
         IN_REGION.with(|r| r.set(false));
         let mut s = inner.slot.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(p) = result {
             s.panic.get_or_insert(p);
         }
-        s.active -= 1;
-        inner.active.store(s.active, Ordering::Release);
-        if s.active == 0 {
-            inner.done.notify_all();
+        // Under the lock, so a caller that checked `finished` under it cannot miss the wake.
+        inner.finished.fetch_add(1, Ordering::AcqRel);
+        inner.done.notify_all();
+    }
+}
+
+/// The admission word of an open job of generation `generation`, no worker entered yet.
+fn gen_tag(generation: u64) -> u64 {
+    (generation & u64::from(u32::MAX)) << 32
+}
+
+/// Count this worker into the job of `generation` if that job is still open.
+fn enter(inner: &Inner, generation: u64) -> bool {
+    let tag = gen_tag(generation);
+    let mut cur = inner.state.load(Ordering::Acquire);
+    loop {
+        if cur & !(CLOSED | ENTERED) != tag || cur & CLOSED != 0 {
+            return false;
+        }
+        match inner
+            .state
+            .compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return true,
+            Err(now) => cur = now,
         }
     }
 }
@@ -323,5 +435,42 @@ mod tests {
             n.fetch_add(1, Ordering::Relaxed);
         });
         assert_eq!(n.load(Ordering::Relaxed), 4);
+    }
+
+    #[test]
+    fn thread_counts_outside_the_range_are_refused() {
+        for bad in [0, MAX_THREADS + 1, usize::MAX] {
+            let e = ThreadPool::try_new(bad).err().expect("refused");
+            assert!(e.to_string().contains("from 1 to 1024"), "{e}");
+        }
+        assert_eq!(ThreadPool::try_new(3).unwrap().threads(), 3);
+        assert_eq!(ThreadPool::parse_threads(" 8 "), Ok(8));
+        assert_eq!(ThreadPool::parse_threads("1024"), Ok(1024));
+        for bad in ["0", "1025", "-1", "abc", "", "1.5"] {
+            assert!(ThreadPool::parse_threads(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn back_to_back_regions_with_late_and_parked_workers() {
+        // Regions of every size, back to back (workers spinning, or not scheduled in time and
+        // skipping closed jobs) and after pauses longer than the spin (workers parked).
+        let pool = ThreadPool::new(3);
+        let total = AtomicU64::new(0);
+        let mut want = 0u64;
+        for round in 0..3000u64 {
+            let tasks = (round % 9) as usize;
+            let hits: Vec<AtomicU64> = (0..tasks).map(|_| AtomicU64::new(0)).collect();
+            pool.run(tasks, &|i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+                total.fetch_add(1, Ordering::Relaxed);
+            });
+            want += tasks as u64;
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+            if round % 500 == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+        assert_eq!(total.load(Ordering::Relaxed), want);
     }
 }

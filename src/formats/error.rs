@@ -56,6 +56,14 @@ pub enum FormatError {
         #[source]
         source: Box<crate::Error>,
     },
+    /// An error in the file at `path` (the message of a parser that saw only bytes, with the
+    /// file it came from).
+    #[error("{}: {source}", path.display())]
+    InFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: Box<crate::Error>,
+    },
     /// Writing to a caller-supplied stream failed (file writes report `Error::Io` with the path).
     #[error("{format}: write failed: {source}")]
     Write {

@@ -18,7 +18,7 @@ use half::f16;
 
 use super::FormatError;
 use super::atomic::write_atomic;
-use super::source::{Cursor, numel};
+use super::source::{Cursor, Source, numel};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, HostTensor};
 
@@ -304,9 +304,8 @@ fn invalid(msg: impl Into<String>) -> Error {
     FormatError::invalid(FORMAT, msg).into()
 }
 
-/// Parse a whole `.npy` file held in memory.
-pub fn read(bytes: &[u8]) -> Result<NpyArray> {
-    let mut c = Cursor::new(FORMAT, bytes);
+/// Magic, version and header length, leaving `c` at the start of the header.
+fn preamble(c: &mut Cursor<'_>) -> Result<u64> {
     let magic: [u8; 6] = c.array(|| "magic".into())?;
     if magic != NPY_MAGIC {
         return Err(invalid(format!(
@@ -314,7 +313,7 @@ pub fn read(bytes: &[u8]) -> Result<NpyArray> {
         )));
     }
     let [major, minor] = c.array(|| "version".into())?;
-    let header_len = match (major, minor) {
+    Ok(match (major, minor) {
         (1, 0) => u64::from(c.u16(|| "header length".into())?),
         (2 | 3, 0) => u64::from(c.u32(|| "header length".into())?),
         _ => {
@@ -324,18 +323,61 @@ pub fn read(bytes: &[u8]) -> Result<NpyArray> {
             )
             .into());
         }
-    };
-    let header = c.take(header_len, || "header".into())?;
-    let h = parse_header(header)?;
+    })
+}
+
+/// Bytes of array data the header declares.
+fn data_len(h: &Header) -> Result<usize> {
     let item = h.dtype.item_size().unwrap_or(usize::MAX);
-    let nbytes = numel(&h.shape)
+    numel(&h.shape)
         .and_then(|n| n.checked_mul(item))
         .ok_or_else(|| {
             invalid(format!(
                 "{} array of shape {:?} overflows",
                 h.dtype, h.shape
             ))
-        })?;
+        })
+}
+
+/// What the first bytes of a `.npy` file say about its length.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Declared {
+    /// The header ends past the prefix: at least this many bytes are needed to know.
+    NeedPrefix(u64),
+    /// The whole file is this many bytes (preamble, header and the declared shape's data).
+    Total(u64),
+}
+
+/// The length of the `.npy` file that starts with `prefix`, from its header alone, so that
+/// an archive reader can refuse a member whose size disagrees with its declared shape before
+/// inflating it.
+pub(crate) fn declared_len(prefix: &[u8]) -> Result<Declared> {
+    // The longest preamble (versions 2 and 3) is 12 bytes.
+    const PREAMBLE: u64 = 12;
+    let mut c = Cursor::new(FORMAT, prefix);
+    let header_len = match preamble(&mut c) {
+        Ok(n) => n,
+        Err(_) if (prefix.len() as u64) < PREAMBLE => return Ok(Declared::NeedPrefix(PREAMBLE)),
+        Err(e) => return Err(e),
+    };
+    let header_end = c.pos as u64 + header_len;
+    if (prefix.len() as u64) < header_end {
+        return Ok(Declared::NeedPrefix(header_end));
+    }
+    let h = parse_header(c.take(header_len, || "header".into())?)?;
+    Ok(Declared::Total(
+        header_end.saturating_add(data_len(&h)? as u64),
+    ))
+}
+
+/// Parse a whole `.npy` file held in memory.
+pub fn read(bytes: &[u8]) -> Result<NpyArray> {
+    let mut c = Cursor::new(FORMAT, bytes);
+    let header_len = preamble(&mut c)?;
+    let header = c.take(header_len, || "header".into())?;
+    let h = parse_header(header)?;
+    let item = h.dtype.item_size().unwrap_or(usize::MAX);
+    let nbytes = data_len(&h)?;
     let data = &bytes[c.pos..];
     if data.len() < nbytes {
         return Err(FormatError::Truncated {
@@ -365,11 +407,20 @@ pub fn read(bytes: &[u8]) -> Result<NpyArray> {
     })
 }
 
-/// Read a `.npy` file.
+/// Read a `.npy` file. Only a regular file is read (a directory, a device such as
+/// `/dev/zero` or a FIFO is refused before any byte is read); it is mapped, not read into
+/// memory, so the array copied out of it is bounded by the file's size and checked against
+/// the shape its header declares. Parse errors name the file.
 pub fn read_file(path: impl AsRef<Path>) -> Result<NpyArray> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    read(&bytes)
+    let src = Source::map(path)?;
+    read(src.bytes()).map_err(|e| {
+        FormatError::InFile {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        }
+        .into()
+    })
 }
 
 /// Reorder Fortran-order (first index fastest) element bytes into C order.

@@ -5,7 +5,12 @@
 //! `miniz_oxide`. It trusts nothing: the end record, central directory and every local header
 //! must lie inside the file, members must not overlap, a deflated member's declared size is
 //! bounded by deflate's maximum ratio and enforced while inflating, and the CRC-32 of every
-//! member is checked. The writer stores members uncompressed, as `numpy.savez` does.
+//! member is checked. Memory is bounded twice: the declared sizes of all deflated members
+//! together may not pass the reader's limit ([`DEFAULT_MAX_INFLATED`] unless raised), and a
+//! member is inflated only as far as its `.npy` header first, so a header whose shape
+//! disagrees with the declared size is refused before the member's buffer is allocated; that
+//! allocation is fallible, so a refused one is an error, never an abort. The writer stores
+//! members uncompressed, as `numpy.savez` does.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
@@ -23,6 +28,11 @@ const FORMAT: &str = "npz";
 /// Deflate cannot expand data more than 1032 : 1 (a 258-byte match coded in under two bits);
 /// a member declaring more is lying and is refused before anything is inflated.
 pub const MAX_DEFLATE_RATIO: u64 = 1032;
+
+/// The default bound on the bytes a reader inflates: the declared sizes of all deflated
+/// members together. Far above any npz kinema reads (motions, skinning tables); raise it with
+/// [`NpzReader::open_with_limit`].
+pub const DEFAULT_MAX_INFLATED: u64 = 1 << 30;
 
 const SIG_LOCAL: u32 = 0x0403_4b50;
 const SIG_CENTRAL: u32 = 0x0201_4b50;
@@ -93,18 +103,47 @@ impl std::fmt::Debug for NpzReader {
 }
 
 impl NpzReader {
-    /// Memory-map and parse the archive at `path`.
+    /// Memory-map and parse the archive at `path` (a regular file) with the default limit
+    /// on inflated bytes.
     pub fn open(path: impl AsRef<Path>) -> Result<NpzReader> {
-        NpzReader::from_source(Source::map(path.as_ref())?)
+        NpzReader::open_with_limit(path, DEFAULT_MAX_INFLATED)
     }
 
-    /// Parse an archive held in memory.
+    /// As [`NpzReader::open`], with `max_inflated` bounding the declared sizes of all
+    /// deflated members together.
+    pub fn open_with_limit(path: impl AsRef<Path>, max_inflated: u64) -> Result<NpzReader> {
+        NpzReader::from_source(Source::map(path.as_ref())?, max_inflated)
+    }
+
+    /// Parse an archive held in memory with the default limit on inflated bytes.
     pub fn from_bytes(bytes: impl Into<Arc<[u8]>>) -> Result<NpzReader> {
-        NpzReader::from_source(Source::Owned(bytes.into()))
+        NpzReader::from_bytes_with_limit(bytes, DEFAULT_MAX_INFLATED)
     }
 
-    fn from_source(src: Source) -> Result<NpzReader> {
+    /// As [`NpzReader::from_bytes`], with `max_inflated` bounding the declared sizes of all
+    /// deflated members together.
+    pub fn from_bytes_with_limit(
+        bytes: impl Into<Arc<[u8]>>,
+        max_inflated: u64,
+    ) -> Result<NpzReader> {
+        NpzReader::from_source(Source::Owned(bytes.into()), max_inflated)
+    }
+
+    fn from_source(src: Source, max_inflated: u64) -> Result<NpzReader> {
         let members = parse_directory(src.bytes())?;
+        let inflated = members
+            .iter()
+            .filter(|m| m.method == METHOD_DEFLATE)
+            .fold(0u64, |a, m| a.saturating_add(m.uncompressed as u64));
+        if inflated > max_inflated {
+            return Err(FormatError::Limit {
+                format: FORMAT,
+                what: "declared size of the deflated members".into(),
+                value: inflated,
+                limit: max_inflated,
+            }
+            .into());
+        }
         let mut index = HashMap::with_capacity(members.len());
         for (i, m) in members.iter().enumerate() {
             if index.insert(m.name.clone(), i).is_some() {
@@ -156,18 +195,7 @@ impl NpzReader {
         let raw = &self.src.bytes()[m.data_start..m.data_start + m.compressed];
         let out = match m.method {
             METHOD_STORED => raw.to_vec(),
-            _ => {
-                let out = miniz_oxide::inflate::decompress_to_vec_with_limit(raw, m.uncompressed)
-                    .map_err(|e| invalid(format!("deflate stream: {e}")))?;
-                if out.len() != m.uncompressed {
-                    return Err(invalid(format!(
-                        "inflates to {} bytes, the directory declares {}",
-                        out.len(),
-                        m.uncompressed
-                    )));
-                }
-                out
-            }
+            _ => inflate_member(raw, m.uncompressed)?,
         };
         let crc = crc32(&out);
         if crc != m.crc {
@@ -178,6 +206,105 @@ impl NpzReader {
         }
         Ok(out)
     }
+}
+
+/// Inflate a member that declares `size` bytes: first as far as its `.npy` header, whose
+/// shape must account for exactly `size` bytes, then the rest into a buffer reserved
+/// fallibly. The stream must end at exactly `size` bytes.
+fn inflate_member(raw: &[u8], size: usize) -> Result<Vec<u8>> {
+    use miniz_oxide::inflate::TINFLStatus;
+    use miniz_oxide::inflate::core::{DecompressorOxide, decompress, inflate_flags};
+
+    struct Inflater<'a> {
+        state: Box<DecompressorOxide>,
+        input: &'a [u8],
+        out: Vec<u8>,
+        filled: usize,
+        done: bool,
+    }
+    impl Inflater<'_> {
+        /// Inflate until `target` bytes are out or the stream ends.
+        fn fill(&mut self, target: usize) -> Result<()> {
+            let grow = target.saturating_sub(self.out.len());
+            self.out
+                .try_reserve_exact(grow)
+                .map_err(|_| invalid(format!("cannot allocate {target} bytes for a member")))?;
+            self.out.resize(target.max(self.out.len()), 0);
+            // The whole output so far is passed each time: deflate's matches reach back into
+            // it.
+            let flags = inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF;
+            while !self.done && self.filled < target {
+                let (status, read, written) = decompress(
+                    &mut self.state,
+                    self.input,
+                    &mut self.out[..target],
+                    self.filled,
+                    flags,
+                );
+                self.input = self.input.get(read..).unwrap_or_default();
+                self.filled += written;
+                match status {
+                    TINFLStatus::Done => self.done = true,
+                    TINFLStatus::HasMoreOutput => {}
+                    s => return Err(invalid(format!("deflate stream: {s:?}"))),
+                }
+            }
+            Ok(())
+        }
+    }
+
+    let mut z = Inflater {
+        state: Box::default(),
+        input: raw,
+        out: Vec::new(),
+        filled: 0,
+        done: false,
+    };
+    // The header first: a preamble, then as much as it says the header needs.
+    let mut want = 64.min(size);
+    loop {
+        z.fill(want)?;
+        if z.done || z.filled == size {
+            break;
+        }
+        match npy::declared_len(&z.out[..z.filled]) {
+            Ok(npy::Declared::NeedPrefix(n)) => {
+                want = usize::try_from(n).unwrap_or(usize::MAX).min(size);
+                if want <= z.filled {
+                    break;
+                }
+            }
+            Ok(npy::Declared::Total(total)) => {
+                if total != size as u64 {
+                    return Err(invalid(format!(
+                        "its npy header declares {total} bytes, the directory {size}"
+                    )));
+                }
+                break;
+            }
+            // The full parse after inflating reports a bad header with its context.
+            Err(_) => break,
+        }
+    }
+    z.fill(size)?;
+    if !z.done && z.filled == size {
+        // The buffer is full: the stream must end here. One more byte of room shows whether
+        // it would write past the declared size.
+        z.fill(size.saturating_add(1))?;
+        if !z.done || z.filled > size {
+            return Err(invalid(format!(
+                "the deflate stream runs past the declared {size} bytes"
+            )));
+        }
+    }
+    if z.filled != size {
+        return Err(invalid(format!(
+            "inflates to {} bytes, the directory declares {size}",
+            z.filled
+        )));
+    }
+    z.out.truncate(size);
+    Ok(z.out)
 }
 
 /// Where the central directory is, from the (zip64) end-of-central-directory records.

@@ -1,6 +1,7 @@
 //! Shared plumbing of the readers: where a file's bytes live, and a bounds-checked cursor.
 
 use std::fs::File;
+use std::io::{self, Read};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -18,9 +19,10 @@ pub(crate) enum Source {
 }
 
 impl Source {
-    /// Map `path` read-only.
+    /// Map `path` read-only; anything but a regular file (a directory, a device, a FIFO) is
+    /// refused with a message that says what it is.
     pub(crate) fn map(path: &Path) -> Result<Source> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let (file, _) = open_regular(path)?;
         // SAFETY: the map is read-only and lives as long as the `Arc`s that hold it. As with
         // every file mapping, another process truncating or rewriting the file while it is
         // mapped is outside what Rust can guard against; kinema's own writers never modify a
@@ -68,6 +70,93 @@ impl Source {
             })?;
         HostTensor::from_bytes(dtype, shape, bytes)
     }
+}
+
+/// What a path that is not a regular file is, for messages.
+fn kind_of(ft: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ft.is_char_device() {
+            return "a character device";
+        }
+        if ft.is_block_device() {
+            return "a block device";
+        }
+        if ft.is_fifo() {
+            return "a FIFO";
+        }
+        if ft.is_socket() {
+            return "a socket";
+        }
+    }
+    if ft.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
+fn not_regular(path: &Path, ft: std::fs::FileType) -> Error {
+    Error::io(
+        path,
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}, expected a regular file", kind_of(ft)),
+        ),
+    )
+}
+
+/// Open `path` for reading if it is a regular file (symbolic links followed), with its
+/// length. The type is checked before opening, so a FIFO never blocks the open, and again on
+/// the open file, so a swap in between is caught.
+pub fn open_regular(path: &Path) -> Result<(File, u64)> {
+    let ft = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .file_type();
+    if !ft.is_file() {
+        return Err(not_regular(path, ft));
+    }
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    if !meta.is_file() {
+        return Err(not_regular(path, meta.file_type()));
+    }
+    Ok((file, meta.len()))
+}
+
+/// The whole of the regular file `path`, refused with [`FormatError::Limit`] when it holds
+/// more than `limit` bytes (`format` names the reader in that message). The read stops at
+/// `limit + 1` bytes whatever the file's length claims, so a file that grows while it is
+/// read cannot exhaust memory either.
+pub fn read_capped(path: &Path, limit: u64, format: &'static str) -> Result<Vec<u8>> {
+    let (file, len) = open_regular(path)?;
+    let too_big = |value: u64| -> Error {
+        FormatError::InFile {
+            path: path.to_path_buf(),
+            source: Box::new(
+                FormatError::Limit {
+                    format,
+                    what: "file size".into(),
+                    value,
+                    limit,
+                }
+                .into(),
+            ),
+        }
+        .into()
+    };
+    if len > limit {
+        return Err(too_big(len));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 /// Product of the dimensions, `None` on overflow.

@@ -17,8 +17,8 @@ pub struct RunArgs {
     /// Vulkan, bf16 on the CPU). Every result records the resolved mode.
     #[arg(long, default_value = "auto")]
     pub precision: String,
-    /// CPU threads (default: KINEMA_THREADS or all).
-    #[arg(long)]
+    /// CPU threads, 1 to 1024 (default: KINEMA_THREADS or all).
+    #[arg(long, value_parser = kinema::cpu::ThreadPool::parse_threads)]
     pub threads: Option<usize>,
     /// JSON on stdout instead of text (one object per result).
     #[arg(long)]

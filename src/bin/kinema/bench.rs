@@ -87,7 +87,10 @@ fn kernels_on(o: &KernelOpts, selection: &Selection) -> kinema::Result<()> {
         Some("all") => Isa::available(),
         Some(s) => vec![Isa::parse(s)?],
     };
-    let threads = o.run.threads.unwrap_or_else(ThreadPool::default_threads);
+    let threads = match o.run.threads {
+        Some(t) => t,
+        None => ThreadPool::default_threads()?,
+    };
     let dtype = op_dtype(o.dtype.as_deref())?;
     let cases: Vec<(String, String, DType)> = match (&o.op, &o.shape) {
         (Some(op), _) if op == "fma_peak" || op == "coopmat_peak" => Vec::new(),

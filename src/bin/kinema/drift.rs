@@ -27,7 +27,7 @@ fn emit(rows: impl IntoIterator<Item = Drift>, json: bool) {
 /// strict precision, in fast precision on a CPU with bf16 dot products, and on Vulkan in
 /// each precision, each compared with the strict run on the best CPU ISA.
 pub fn model<D: DriftRun>(run: &D, json: bool) -> kinema::Result<()> {
-    let threads = ThreadPool::default_threads();
+    let threads = ThreadPool::default_threads()?;
     let best = Isa::best();
     let reference = CpuBackend::with(best, threads, Precision::Strict)?;
     let want = run.trace(&reference)?;
@@ -105,7 +105,7 @@ pub fn ops(
             "no drift case matches; give --op and --shape".into(),
         ));
     }
-    let threads = ThreadPool::default_threads();
+    let threads = ThreadPool::default_threads()?;
     let reference = CpuBackend::with(Isa::Scalar, 1, Precision::Strict)?;
     let mut cpus: Vec<(String, CpuBackend)> = Vec::new();
     for isa in Isa::available() {

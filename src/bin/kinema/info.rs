@@ -11,7 +11,7 @@ use kinema::vulkan::VulkanBackend;
 pub fn run(json: bool) -> kinema::Result<()> {
     let selected = Isa::select();
     let available: Vec<&str> = Isa::available().iter().map(|i| i.name()).collect();
-    let threads = ThreadPool::default_threads();
+    let threads = ThreadPool::default_threads()?;
     let vk = kinema::vulkan::probe();
     if json {
         let devices: Vec<serde_json::Value> = match &vk {

@@ -468,6 +468,14 @@ pub(crate) struct Settings {
     pub cfg: Option<[f32; 2]>,
 }
 
+/// Parse `config.yaml` text as `kinema convert` does (aliases refused, `${a.b}`
+/// interpolations resolved, every key kinema reads checked): the entry point of the
+/// `config_yaml` fuzz target in `fuzz/`.
+#[doc(hidden)]
+pub fn parse_config_yaml(text: &str) -> Result<()> {
+    Settings::parse(text).map(|_| ())
+}
+
 /// Upstream skeleton class names (`kimodo/skeleton/definitions.py`) and kinema's names.
 fn skeleton_from_name(s: &str) -> Option<SkeletonKind> {
     let class = s.rsplit('.').next().unwrap_or(s);

@@ -24,19 +24,15 @@ fn yaml_err(msg: String) -> Error {
 
 /// The text of `path`, refused when it is larger than `limit` bytes.
 pub fn read_capped(path: &Path, limit: u64) -> Result<String> {
-    let len = std::fs::metadata(path)
-        .map_err(|e| Error::io(path, e))?
-        .len();
-    if len > limit {
-        return Err(FormatError::Limit {
+    // A regular file of at most `limit` bytes, read no further than that.
+    let bytes = crate::formats::read_capped(path, limit, "yaml")?;
+    String::from_utf8(bytes).map_err(|_| {
+        FormatError::Invalid {
             format: "yaml",
-            what: "config size".into(),
-            value: len,
-            limit,
+            msg: format!("{} is not UTF-8 text", path.display()),
         }
-        .into());
-    }
-    std::fs::read_to_string(path).map_err(|e| Error::io(path, e))
+        .into()
+    })
 }
 
 /// The single document of `text` when it is a mapping; `None` for an empty document. Aliases
