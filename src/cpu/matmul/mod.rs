@@ -192,38 +192,26 @@ fn run<'a>(
     c: &mut [f32],
 ) {
     const DETECTED: &str = "Cx::isa names an ISA this CPU supports";
+    // The driver on one micro-kernel (a macro: each arm's kernel is another type).
+    macro_rules! drive {
+        ($kernel:expr) => {
+            driver::run_batched(&$kernel, cx.pool, batch, problem, c)
+        };
+    }
     match cx.isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => match bf16_dots.then(bf16::Avx512Bf16::new).flatten() {
-            Some(k) => driver::run_batched(&k, cx.pool, batch, problem, c),
-            None => driver::run_batched(
-                &avx512::Avx512::new().expect(DETECTED),
-                cx.pool,
-                batch,
-                problem,
-                c,
-            ),
+            Some(k) => drive!(k),
+            None => drive!(avx512::Avx512::new().expect(DETECTED)),
         },
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => driver::run_batched(
-            &avx2::Avx2::new().expect(DETECTED),
-            cx.pool,
-            batch,
-            problem,
-            c,
-        ),
+        Isa::Avx2 => drive!(avx2::Avx2::new().expect(DETECTED)),
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => driver::run_batched(
-            &neon::Neon::new().expect(DETECTED),
-            cx.pool,
-            batch,
-            problem,
-            c,
-        ),
+        Isa::Neon => drive!(neon::Neon::new().expect(DETECTED)),
         _ => {
             // Only AVX-512 has bf16 dot products; everything else widens bf16 exactly.
             let _ = bf16_dots;
-            driver::run_batched(&scalar::Scalar, cx.pool, batch, problem, c)
+            drive!(scalar::Scalar)
         }
     }
 }
