@@ -184,17 +184,11 @@ impl Kernel for SoftmaxRows<'_> {
 
 pub fn softmax(cx: &Cx, p: &SoftmaxParams, x: &[f32], y: &mut [f32]) {
     let cols = p.cols.max(1);
-    simd::par_rows(
-        cx,
-        cols,
-        TASK_ELEMS,
-        x,
-        &mut y[..p.rows * p.cols],
-        |x, y| {
-            let scale = p.scale;
-            simd::dispatch(cx.isa, SoftmaxRows { cols, scale, x, y })
-        },
-    );
+    let y = &mut y[..p.rows * p.cols];
+    simd::par_rows(cx, cols, TASK_ELEMS, x, y, |x, y| {
+        let scale = p.scale;
+        simd::dispatch(cx.isa, SoftmaxRows { cols, scale, x, y })
+    });
 }
 
 #[cfg(test)]

@@ -339,14 +339,7 @@ unsafe impl MicroKernel for Avx2 {
     const NC: usize = 3072;
 
     unsafe fn pack_a(&self, blk: ABlock<'_>, out: *mut f32) {
-        let ABlock {
-            a,
-            lda,
-            i0,
-            rows,
-            k0,
-            kc,
-        } = blk;
+        let (a, lda, i0, rows, k0, kc) = blk.parts();
         // SAFETY: AVX2+FMA+F16C were detected (self exists); the contract is forwarded.
         unsafe { pack_a::<MR>(a, lda, i0, rows, k0, kc, out) }
     }
@@ -357,7 +350,7 @@ unsafe impl MicroKernel for Avx2 {
     }
 
     unsafe fn kernel(&self, ab: Panels<f32>, c: *mut f32, ldc: usize, ep: &Epilogue) {
-        let Panels { kcu, a, b } = ab;
+        let (kcu, a, b) = (ab.kcu, ab.a, ab.b);
         // SAFETY: as above.
         unsafe { kernel_6x16(kcu, a, b, c, ldc, ep) }
     }

@@ -63,14 +63,7 @@ unsafe impl MicroKernel for Avx512Bf16 {
     const NC: usize = 3072;
 
     unsafe fn pack_a(&self, blk: ABlock<'_>, out: *mut u32) {
-        let ABlock {
-            a,
-            lda,
-            i0,
-            rows,
-            k0,
-            kc,
-        } = blk;
+        let (a, lda, i0, rows, k0, kc) = blk.parts();
         debug_assert!(kc <= KC);
         let kcu = kc.div_ceil(2);
         // Round each row to bf16 pairs once, then transpose the pairs like f32 values.
@@ -112,7 +105,7 @@ unsafe impl MicroKernel for Avx512Bf16 {
     }
 
     unsafe fn kernel(&self, ab: Panels<u32>, c: *mut f32, ldc: usize, ep: &Epilogue) {
-        let Panels { kcu, a, b } = ab;
+        let (kcu, a, b) = (ab.kcu, ab.a, ab.b);
         // SAFETY: avx512_bf16 was detected (self exists); the contract is forwarded.
         unsafe { kernel_12x32(kcu, a, b, c, ldc, ep) }
     }

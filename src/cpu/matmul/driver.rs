@@ -121,6 +121,13 @@ pub(super) struct ABlock<'a> {
     pub kc: usize,
 }
 
+impl<'a> ABlock<'a> {
+    /// `(a, lda, i0, rows, k0, kc)`.
+    pub fn parts(self) -> (&'a [f32], usize, usize, usize, usize, usize) {
+        (self.a, self.lda, self.i0, self.rows, self.k0, self.kc)
+    }
+}
+
 /// The packed operands of one micro-tile: `kcu` k units of an A panel and a B panel.
 #[derive(Clone, Copy)]
 pub(super) struct Panels<P> {

@@ -116,14 +116,7 @@ unsafe impl MicroKernel for Neon {
     const NC: usize = 3072;
 
     unsafe fn pack_a(&self, blk: ABlock<'_>, out: *mut f32) {
-        let ABlock {
-            a,
-            lda,
-            i0,
-            rows,
-            k0,
-            kc,
-        } = blk;
+        let (a, lda, i0, rows, k0, kc) = blk.parts();
         debug_assert!((i0 + rows - 1) * lda + k0 + kc <= a.len());
         let vec_units = kc / 4 * 4;
         let src = F32Rows {
@@ -189,7 +182,7 @@ unsafe impl MicroKernel for Neon {
     }
 
     unsafe fn kernel(&self, ab: Panels<f32>, c: *mut f32, ldc: usize, ep: &Epilogue) {
-        let Panels { kcu, a, b } = ab;
+        let (kcu, a, b) = (ab.kcu, ab.a, ab.b);
         // SAFETY: NEON was detected (self exists); the contract is forwarded.
         unsafe { kernel_8x12(kcu, a, b, c, ldc, ep) }
     }

@@ -95,14 +95,7 @@ unsafe impl MicroKernel for Scalar {
     const NC: usize = 1024;
 
     unsafe fn pack_a(&self, blk: ABlock<'_>, out: *mut f32) {
-        let ABlock {
-            a,
-            lda,
-            i0,
-            rows,
-            k0,
-            kc,
-        } = blk;
+        let (a, lda, i0, rows, k0, kc) = blk.parts();
         // SAFETY: the caller provides kc * MR elements.
         let out = unsafe { std::slice::from_raw_parts_mut(out, kc * MR) };
         pack_a(a, lda, i0, rows, k0, kc, MR, out);
@@ -115,7 +108,7 @@ unsafe impl MicroKernel for Scalar {
     }
 
     unsafe fn kernel(&self, ab: Panels<f32>, c: *mut f32, ldc: usize, ep: &Epilogue) {
-        let Panels { kcu, a, b } = ab;
+        let (kcu, a, b) = (ab.kcu, ab.a, ab.b);
         // SAFETY: the caller provides kcu packed units of each panel.
         let (a, b) = unsafe {
             (
