@@ -10,6 +10,7 @@
 //! channels), so results do not depend on the thread count.
 
 use super::pool::SendPtr;
+use super::simd::Simd;
 use super::{Cx, Isa};
 use crate::ops::{Conv1dParams, UpsampleParams};
 
@@ -81,14 +82,24 @@ pub fn conv1d(
         cx.isa.name()
     );
     match cx.isa {
-        // SAFETY (all three arms): the ISA was detected above (`Isa::is_supported`) and the
-        // operand sizes were checked.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { run::<x86::Avx512>(cx, p, out_len, x, w, bias, y) },
+        Isa::Avx512 => {
+            // SAFETY: AVX-512 was detected above (`Isa::is_supported`) and the
+            // operand sizes were checked.
+            unsafe { run::<x86::Avx512>(cx, p, out_len, x, w, bias, y) }
+        }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { run::<x86::Avx2>(cx, p, out_len, x, w, bias, y) },
+        Isa::Avx2 => {
+            // SAFETY: AVX2 was detected above (`Isa::is_supported`) and the
+            // operand sizes were checked.
+            unsafe { run::<x86::Avx2>(cx, p, out_len, x, w, bias, y) }
+        }
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => unsafe { run::<arm::Neon>(cx, p, out_len, x, w, bias, y) },
+        Isa::Neon => {
+            // SAFETY: NEON was detected above (`Isa::is_supported`) and the
+            // operand sizes were checked.
+            unsafe { run::<arm::Neon>(cx, p, out_len, x, w, bias, y) }
+        }
         _ => cx.pool.par_chunks_mut(
             &mut y[..p.batch * p.c_out * out_len],
             p.c_out * out_len,
@@ -208,13 +219,21 @@ pub fn upsample_nearest2x(cx: &Cx, p: &UpsampleParams, x: &[f32], y: &mut [f32])
         .par_chunks_mut(&mut y[..2 * n], 2 * UPSAMPLE_CHUNK, |c, out| {
             let src = &x[c * UPSAMPLE_CHUNK..][..out.len() / 2];
             match isa {
-                // SAFETY (all three arms): the ISA was detected above (`Isa::is_supported`).
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => unsafe { x86::duplicate_avx512(src, out) },
+                Isa::Avx512 => {
+                    // SAFETY: AVX-512 was detected above (`Isa::is_supported`).
+                    unsafe { x86::duplicate_avx512(src, out) }
+                }
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => unsafe { x86::duplicate_avx2(src, out) },
+                Isa::Avx2 => {
+                    // SAFETY: AVX2 was detected above (`Isa::is_supported`).
+                    unsafe { x86::duplicate_avx2(src, out) }
+                }
                 #[cfg(target_arch = "aarch64")]
-                Isa::Neon => unsafe { arm::duplicate_neon(src, out) },
+                Isa::Neon => {
+                    // SAFETY: NEON was detected above (`Isa::is_supported`).
+                    unsafe { arm::duplicate_neon(src, out) }
+                }
                 _ => duplicate_tail(0, src, out),
             }
         });
@@ -228,88 +247,125 @@ fn duplicate_tail(from: usize, src: &[f32], out: &mut [f32]) {
     }
 }
 
+/// The register tile of [`Kernels::tile`], written once over the [`Simd`] token: `MR x NV`
+/// accumulators start at the bias and take one FMA `w * x + acc` per `(ci, k)`, in the
+/// reference's order, so every ISA computes each output with the same roundings. `prefetch`
+/// is the ISA's cache hint for the input row `PREFETCH_ROWS` ahead.
+///
+/// # Safety
+/// As [`Kernels::tile`] with `S`'s lanes; `s` proves the ISA.
+#[inline(always)]
+unsafe fn tile_simd<S: Simd, const NV: usize, const KS: usize>(
+    s: S,
+    prefetch: impl Fn(*const f32),
+    w: &[*const f32; MR],
+    bias: &[f32; MR],
+    x: *const f32,
+    p: &Conv1dParams,
+    lrow: usize,
+    cols: usize,
+    out: &[*mut f32; MR],
+) {
+    let lanes = S::LANES;
+    let kernel = if KS == 0 { p.kernel } else { KS };
+    let mut acc: [[S::F; NV]; MR] = std::array::from_fn(|r| [s.splat(bias[r]); NV]);
+    for ci in 0..p.c_in {
+        prefetch(x.wrapping_add((ci + PREFETCH_ROWS) * lrow));
+        for k in 0..kernel {
+            // SAFETY: x + ci lrow + k dilation + NV lanes is readable and w[r] holds
+            // c_in kernel values (contract).
+            unsafe {
+                let xk = x.add(ci * lrow + k * p.dilation);
+                let xv: [S::F; NV] = std::array::from_fn(|v| s.load(xk.add(lanes * v)));
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let wv = s.splat(*w[r].add(ci * kernel + k));
+                    for (a, &xv) in a.iter_mut().zip(&xv) {
+                        *a = s.mul_add(wv, xv, *a);
+                    }
+                }
+            }
+        }
+    }
+    for (r, a) in acc.iter().enumerate() {
+        if out[r].is_null() {
+            continue;
+        }
+        for (v, &a) in a.iter().enumerate() {
+            let left = cols.saturating_sub(lanes * v).min(lanes);
+            // SAFETY: out[r] is writable for cols values (contract), so for the `left > 0`
+            // values from lanes v; a partial vector stores only its first `left` lanes.
+            unsafe {
+                if left == lanes {
+                    s.store(out[r].add(lanes * v), a);
+                } else if left > 0 {
+                    s.store_part(out[r].add(lanes * v), left, a);
+                }
+            }
+        }
+    }
+}
+
+/// `impl Kernels for $name` on the [`Simd`] token `$token`: [`tile_simd`] compiled inside a
+/// `#[target_feature($features)]` function.
+macro_rules! simd_kernels {
+    ($name:ident, $token:ty, $features:literal, $prefetch:expr) => {
+        pub struct $name;
+
+        impl Kernels for $name {
+            const LANES: usize = <$token as Simd>::LANES;
+            unsafe fn tile<const NV: usize, const KS: usize>(
+                w: &[*const f32; MR],
+                bias: &[f32; MR],
+                x: *const f32,
+                p: &Conv1dParams,
+                lrow: usize,
+                cols: usize,
+                out: &[*mut f32; MR],
+            ) {
+                #[target_feature(enable = $features)]
+                unsafe fn tile_isa<const NV: usize, const KS: usize>(
+                    w: &[*const f32; MR],
+                    bias: &[f32; MR],
+                    x: *const f32,
+                    p: &Conv1dParams,
+                    lrow: usize,
+                    cols: usize,
+                    out: &[*mut f32; MR],
+                ) {
+                    let s = <$token>::new();
+                    // SAFETY: the token proves the ISA; the rest is the forwarded contract.
+                    unsafe { tile_simd::<_, NV, KS>(s, $prefetch, w, bias, x, p, lrow, cols, out) }
+                }
+                // SAFETY: the ISA is supported and the operands hold (forwarded contract).
+                unsafe { tile_isa::<NV, KS>(w, bias, x, p, lrow, cols, out) }
+            }
+        }
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Kernels, MR, PREFETCH_ROWS, duplicate_tail};
-    use crate::ops::Conv1dParams;
+    use super::{Conv1dParams, Kernels, MR, Simd, duplicate_tail, tile_simd};
+    use crate::cpu::simd::{avx2, avx512};
     use std::arch::x86_64::*;
 
-    pub struct Avx2;
-
-    impl Kernels for Avx2 {
-        const LANES: usize = 8;
-        unsafe fn tile<const NV: usize, const KS: usize>(
-            w: &[*const f32; MR],
-            bias: &[f32; MR],
-            x: *const f32,
-            p: &Conv1dParams,
-            lrow: usize,
-            cols: usize,
-            out: &[*mut f32; MR],
-        ) {
-            // SAFETY: forwarded contract.
-            unsafe { tile_avx2::<NV, KS>(w, bias, x, p, lrow, cols, out) }
+    /// Hints the cache lines at `p` and 16 floats on (a hint: it never faults).
+    fn prefetch(p: *const f32) {
+        // SAFETY: SSE is part of x86-64's baseline, and PREFETCHT0 is a hint: it never
+        // faults and changes no architectural state, whatever the address.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(p.cast());
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(16).cast());
         }
     }
 
-    /// Lanes `< n` of a vector as an all-ones mask.
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn lanes_below_avx2(n: usize) -> __m256i {
-        let iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(n.min(8) as i32), iota)
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile_avx2<const NV: usize, const KS: usize>(
-        w: &[*const f32; MR],
-        bias: &[f32; MR],
-        x: *const f32,
-        p: &Conv1dParams,
-        lrow: usize,
-        cols: usize,
-        out: &[*mut f32; MR],
-    ) {
-        let kernel = if KS == 0 { p.kernel } else { KS };
-        let mut acc: [[__m256; NV]; MR] = std::array::from_fn(|r| [_mm256_set1_ps(bias[r]); NV]);
-        for ci in 0..p.c_in {
-            let ahead = x.wrapping_add((ci + PREFETCH_ROWS) * lrow);
-            _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
-            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
-            for k in 0..kernel {
-                // SAFETY: x + ci lrow + k dilation + v 8 + 8 is readable and w[r] holds
-                // c_in kernel values (contract).
-                unsafe {
-                    let xk = x.add(ci * lrow + k * p.dilation);
-                    let xv: [__m256; NV] = std::array::from_fn(|v| _mm256_loadu_ps(xk.add(8 * v)));
-                    for (r, a) in acc.iter_mut().enumerate() {
-                        let wv = _mm256_set1_ps(*w[r].add(ci * kernel + k));
-                        for (a, &xv) in a.iter_mut().zip(&xv) {
-                            *a = _mm256_fmadd_ps(wv, xv, *a);
-                        }
-                    }
-                }
-            }
-        }
-        for (r, a) in acc.iter().enumerate() {
-            if out[r].is_null() {
-                continue;
-            }
-            for (v, &a) in a.iter().enumerate() {
-                let left = cols.saturating_sub(8 * v);
-                // SAFETY: out[r] is writable for cols values (contract); a partial vector is
-                // stored through a mask (masked-off lanes are not written), and `wrapping_add`
-                // keeps the address computation defined past the end.
-                unsafe {
-                    if left >= 8 {
-                        _mm256_storeu_ps(out[r].add(8 * v), a);
-                    } else if left > 0 {
-                        _mm256_maskstore_ps(out[r].wrapping_add(8 * v), lanes_below_avx2(left), a);
-                    }
-                }
-            }
-        }
-    }
+    simd_kernels!(Avx2, avx2::Avx2, "avx2,fma,f16c", prefetch);
+    simd_kernels!(
+        Avx512,
+        avx512::Avx512,
+        "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c",
+        prefetch
+    );
 
     /// # Safety
     /// The CPU supports AVX2; `out` holds `2 * src.len()` values.
@@ -333,69 +389,6 @@ mod x86 {
             }
         }
         duplicate_tail(full, src, out);
-    }
-
-    pub struct Avx512;
-
-    impl Kernels for Avx512 {
-        const LANES: usize = 16;
-        unsafe fn tile<const NV: usize, const KS: usize>(
-            w: &[*const f32; MR],
-            bias: &[f32; MR],
-            x: *const f32,
-            p: &Conv1dParams,
-            lrow: usize,
-            cols: usize,
-            out: &[*mut f32; MR],
-        ) {
-            // SAFETY: forwarded contract.
-            unsafe { tile_avx512::<NV, KS>(w, bias, x, p, lrow, cols, out) }
-        }
-    }
-
-    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")]
-    unsafe fn tile_avx512<const NV: usize, const KS: usize>(
-        w: &[*const f32; MR],
-        bias: &[f32; MR],
-        x: *const f32,
-        p: &Conv1dParams,
-        lrow: usize,
-        cols: usize,
-        out: &[*mut f32; MR],
-    ) {
-        let kernel = if KS == 0 { p.kernel } else { KS };
-        let mut acc: [[__m512; NV]; MR] = std::array::from_fn(|r| [_mm512_set1_ps(bias[r]); NV]);
-        for ci in 0..p.c_in {
-            let ahead = x.wrapping_add((ci + PREFETCH_ROWS) * lrow);
-            _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
-            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
-            for k in 0..kernel {
-                // SAFETY: as in tile_avx2, with 16 lanes.
-                unsafe {
-                    let xk = x.add(ci * lrow + k * p.dilation);
-                    let xv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(xk.add(16 * v)));
-                    for (r, a) in acc.iter_mut().enumerate() {
-                        let wv = _mm512_set1_ps(*w[r].add(ci * kernel + k));
-                        for (a, &xv) in a.iter_mut().zip(&xv) {
-                            *a = _mm512_fmadd_ps(wv, xv, *a);
-                        }
-                    }
-                }
-            }
-        }
-        for (r, a) in acc.iter().enumerate() {
-            if out[r].is_null() {
-                continue;
-            }
-            for (v, &a) in a.iter().enumerate() {
-                let left = cols.saturating_sub(16 * v).min(16);
-                let mask = ((1u32 << left) - 1) as __mmask16;
-                // SAFETY: out[r] is writable for cols values (contract); masked-off lanes are
-                // not written (AVX-512 masked stores do not fault), and `wrapping_add` keeps
-                // the address computation defined.
-                unsafe { _mm512_mask_storeu_ps(out[r].wrapping_add(16 * v), mask, a) };
-            }
-        }
     }
 
     /// # Safety
@@ -422,77 +415,23 @@ mod x86 {
 
 #[cfg(target_arch = "aarch64")]
 mod arm {
-    use super::{Kernels, MR, PREFETCH_ROWS, duplicate_tail};
-    use crate::ops::Conv1dParams;
+    use super::{Conv1dParams, Kernels, MR, Simd, duplicate_tail, tile_simd};
+    use crate::cpu::simd::neon;
     use std::arch::aarch64::*;
 
-    pub struct Neon;
-
-    impl Kernels for Neon {
-        const LANES: usize = 4;
-        unsafe fn tile<const NV: usize, const KS: usize>(
-            w: &[*const f32; MR],
-            bias: &[f32; MR],
-            x: *const f32,
-            p: &Conv1dParams,
-            lrow: usize,
-            cols: usize,
-            out: &[*mut f32; MR],
-        ) {
-            // SAFETY: forwarded contract.
-            unsafe { tile_neon::<NV, KS>(w, bias, x, p, lrow, cols, out) }
-        }
+    /// Hints the cache line at `p` (PRFM: it never faults and changes no architectural state).
+    fn prefetch(p: *const f32) {
+        // SAFETY: PRFM is a hint: it never faults and changes no architectural state.
+        unsafe {
+            std::arch::asm!(
+                "prfm pldl1keep, [{0}]",
+                in(reg) p,
+                options(nostack, readonly, preserves_flags)
+            )
+        };
     }
 
-    #[target_feature(enable = "neon")]
-    unsafe fn tile_neon<const NV: usize, const KS: usize>(
-        w: &[*const f32; MR],
-        bias: &[f32; MR],
-        x: *const f32,
-        p: &Conv1dParams,
-        lrow: usize,
-        cols: usize,
-        out: &[*mut f32; MR],
-    ) {
-        let kernel = if KS == 0 { p.kernel } else { KS };
-        let mut acc: [[float32x4_t; NV]; MR] = std::array::from_fn(|r| [vdupq_n_f32(bias[r]); NV]);
-        for ci in 0..p.c_in {
-            let ahead = x.wrapping_add((ci + PREFETCH_ROWS) * lrow);
-            // SAFETY: PRFM is a hint: it never faults and changes no architectural state.
-            unsafe {
-                std::arch::asm!(
-                    "prfm pldl1keep, [{0}]",
-                    in(reg) ahead,
-                    options(nostack, readonly, preserves_flags)
-                )
-            };
-            for k in 0..kernel {
-                // SAFETY: as in tile_avx2, with 4 lanes.
-                unsafe {
-                    let xk = x.add(ci * lrow + k * p.dilation);
-                    let xv: [float32x4_t; NV] = std::array::from_fn(|v| vld1q_f32(xk.add(4 * v)));
-                    for (r, a) in acc.iter_mut().enumerate() {
-                        let wv = *w[r].add(ci * kernel + k);
-                        for (a, &xv) in a.iter_mut().zip(&xv) {
-                            *a = vfmaq_n_f32(*a, xv, wv);
-                        }
-                    }
-                }
-            }
-        }
-        for (r, a) in acc.iter().enumerate() {
-            if out[r].is_null() {
-                continue;
-            }
-            let mut part = [0f32; 8];
-            for (v, &a) in a.iter().enumerate() {
-                // SAFETY: part holds 8 >= 4 NV values.
-                unsafe { vst1q_f32(part.as_mut_ptr().add(4 * v), a) };
-            }
-            // SAFETY: out[r] is writable for cols <= 4 NV values (contract).
-            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), out[r], cols) };
-        }
-    }
+    simd_kernels!(Neon, neon::Neon, "neon", prefetch);
 
     /// # Safety
     /// The CPU supports NEON; `out` holds `2 * src.len()` values.

@@ -197,22 +197,21 @@ pub fn layer_norm(
     let cols = p.cols.max(1);
     let gamma = gamma.map(|g| &g[..cols]);
     let beta = beta.map(|b| &b[..cols]);
-    let per = simd::rows_per_task(cols, TASK_ELEMS) * cols;
-    cx.pool
-        .par_chunks_mut(&mut y[..p.rows * p.cols], per, |t, out| {
-            let x = &x[t * per..t * per + out.len()];
-            simd::dispatch(
-                cx.isa,
-                LayerNormRows {
-                    cols,
-                    eps: p.eps,
-                    x,
-                    gamma,
-                    beta,
-                    y: out,
-                },
-            );
-        });
+    let y = &mut y[..p.rows * p.cols];
+    simd::par_rows(cx, cols, TASK_ELEMS, x, y, |x, y| {
+        let eps = p.eps;
+        simd::dispatch(
+            cx.isa,
+            LayerNormRows {
+                cols,
+                eps,
+                x,
+                gamma,
+                beta,
+                y,
+            },
+        )
+    });
 }
 
 /// Rows `y = x * inv [* gamma]`, `inv = 1 / sqrt(mean(x^2) + eps)`.
@@ -265,21 +264,20 @@ impl Kernel for RmsNormRows<'_> {
 pub fn rms_norm(cx: &Cx, p: &NormParams, x: &[f32], gamma: Option<&[f32]>, y: &mut [f32]) {
     let cols = p.cols.max(1);
     let gamma = gamma.map(|g| &g[..cols]);
-    let per = simd::rows_per_task(cols, TASK_ELEMS) * cols;
-    cx.pool
-        .par_chunks_mut(&mut y[..p.rows * p.cols], per, |t, out| {
-            let x = &x[t * per..t * per + out.len()];
-            simd::dispatch(
-                cx.isa,
-                RmsNormRows {
-                    cols,
-                    eps: p.eps,
-                    x,
-                    gamma,
-                    y: out,
-                },
-            );
-        });
+    let y = &mut y[..p.rows * p.cols];
+    simd::par_rows(cx, cols, TASK_ELEMS, x, y, |x, y| {
+        let eps = p.eps;
+        simd::dispatch(
+            cx.isa,
+            RmsNormRows {
+                cols,
+                eps,
+                x,
+                gamma,
+                y,
+            },
+        )
+    });
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use super::Isa;
+use super::simd::{self, Kernel, Simd};
 
 /// Iterations per timed burst: ~0.1-1 ms, so the clock is read rarely.
 const BURST: u64 = 1 << 16;
@@ -100,18 +101,43 @@ fn on_threads<T: std::iter::Sum + Send>(threads: usize, f: impl Fn() -> T + Sync
 
 /// `iters` iterations of `isa`'s loop; returns the FLOPs done.
 fn burst(isa: Isa, iters: u64) -> u64 {
-    match isa {
-        // SAFETY: the public entry points assert `isa.is_supported()`.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { x86::fma_avx2(iters) },
-        // SAFETY: as above.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { x86::fma_avx512(iters) },
-        // SAFETY: as above.
-        #[cfg(target_arch = "aarch64")]
-        Isa::Neon => unsafe { neon::fma(iters) },
-        _ => scalar(iters),
+    simd::dispatch(isa, FmaBurst { iters })
+}
+
+/// The FMA loop as a [`Kernel`]: enough chains per ISA to cover its FMA latency on every
+/// pipe (12 ymm, 24 zmm, 16 q).
+struct FmaBurst {
+    iters: u64,
+}
+
+impl Kernel for FmaBurst {
+    type Output = u64;
+    #[inline(always)]
+    fn run<S: Simd>(self, s: S) -> u64 {
+        match S::LANES {
+            8 => fma_chains::<S, 12>(s, self.iters),
+            16 => fma_chains::<S, 24>(s, self.iters),
+            _ => fma_chains::<S, 16>(s, self.iters),
+        }
     }
+    fn scalar(self) -> u64 {
+        scalar(self.iters)
+    }
+}
+
+/// `iters` rounds of `acc = acc * a + b` (one fused multiply-add) on `CHAINS` vectors.
+#[inline(always)]
+fn fma_chains<S: Simd, const CHAINS: usize>(s: S, iters: u64) -> u64 {
+    let a = s.splat(black_box(0.999_999_9));
+    let b = s.splat(black_box(1e-7));
+    let mut acc = [s.splat(black_box(1.0)); CHAINS];
+    for _ in 0..iters {
+        for v in acc.iter_mut() {
+            *v = s.mul_add(*v, a, b);
+        }
+    }
+    black_box(acc);
+    iters * (CHAINS * S::LANES * 2) as u64
 }
 
 fn scalar(iters: u64) -> u64 {
@@ -134,40 +160,6 @@ mod x86 {
     use std::hint::black_box;
 
     /// # Safety
-    /// AVX2 and FMA are available.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn fma_avx2(iters: u64) -> u64 {
-        const CHAINS: usize = 12;
-        let a = _mm256_set1_ps(black_box(0.999_999_9));
-        let b = _mm256_set1_ps(black_box(1e-7));
-        let mut acc = [_mm256_set1_ps(black_box(1.0)); CHAINS];
-        for _ in 0..iters {
-            for v in acc.iter_mut() {
-                *v = _mm256_fmadd_ps(*v, a, b);
-            }
-        }
-        black_box(acc);
-        iters * (CHAINS * 8 * 2) as u64
-    }
-
-    /// # Safety
-    /// AVX-512F is available.
-    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")]
-    pub(super) unsafe fn fma_avx512(iters: u64) -> u64 {
-        const CHAINS: usize = 24;
-        let a = _mm512_set1_ps(black_box(0.999_999_9));
-        let b = _mm512_set1_ps(black_box(1e-7));
-        let mut acc = [_mm512_set1_ps(black_box(1.0)); CHAINS];
-        for _ in 0..iters {
-            for v in acc.iter_mut() {
-                *v = _mm512_fmadd_ps(*v, a, b);
-            }
-        }
-        black_box(acc);
-        iters * (CHAINS * 16 * 2) as u64
-    }
-
-    /// # Safety
     /// AVX-512F and AVX512_BF16 are available.
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c,avx512bf16")]
     pub(super) unsafe fn dpbf16_burst(iters: u64) -> u64 {
@@ -184,30 +176,6 @@ mod x86 {
         }
         black_box(acc);
         iters * (CHAINS * 32 * 2) as u64
-    }
-}
-
-#[cfg(target_arch = "aarch64")]
-mod neon {
-    use std::arch::aarch64::*;
-    use std::hint::black_box;
-
-    /// # Safety
-    /// NEON is available.
-    #[target_feature(enable = "neon")]
-    pub(super) unsafe fn fma(iters: u64) -> u64 {
-        const CHAINS: usize = 16;
-        let a = vdupq_n_f32(black_box(0.999_999_9));
-        let b = vdupq_n_f32(black_box(1e-7));
-        let mut acc = [vdupq_n_f32(black_box(1.0)); CHAINS];
-        for _ in 0..iters {
-            for v in acc.iter_mut() {
-                // acc += b * a: one dependent multiply-add per chain.
-                *v = vfmaq_f32(*v, b, a);
-            }
-        }
-        black_box(acc);
-        iters * (CHAINS * 4 * 2) as u64
     }
 }
 

@@ -70,13 +70,21 @@ pub fn rope(
             let x = &x[t0 * row..(t0 + n) * row];
             let pos = &positions[t0..t0 + n];
             match isa {
-                // SAFETY (all three arms): the ISA was detected above (`Isa::is_supported`).
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => unsafe { x86::tokens_avx512(p, x, pos, inv_freq, out) },
+                Isa::Avx512 => {
+                    // SAFETY: AVX-512 was detected above (`Isa::is_supported`).
+                    unsafe { x86::tokens_avx512(p, x, pos, inv_freq, out) }
+                }
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => unsafe { x86::tokens_avx2(p, x, pos, inv_freq, out) },
+                Isa::Avx2 => {
+                    // SAFETY: AVX2 was detected above (`Isa::is_supported`).
+                    unsafe { x86::tokens_avx2(p, x, pos, inv_freq, out) }
+                }
                 #[cfg(target_arch = "aarch64")]
-                Isa::Neon => unsafe { arm::tokens_neon(p, x, pos, inv_freq, out) },
+                Isa::Neon => {
+                    // SAFETY: NEON was detected above (`Isa::is_supported`).
+                    unsafe { arm::tokens_neon(p, x, pos, inv_freq, out) }
+                }
                 _ => tokens_scalar(p, x, pos, inv_freq, out),
             }
         });
@@ -161,12 +169,12 @@ macro_rules! tokens_simd {
             tables(p.pairing, pos[t], inv_freq, &mut cos, &mut sin);
             for (xh, yh) in xt.chunks(d).zip(yt.chunks_mut(d)) {
                 let (xp, yp, cp, sp) = (xh.as_ptr(), yh.as_mut_ptr(), cos.as_ptr(), sin.as_ptr());
-                // SAFETY (both loops): xh, yh, cos and sin hold d values, and every access
-                // is below `half + i + lanes <= d` (rotate-half) or `i + lanes <= d`.
                 let done = match p.pairing {
                     RopePairing::RotateHalf => {
                         let full = half / $lanes * $lanes;
                         for i in (0..full).step_by($lanes) {
+                            // SAFETY: xh, yh, cos and sin hold d values, and every access is
+                            // below `half + i + lanes <= d` (i < half / lanes * lanes).
                             unsafe {
                                 let (xa, xb) = ($load(xp.add(i)), $load(xp.add(half + i)));
                                 let (c, s) = ($load(cp.add(i)), $load(sp.add(i)));
@@ -179,6 +187,8 @@ macro_rules! tokens_simd {
                     RopePairing::Interleaved => {
                         let full = d / $lanes * $lanes;
                         for i in (0..full).step_by($lanes) {
+                            // SAFETY: xh, yh, cos and sin hold d values, and every access is
+                            // below `i + lanes <= d` (i < d / lanes * lanes).
                             unsafe {
                                 let xv = $load(xp.add(i));
                                 let (c, s) = ($load(cp.add(i)), $load(sp.add(i)));

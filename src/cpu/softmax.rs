@@ -184,20 +184,11 @@ impl Kernel for SoftmaxRows<'_> {
 
 pub fn softmax(cx: &Cx, p: &SoftmaxParams, x: &[f32], y: &mut [f32]) {
     let cols = p.cols.max(1);
-    let per = simd::rows_per_task(cols, TASK_ELEMS) * cols;
-    cx.pool
-        .par_chunks_mut(&mut y[..p.rows * p.cols], per, |t, out| {
-            let x = &x[t * per..t * per + out.len()];
-            simd::dispatch(
-                cx.isa,
-                SoftmaxRows {
-                    cols,
-                    scale: p.scale,
-                    x,
-                    y: out,
-                },
-            );
-        });
+    let y = &mut y[..p.rows * p.cols];
+    simd::par_rows(cx, cols, TASK_ELEMS, x, y, |x, y| {
+        let scale = p.scale;
+        simd::dispatch(cx.isa, SoftmaxRows { cols, scale, x, y })
+    });
 }
 
 #[cfg(test)]

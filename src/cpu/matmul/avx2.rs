@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::driver::{BSrc, Epilogue, MicroKernel};
+use super::driver::{ABlock, BSrc, Epilogue, MicroKernel, Panels};
 use super::scalar;
 use crate::cpu::{Isa, Weights};
 
@@ -338,16 +338,8 @@ unsafe impl MicroKernel for Avx2 {
     const MC: usize = 204;
     const NC: usize = 3072;
 
-    unsafe fn pack_a(
-        &self,
-        a: &[f32],
-        lda: usize,
-        i0: usize,
-        rows: usize,
-        k0: usize,
-        kc: usize,
-        out: *mut f32,
-    ) {
+    unsafe fn pack_a(&self, blk: ABlock<'_>, out: *mut f32) {
+        let (a, lda, i0, rows, k0, kc) = blk.parts();
         // SAFETY: AVX2+FMA+F16C were detected (self exists); the contract is forwarded.
         unsafe { pack_a::<MR>(a, lda, i0, rows, k0, kc, out) }
     }
@@ -357,15 +349,8 @@ unsafe impl MicroKernel for Avx2 {
         unsafe { pack_b::<NR>(b, j0, cols, k0, kc, out) }
     }
 
-    unsafe fn kernel(
-        &self,
-        kcu: usize,
-        a: *const f32,
-        b: *const f32,
-        c: *mut f32,
-        ldc: usize,
-        ep: &Epilogue,
-    ) {
+    unsafe fn kernel(&self, ab: Panels<f32>, c: *mut f32, ldc: usize, ep: &Epilogue) {
+        let (kcu, a, b) = (ab.kcu, ab.a, ab.b);
         // SAFETY: as above.
         unsafe { kernel_6x16(kcu, a, b, c, ldc, ep) }
     }

@@ -5,7 +5,7 @@
 use std::arch::x86_64::*;
 
 use super::avx2;
-use super::driver::{BSrc, Epilogue, MicroKernel};
+use super::driver::{ABlock, BSrc, Epilogue, MicroKernel, Panels};
 use crate::cpu::Isa;
 
 /// The AVX-512 kernel; exists only once AVX-512F/BW/DQ/VL, FMA, F16C and AVX2 were detected.
@@ -32,16 +32,8 @@ unsafe impl MicroKernel for Avx512 {
     const MC: usize = 204;
     const NC: usize = 3072;
 
-    unsafe fn pack_a(
-        &self,
-        a: &[f32],
-        lda: usize,
-        i0: usize,
-        rows: usize,
-        k0: usize,
-        kc: usize,
-        out: *mut f32,
-    ) {
+    unsafe fn pack_a(&self, blk: ABlock<'_>, out: *mut f32) {
+        let (a, lda, i0, rows, k0, kc) = blk.parts();
         // SAFETY: AVX2+FMA+F16C were detected (self exists); the contract is forwarded.
         unsafe { avx2::pack_a::<MR>(a, lda, i0, rows, k0, kc, out) }
     }
@@ -51,15 +43,8 @@ unsafe impl MicroKernel for Avx512 {
         unsafe { avx2::pack_b::<NR>(b, j0, cols, k0, kc, out) }
     }
 
-    unsafe fn kernel(
-        &self,
-        kcu: usize,
-        a: *const f32,
-        b: *const f32,
-        c: *mut f32,
-        ldc: usize,
-        ep: &Epilogue,
-    ) {
+    unsafe fn kernel(&self, ab: Panels<f32>, c: *mut f32, ldc: usize, ep: &Epilogue) {
+        let (kcu, a, b) = (ab.kcu, ab.a, ab.b);
         // SAFETY: AVX-512F was detected (self exists); the contract is forwarded.
         unsafe { kernel_12x32(kcu, a, b, c, ldc, ep) }
     }

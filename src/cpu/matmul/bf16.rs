@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 
 use super::avx2::{self, F32Rows, Rows8};
 use super::avx512;
-use super::driver::{BSrc, Epilogue, MicroKernel};
+use super::driver::{ABlock, BSrc, Epilogue, MicroKernel, Panels};
 use crate::cpu::{Isa, Weights};
 
 /// The bf16 dot-product kernel; exists only once AVX-512F/BW/DQ/VL, AVX512_BF16, FMA, F16C
@@ -62,16 +62,8 @@ unsafe impl MicroKernel for Avx512Bf16 {
     const MC: usize = 204;
     const NC: usize = 3072;
 
-    unsafe fn pack_a(
-        &self,
-        a: &[f32],
-        lda: usize,
-        i0: usize,
-        rows: usize,
-        k0: usize,
-        kc: usize,
-        out: *mut u32,
-    ) {
+    unsafe fn pack_a(&self, blk: ABlock<'_>, out: *mut u32) {
+        let (a, lda, i0, rows, k0, kc) = blk.parts();
         debug_assert!(kc <= KC);
         let kcu = kc.div_ceil(2);
         // Round each row to bf16 pairs once, then transpose the pairs like f32 values.
@@ -112,15 +104,8 @@ unsafe impl MicroKernel for Avx512Bf16 {
         unsafe { pack_b_pairs::<NR>(w, ld, j0, cols, k0, kc, out) }
     }
 
-    unsafe fn kernel(
-        &self,
-        kcu: usize,
-        a: *const u32,
-        b: *const u32,
-        c: *mut f32,
-        ldc: usize,
-        ep: &Epilogue,
-    ) {
+    unsafe fn kernel(&self, ab: Panels<u32>, c: *mut f32, ldc: usize, ep: &Epilogue) {
+        let (kcu, a, b) = (ab.kcu, ab.a, ab.b);
         // SAFETY: avx512_bf16 was detected (self exists); the contract is forwarded.
         unsafe { kernel_12x32(kcu, a, b, c, ldc, ep) }
     }

@@ -76,24 +76,13 @@ pub(super) unsafe trait MicroKernel: Sync {
     /// Upper bound on the columns of B packed at once (a multiple of `NR`).
     const NC: usize;
 
-    /// Pack rows `i0 .. i0 + rows` (`rows <= MR`) and k range `k0 .. k0 + kc` of the row-major
-    /// `a` (row stride `lda`) into `out[u * MR + i]`, `u < kc.div_ceil(KU)`, zero-padded.
+    /// Pack the block `blk` of A (`rows <= MR`) into `out[u * MR + i]`, `u < kc.div_ceil(KU)`, zero-padded.
     /// May write up to 8 elements past the panel (the buffers carry that slack and panels
     /// are packed in ascending order, so the next panel overwrites them).
     ///
     /// # Safety
     /// `out` is valid for `kc.div_ceil(KU) * MR + 8` elements.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn pack_a(
-        &self,
-        a: &[f32],
-        lda: usize,
-        i0: usize,
-        rows: usize,
-        k0: usize,
-        kc: usize,
-        out: *mut Self::P,
-    );
+    unsafe fn pack_a(&self, blk: ABlock<'_>, out: *mut Self::P);
 
     /// Pack columns `j0 .. j0 + cols` (`cols <= NR`) and k range `k0 .. k0 + kc` of B into
     /// `out[u * NR + j]`, zero-padded.
@@ -111,21 +100,40 @@ pub(super) unsafe trait MicroKernel: Sync {
         out: *mut Self::P,
     );
 
-    /// `C[MR, NR] (row stride ldc) = epilogue(C_prev + A_panel . B_panel)` over `kcu` packed
-    /// k units, the dot products summed from zero in one chain each.
+    /// `C[MR, NR] (row stride ldc) = epilogue(C_prev + A_panel . B_panel)` over the `ab.kcu`
+    /// packed k units, the dot products summed from zero in one chain each.
     ///
     /// # Safety
-    /// `a` and `b` hold `kcu` packed units of a panel (`b` aligned as in `pack_b`); `c` is valid for
+    /// `ab.a` and `ab.b` hold `ab.kcu` packed units of a panel (`b` aligned as in `pack_b`); `c` is valid for
     /// an `MR x NR` tile with row stride `ldc`; `ep.bias` is null or valid for `NR` reads.
-    unsafe fn kernel(
-        &self,
-        kcu: usize,
-        a: *const Self::P,
-        b: *const Self::P,
-        c: *mut f32,
-        ldc: usize,
-        ep: &Epilogue,
-    );
+    unsafe fn kernel(&self, ab: Panels<Self::P>, c: *mut f32, ldc: usize, ep: &Epilogue);
+}
+
+/// Rows `i0 .. i0 + rows` and k range `k0 .. k0 + kc` of the row-major `a` (row stride
+/// `lda`): what [`MicroKernel::pack_a`] packs.
+#[derive(Clone, Copy)]
+pub(super) struct ABlock<'a> {
+    pub a: &'a [f32],
+    pub lda: usize,
+    pub i0: usize,
+    pub rows: usize,
+    pub k0: usize,
+    pub kc: usize,
+}
+
+impl<'a> ABlock<'a> {
+    /// `(a, lda, i0, rows, k0, kc)`.
+    pub fn parts(self) -> (&'a [f32], usize, usize, usize, usize, usize) {
+        (self.a, self.lda, self.i0, self.rows, self.k0, self.kc)
+    }
+}
+
+/// The packed operands of one micro-tile: `kcu` k units of an A panel and a B panel.
+#[derive(Clone, Copy)]
+pub(super) struct Panels<P> {
+    pub kcu: usize,
+    pub a: *const P,
+    pub b: *const P,
 }
 
 /// The largest micro-tile any kernel uses (AVX-512: 12 x 32).
@@ -242,7 +250,7 @@ unsafe fn block<K: MicroKernel>(
                 let cp = unsafe { c.add(i * ldc + j) };
                 if nrows == K::MR && ncols == K::NR {
                     // SAFETY: a full tile inside the rectangle.
-                    unsafe { kern.kernel(kcu, ap, bp, cp, ldc, &ep) };
+                    unsafe { kern.kernel(Panels { kcu, a: ap, b: bp }, cp, ldc, &ep) };
                 } else {
                     // SAFETY: the edge tile goes through `tile` (NR-strided), copying only the
                     // valid nrows x ncols part of C.
@@ -256,15 +264,15 @@ unsafe fn block<K: MicroKernel>(
             let i = ic + ip * K::MR;
             // SAFETY: panel ip spans kcu * MR elements (+ 8 slack) of the block at `out`.
             unsafe {
-                kern.pack_a(
-                    p.a,
-                    p.k,
-                    i,
-                    K::MR.min(ic + mc - i),
-                    pc,
+                let blk = ABlock {
+                    a: p.a,
+                    lda: p.k,
+                    i0: i,
+                    rows: K::MR.min(ic + mc - i),
+                    k0: pc,
                     kc,
-                    out.add(ip * K::MR * kc.div_ceil(K::KU)),
-                )
+                };
+                kern.pack_a(blk, out.add(ip * K::MR * kc.div_ceil(K::KU)))
             };
         }
     };
@@ -381,7 +389,7 @@ unsafe fn edge_tile<K: MicroKernel>(
         }
     }
     // SAFETY: `tile` holds a full MR x NR tile with row stride NR.
-    unsafe { kern.kernel(kcu, a, b, tile.as_mut_ptr(), K::NR, ep) };
+    unsafe { kern.kernel(Panels { kcu, a, b }, tile.as_mut_ptr(), K::NR, ep) };
     for r in 0..nrows {
         // SAFETY: as above.
         let out = unsafe { std::slice::from_raw_parts_mut(c.add(r * ldc), ncols) };

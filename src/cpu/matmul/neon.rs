@@ -5,7 +5,7 @@
 
 use std::arch::aarch64::*;
 
-use super::driver::{BSrc, Epilogue, MicroKernel};
+use super::driver::{ABlock, BSrc, Epilogue, MicroKernel, Panels};
 use super::scalar;
 use crate::cpu::{Isa, Weights};
 
@@ -115,16 +115,8 @@ unsafe impl MicroKernel for Neon {
     const MC: usize = 208;
     const NC: usize = 3072;
 
-    unsafe fn pack_a(
-        &self,
-        a: &[f32],
-        lda: usize,
-        i0: usize,
-        rows: usize,
-        k0: usize,
-        kc: usize,
-        out: *mut f32,
-    ) {
+    unsafe fn pack_a(&self, blk: ABlock<'_>, out: *mut f32) {
+        let (a, lda, i0, rows, k0, kc) = blk.parts();
         debug_assert!((i0 + rows - 1) * lda + k0 + kc <= a.len());
         let vec_units = kc / 4 * 4;
         let src = F32Rows {
@@ -189,15 +181,8 @@ unsafe impl MicroKernel for Neon {
         scalar::pack_b_from(b, j0, cols, k0, vec_units, kc, NR, out);
     }
 
-    unsafe fn kernel(
-        &self,
-        kcu: usize,
-        a: *const f32,
-        b: *const f32,
-        c: *mut f32,
-        ldc: usize,
-        ep: &Epilogue,
-    ) {
+    unsafe fn kernel(&self, ab: Panels<f32>, c: *mut f32, ldc: usize, ep: &Epilogue) {
+        let (kcu, a, b) = (ab.kcu, ab.a, ab.b);
         // SAFETY: NEON was detected (self exists); the contract is forwarded.
         unsafe { kernel_8x12(kcu, a, b, c, ldc, ep) }
     }

@@ -1,7 +1,7 @@
 //! Portable packing and the scalar micro-kernel. The packers also serve the NEON kernel and
 //! the k tails of the x86 packers, so they widen weights exactly like `Weights::widen_into`.
 
-use super::driver::{BSrc, Epilogue, MicroKernel};
+use super::driver::{ABlock, BSrc, Epilogue, MicroKernel, Panels};
 use crate::cpu::Weights;
 use crate::tensor::{Q8_0_BLOCK, Q8_0_BLOCK_BYTES};
 use half::f16;
@@ -94,16 +94,8 @@ unsafe impl MicroKernel for Scalar {
     const MC: usize = 128;
     const NC: usize = 1024;
 
-    unsafe fn pack_a(
-        &self,
-        a: &[f32],
-        lda: usize,
-        i0: usize,
-        rows: usize,
-        k0: usize,
-        kc: usize,
-        out: *mut f32,
-    ) {
+    unsafe fn pack_a(&self, blk: ABlock<'_>, out: *mut f32) {
+        let (a, lda, i0, rows, k0, kc) = blk.parts();
         // SAFETY: the caller provides kc * MR elements.
         let out = unsafe { std::slice::from_raw_parts_mut(out, kc * MR) };
         pack_a(a, lda, i0, rows, k0, kc, MR, out);
@@ -115,15 +107,8 @@ unsafe impl MicroKernel for Scalar {
         pack_b_from(b, j0, cols, k0, 0, kc, NR, out);
     }
 
-    unsafe fn kernel(
-        &self,
-        kcu: usize,
-        a: *const f32,
-        b: *const f32,
-        c: *mut f32,
-        ldc: usize,
-        ep: &Epilogue,
-    ) {
+    unsafe fn kernel(&self, ab: Panels<f32>, c: *mut f32, ldc: usize, ep: &Epilogue) {
+        let (kcu, a, b) = (ab.kcu, ab.a, ab.b);
         // SAFETY: the caller provides kcu packed units of each panel.
         let (a, b) = unsafe {
             (

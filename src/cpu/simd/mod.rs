@@ -176,6 +176,22 @@ pub fn rows_per_task(cols: usize, min_elems: usize) -> usize {
     min_elems.div_ceil(cols.max(1)).max(1)
 }
 
+/// Runs `f(x_rows, y_rows)` over row-major `x` and `y` (`y.len()` values, rows of `cols`)
+/// in parallel tasks of whole rows touching at least ~`min_elems` elements each; the split
+/// depends on the shape only, never on the thread count.
+pub fn par_rows(
+    cx: &super::Cx,
+    cols: usize,
+    min_elems: usize,
+    x: &[f32],
+    y: &mut [f32],
+    f: impl Fn(&[f32], &mut [f32]) + Sync,
+) {
+    let per = rows_per_task(cols, min_elems) * cols;
+    cx.pool
+        .par_chunks_mut(y, per, |t, out| f(&x[t * per..t * per + out.len()], out));
+}
+
 /// A function applied lane by lane (a struct rather than a closure so that it is inlined
 /// into the `#[target_feature]` body for certain).
 pub trait LaneFn: Copy {
