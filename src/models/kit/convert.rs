@@ -71,6 +71,19 @@ pub fn check_source_tensors(
     dtypes: &[SafeDType],
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Result<(), String>> {
+    check_source_tensors_skipping(st, prefix, expected, dtypes, &[], progress)
+}
+
+/// [`check_source_tensors`], except that tensors whose names start with one of `skip`
+/// (training-only parts the converter leaves out) are not reported as unexpected.
+pub fn check_source_tensors_skipping(
+    st: &SafeTensors,
+    prefix: &str,
+    expected: &[(String, Vec<usize>)],
+    dtypes: &[SafeDType],
+    skip: &[&str],
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Result<(), String>> {
     let mut problems = Problems::new();
     let total = expected.len();
     for (i, (name, shape)) in expected.iter().enumerate() {
@@ -108,7 +121,7 @@ pub fn check_source_tensors(
         .map(|(n, _)| format!("{prefix}{n}"))
         .collect();
     for info in st.tensors() {
-        if !want.contains(&info.name) {
+        if !want.contains(&info.name) && !skip.iter().any(|p| info.name.starts_with(p)) {
             problems.push(format!("unexpected tensor {:?}", info.name));
         }
     }
