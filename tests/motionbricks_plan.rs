@@ -597,6 +597,7 @@ fn drift_and_bench_on_the_reduced_model() {
     let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
     assert_eq!(v["batch"], 2);
     assert_eq!(v["plans"], 3);
+    assert_eq!(v["weights"], "f32");
     for s in ["argmax", "gumbel"] {
         let (p50, p99) = (
             v[s]["p50_ms"].as_f64().unwrap(),

@@ -13,6 +13,20 @@ use super::checks::{Problems, first_non_finite_f32};
 use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors};
 use crate::{Error, Result};
 
+/// What a successful conversion wrote, for a model whose configuration is `C`.
+#[derive(Clone, Debug)]
+pub struct Conversion<C> {
+    pub config: C,
+    /// Settings that were inferred or assumed and checks worth knowing, one sentence each
+    /// (also in the file).
+    pub notes: Vec<String>,
+    pub tensors: usize,
+    /// Weights and biases (statistics and constant tables not counted).
+    pub parameters: u64,
+    /// Each source file (relative to its model folder) and its SHA-256, hex.
+    pub sources: Vec<(String, String)>,
+}
+
 /// Bytes between two progress reports.
 pub const PROGRESS_STEP: u64 = 64 << 20;
 

@@ -84,16 +84,8 @@ impl Sources {
     }
 }
 
-/// What a successful conversion wrote.
-#[derive(Clone, Debug)]
-pub struct Conversion {
-    pub config: MotionBricksConfig,
-    pub notes: Vec<String>,
-    pub tensors: usize,
-    pub parameters: u64,
-    /// `root/model.safetensors` etc. and the SHA-256 of each, hex.
-    pub sources: Vec<(String, String)>,
-}
+/// What a successful conversion wrote (sources: `root/model.safetensors` etc.).
+pub type Conversion = crate::models::kit::convert::Conversion<MotionBricksConfig>;
 
 fn bad(msg: impl Into<String>) -> Error {
     invalid(FORMAT, msg)

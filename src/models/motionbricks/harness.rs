@@ -245,12 +245,13 @@ fn parameters(m: &MotionBricksModel) -> u64 {
         .sum()
 }
 
-/// The dtype of the weight matrices (the first one's; the converter writes them all alike).
+/// The dtype of the weight matrices (the pose model's first; the converter writes them all
+/// alike).
 fn weight_dtype(m: &MotionBricksModel) -> DType {
     m.tensors
-        .values()
-        .find(|t| t.shape.len() == 2)
-        .map_or(DType::F32, |t| t.dtype)
+        .iter()
+        .find(|(n, t)| n.starts_with(names::POSE) && t.shape.len() == 2)
+        .map_or(DType::F32, |(_, t)| t.dtype)
 }
 
 impl ModelHarness for MotionBricks {
