@@ -74,7 +74,7 @@ fn converts_the_reduced_model() {
     let Some(l) = layout() else { return };
     let c = convert(&sources(&l), &l.out, DType::F32).unwrap();
     let f = GgufFile::open(&l.out).unwrap();
-    let cfg = MotionBricksConfig::from_gguf(&f).unwrap();
+    let cfg = MotionBricksConfig::from_gguf(&f, &l.out).unwrap();
     assert_eq!(cfg, c.config);
     // The reduced widths of meta.json, the rest as released.
     assert_eq!(
@@ -368,6 +368,32 @@ fn bad_checkpoints_are_refused() {
     assert!(convert(&sources(&l), &bad_out, DType::F32).is_err());
 }
 
+/// The output is checked before any work: one of the inputs, a directory or a character
+/// device is refused by name and every input is left as it was.
+#[test]
+fn an_output_that_is_an_input_or_special_is_refused() {
+    let Some(l) = layout() else { return };
+    let weights = l.dirs[1].join("model.safetensors");
+    let before = std::fs::read(&weights).unwrap();
+    let e = convert(&sources(&l), &weights, DType::F32)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is the input pose/model.safetensors"), "{e}");
+    assert_eq!(std::fs::read(&weights).unwrap(), before);
+    let e = convert(&sources(&l), &l.dirs[0], DType::F32)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is a directory"), "{e}");
+    #[cfg(unix)]
+    {
+        let e = convert(&sources(&l), Path::new("/dev/null"), DType::F32)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("character device"), "{e}");
+    }
+    assert!(!l.out.exists());
+}
+
 /// The command line converts, and refuses a bad dtype with a message and no output.
 #[test]
 fn command_line_converts() {
@@ -396,7 +422,7 @@ fn command_line_converts() {
         String::from_utf8_lossy(&ok.stderr)
     );
     let f = GgufFile::open(&l.out).unwrap();
-    assert!(MotionBricksConfig::from_gguf(&f).is_ok());
+    assert!(MotionBricksConfig::from_gguf(&f, &l.out).is_ok());
 }
 
 /// A GGUF that is not a MotionBricks model is refused by name.
@@ -407,7 +433,7 @@ fn other_gguf_is_not_motionbricks() {
     let mut w = kinema::formats::GgufWriter::new();
     w.add_metadata("general.architecture", "kimodo").unwrap();
     w.write(&p).unwrap();
-    let e = MotionBricksConfig::from_gguf(&GgufFile::open(&p).unwrap())
+    let e = MotionBricksConfig::from_gguf(&GgufFile::open(&p).unwrap(), &p)
         .unwrap_err()
         .to_string();
     assert!(e.contains("not a MotionBricks model"), "{e}");

@@ -506,3 +506,117 @@ fn a_batch_equals_single_plans() {
     );
     assert_eq!(got.features.len(), n * 64 * 414);
 }
+
+/// `kinema plan` checks its output before any work: an input (the model, the inputs), a
+/// directory or a character device is refused by name, and the inputs are untouched.
+#[test]
+fn plan_refuses_outputs_that_collide_or_are_special() {
+    let Some(l) = model() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = tmp.path().join("in.npz");
+    write_inputs(&fx::case("argmax"), &inputs, false);
+    let model_bytes = std::fs::read(&l.path).unwrap();
+    let inputs_bytes = std::fs::read(&inputs).unwrap();
+    let mut cases: Vec<(std::path::PathBuf, &str)> = vec![
+        (l.path.clone(), "is the input --model"),
+        (inputs.clone(), "is the input --inputs"),
+        (tmp.path().to_path_buf(), "is a directory"),
+    ];
+    if cfg!(unix) {
+        cases.push(("/dev/null".into(), "character device"));
+    }
+    for (out, want) in cases {
+        let r = std::process::Command::new(env!("CARGO_BIN_EXE_kinema"))
+            .args([
+                "plan",
+                "--sampling",
+                "argmax",
+                "--backend",
+                "cpu",
+                "--model",
+            ])
+            .arg(&l.path)
+            .arg("--inputs")
+            .arg(&inputs)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(!r.status.success() && err.contains(want), "{out:?}: {err}");
+    }
+    assert_eq!(std::fs::read(&l.path).unwrap(), model_bytes);
+    assert_eq!(std::fs::read(&inputs).unwrap(), inputs_bytes);
+}
+
+/// `kinema drift --model` picks MotionBricks from the file's architecture and reports every
+/// stage boundary per backend; `kinema bench motionbricks --model` reports p50 and p99 for
+/// argmax and Gumbel; a file of another architecture is refused by name.
+#[test]
+fn drift_and_bench_on_the_reduced_model() {
+    let Some(l) = model() else { return };
+    let kinema = env!("CARGO_BIN_EXE_kinema");
+    let r = std::process::Command::new(kinema)
+        .args(["drift", "--batch", "2", "--model"])
+        .arg(&l.path)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(out.contains("2 plan(s), argmax"), "{out}");
+    for row in [
+        "length logits",
+        "root stage 2",
+        "root trajectory",
+        "pose logits",
+        "pose tokens",
+        "decoder output",
+        "features",
+        "qpos",
+    ] {
+        assert!(out.contains(row), "{row} missing: {out}");
+    }
+
+    let r = std::process::Command::new(kinema)
+        .args([
+            "bench",
+            "motionbricks",
+            "--backend",
+            "cpu",
+            "--json",
+            "--plans",
+            "3",
+            "--batch",
+            "2",
+            "--model",
+        ])
+        .arg(&l.path)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["batch"], 2);
+    assert_eq!(v["plans"], 3);
+    assert_eq!(v["weights"], "f32");
+    for s in ["argmax", "gumbel"] {
+        let (p50, p99) = (
+            v[s]["p50_ms"].as_f64().unwrap(),
+            v[s]["p99_ms"].as_f64().unwrap(),
+        );
+        assert!(p50 > 0.0 && p99 >= p50, "{s}: {v}");
+        assert_eq!(v[s]["sampling"], s);
+    }
+
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tmp.path().join("other.gguf");
+    let mut w = kinema::formats::GgufWriter::new();
+    w.add_metadata("general.architecture", "llama").unwrap();
+    w.write(&other).unwrap();
+    let r = std::process::Command::new(kinema)
+        .args(["drift", "--model"])
+        .arg(&other)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success() && err.contains("\"llama\""), "{err}");
+}

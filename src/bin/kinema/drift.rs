@@ -2,15 +2,45 @@
 //! Vulkan against the scalar reference) and, with `--model`, one whole model run compared
 //! layer by layer and step by step against the strict CPU run.
 
+use std::path::Path;
+
 use kinema::Backend;
 use kinema::cpu::{CpuBackend, Isa, ThreadPool, isa};
 use kinema::drift::{Drift, compare, default_cases, run_case};
 use kinema::models::DriftRun;
+use kinema::models::kit::meta;
+use kinema::models::{kimodo, motionbricks};
 use kinema::precision::Precision;
 use kinema::tensor::DType;
 use kinema::vulkan::VulkanBackend;
 
 use crate::args::op_dtype;
+
+/// The models `kinema drift --model` compares.
+pub enum Architecture {
+    Kimodo,
+    MotionBricks,
+}
+
+/// The model of the GGUF file `path`, from its `general.architecture` key.
+pub fn architecture(path: &Path) -> kinema::Result<Architecture> {
+    let f = meta::open(path, "model")?;
+    let arch = f
+        .get(kimodo::config::keys::ARCHITECTURE)
+        .and_then(|v| v.as_str());
+    match arch {
+        Some(kimodo::config::keys::ARCH_NAME) => Ok(Architecture::Kimodo),
+        Some(motionbricks::config::keys::ARCH_NAME) => Ok(Architecture::MotionBricks),
+        other => Err(kinema::Error::InvalidArgument(format!(
+            "{}: {} is {}; drift --model compares {:?} and {:?} models",
+            path.display(),
+            kimodo::config::keys::ARCHITECTURE,
+            other.map_or("missing".to_string(), |a| format!("{a:?}")),
+            kimodo::config::keys::ARCH_NAME,
+            motionbricks::config::keys::ARCH_NAME
+        ))),
+    }
+}
 
 /// Prints one row per comparison, as table rows or JSON objects.
 fn emit(rows: impl IntoIterator<Item = Drift>, json: bool) {

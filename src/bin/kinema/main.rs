@@ -59,13 +59,16 @@ enum Cmd {
         /// One JSON object per comparison.
         #[arg(long)]
         json: bool,
-        /// A Kimodo model: compare one whole generation instead of single ops, layer by layer
-        /// and step by step, on every CPU ISA and Vulkan in each precision, against the CPU in
-        /// strict precision.
+        /// A model file: compare one whole run instead of single ops (Kimodo: layer by layer
+        /// and step by step; MotionBricks: at each stage boundary of a batch of plans) on
+        /// every CPU ISA and Vulkan in each precision, against the CPU in strict precision.
+        /// The file's general.architecture picks the model.
         #[arg(long)]
         model: Option<PathBuf>,
         #[command(flatten)]
         kimodo: kimodo::DriftOpts,
+        #[command(flatten)]
+        motionbricks: motionbricks::DriftOpts,
     },
     /// Generate motion with a Kimodo model from a text feature (an LLM2Vec embedding).
     Generate(kimodo::GenerateOpts),
@@ -107,6 +110,12 @@ enum BenchCmd {
         #[command(flatten)]
         opts: kimodo::BenchOpts,
     },
+    /// Time whole MotionBricks plans (argmax and Gumbel; p50 and p99) on deterministic
+    /// synthetic weights at the released widths (no file needed), or on --model.
+    Motionbricks {
+        #[command(flatten)]
+        opts: motionbricks::BenchOpts,
+    },
 }
 
 fn main() -> ExitCode {
@@ -121,15 +130,24 @@ fn main() -> ExitCode {
             what: Some(BenchCmd::Kimodo { opts }),
             ..
         } => kimodo::bench(&opts),
+        Cmd::Bench {
+            what: Some(BenchCmd::Motionbricks { opts }),
+            ..
+        } => motionbricks::bench(&opts),
         Cmd::Bench { what: None, opts } => bench::quick(&opts),
-        // The only model with a harness today; the model file will name its architecture
-        // when a second one lands.
         Cmd::Drift {
             model: Some(model),
             kimodo,
+            motionbricks,
             json,
             ..
-        } => kimodo::drift(&model, &kimodo, json),
+        } => match drift::architecture(&model) {
+            Ok(drift::Architecture::Kimodo) => kimodo::drift(&model, &kimodo, json),
+            Ok(drift::Architecture::MotionBricks) => {
+                motionbricks::drift(&model, &motionbricks, json)
+            }
+            Err(e) => Err(e),
+        },
         Cmd::Drift {
             op,
             shape,

@@ -1,11 +1,16 @@
-//! `kinema plan` and `kinema convert motionbricks`.
+//! `kinema plan`, `kinema convert motionbricks`, `kinema bench motionbricks` and `kinema drift
+//! --model` for a MotionBricks file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use kinema::backend::Backend;
 use kinema::device::BackendVisitor;
-use kinema::models::motionbricks::convert::{Sources, convert as convert_model};
+use kinema::models::ModelHarness;
+use kinema::models::kit::progress::ConvertProgress;
+use kinema::models::motionbricks::MotionBricks;
+use kinema::models::motionbricks::convert::{Sources, convert_with_progress};
+use kinema::models::motionbricks::harness::{BenchOptions, DriftOptions};
 use kinema::models::motionbricks::plan::PlanOutput;
 use kinema::models::motionbricks::run::{PlanRequest, plan_file};
 use kinema::models::motionbricks::sampler::parse_seed;
@@ -60,15 +65,64 @@ pub struct ConvertOpts {
     /// Dtype of the 2-D weight matrices: f32, f16 or bf16.
     #[arg(long, default_value = "f32")]
     dtype: String,
-    /// Output GGUF file (written atomically).
+    /// Output GGUF file (written atomically; it may not be one of the inputs).
     #[arg(short, long)]
     output: PathBuf,
+}
+
+/// `kinema bench motionbricks`'s options.
+#[derive(Args, Clone)]
+pub struct BenchOpts {
+    /// Plans per batch.
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Timed batches per sampling mode (argmax, then Gumbel), after one untimed warm-up.
+    #[arg(long, default_value_t = 200)]
+    plans: usize,
+    /// Time this model file instead of the synthetic model at the released widths.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// `kinema bench motionbricks`.
+pub fn bench(o: &BenchOpts) -> kinema::Result<()> {
+    let opts = BenchOptions {
+        model: o.model.clone(),
+        batch: o.batch,
+        plans: o.plans,
+    };
+    crate::bench::model::<MotionBricks>(&o.run.select()?, &opts, o.run.json)
+}
+
+/// `kinema drift --model`'s options for a MotionBricks file.
+#[derive(Args, Clone)]
+#[group(id = "motionbricks_drift")]
+pub struct DriftOpts {
+    /// With a MotionBricks --model: plans in the batch (deterministic synthetic requests).
+    #[arg(long, default_value_t = 2)]
+    batch: usize,
+    /// With a MotionBricks --model: argmax or gumbel (plan i uses the uniform stream i).
+    #[arg(long, default_value = "argmax")]
+    sampling: String,
+}
+
+/// `kinema drift --model FILE` for a MotionBricks file.
+pub fn drift(path: &Path, o: &DriftOpts, json: bool) -> kinema::Result<()> {
+    let opts = DriftOptions {
+        batch: o.batch,
+        sampling: o.sampling.parse()?,
+        seed: 0,
+    };
+    crate::drift::model(&MotionBricks::drift(path, &opts)?, json)
 }
 
 /// `kinema convert motionbricks`.
 pub fn convert(o: &ConvertOpts) -> kinema::Result<()> {
     let dtype = weight_dtype(&o.dtype)?;
-    let c = convert_model(
+    let mut bar = ConvertProgress::new(&o.output, false);
+    let c = convert_with_progress(
         &Sources {
             root: o.root.clone(),
             pose: o.pose.clone(),
@@ -77,6 +131,7 @@ pub fn convert(o: &ConvertOpts) -> kinema::Result<()> {
         },
         &o.output,
         dtype,
+        &mut |p| bar.show(p),
     )?;
     for n in &c.notes {
         eprintln!("note: {n}");

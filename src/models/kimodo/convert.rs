@@ -84,18 +84,8 @@ impl Default for ConvertOptions {
     }
 }
 
-/// What a successful conversion wrote.
-#[derive(Clone, Debug)]
-pub struct Conversion {
-    pub config: KimodoConfig,
-    /// Settings that were inferred or assumed, one sentence each (also in the file).
-    pub notes: Vec<String>,
-    pub tensors: usize,
-    /// Weights and biases of both stages (statistics not counted).
-    pub parameters: u64,
-    /// Each source file (relative to the checkpoint directory) and its SHA-256, hex.
-    pub sources: Vec<(String, String)>,
-}
+/// What a successful conversion wrote (parameters: the weights and biases of both stages).
+pub type Conversion = crate::models::kit::convert::Conversion<KimodoConfig>;
 
 fn bad(msg: impl Into<String>) -> Error {
     invalid(FORMAT, msg)

@@ -13,6 +13,20 @@ use super::checks::{Problems, first_non_finite_f32};
 use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors};
 use crate::{Error, Result};
 
+/// What a successful conversion wrote, for a model whose configuration is `C`.
+#[derive(Clone, Debug)]
+pub struct Conversion<C> {
+    pub config: C,
+    /// Settings that were inferred or assumed and checks worth knowing, one sentence each
+    /// (also in the file).
+    pub notes: Vec<String>,
+    pub tensors: usize,
+    /// Weights and biases (statistics and constant tables not counted).
+    pub parameters: u64,
+    /// Each source file (relative to its model folder) and its SHA-256, hex.
+    pub sources: Vec<(String, String)>,
+}
+
 /// Bytes between two progress reports.
 pub const PROGRESS_STEP: u64 = 64 << 20;
 
@@ -71,6 +85,19 @@ pub fn check_source_tensors(
     dtypes: &[SafeDType],
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Result<(), String>> {
+    check_source_tensors_skipping(st, prefix, expected, dtypes, &[], progress)
+}
+
+/// [`check_source_tensors`], except that tensors whose names start with one of `skip`
+/// (training-only parts the converter leaves out) are not reported as unexpected.
+pub fn check_source_tensors_skipping(
+    st: &SafeTensors,
+    prefix: &str,
+    expected: &[(String, Vec<usize>)],
+    dtypes: &[SafeDType],
+    skip: &[&str],
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Result<(), String>> {
     let mut problems = Problems::new();
     let total = expected.len();
     for (i, (name, shape)) in expected.iter().enumerate() {
@@ -108,7 +135,7 @@ pub fn check_source_tensors(
         .map(|(n, _)| format!("{prefix}{n}"))
         .collect();
     for info in st.tensors() {
-        if !want.contains(&info.name) {
+        if !want.contains(&info.name) && !skip.iter().any(|p| info.name.starts_with(p)) {
             problems.push(format!("unexpected tensor {:?}", info.name));
         }
     }

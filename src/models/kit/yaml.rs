@@ -107,6 +107,22 @@ impl<'a> Lookup<'a> {
         Ok(resolved)
     }
 
+    /// The value at the dotted `path` from the root (`model.args.down_t`), interpolations
+    /// resolved; `None` when the path does not exist.
+    pub fn at(&self, path: &str) -> Result<Option<&'a Yaml>> {
+        let mut node = self.root;
+        for part in path.split('.') {
+            node = match node {
+                Yaml::Hash(h) => match h.get(&Yaml::String(part.into())) {
+                    Some(v) => v,
+                    None => return Ok(None),
+                },
+                _ => return Ok(None),
+            };
+        }
+        self.resolve(path, node).map(Some)
+    }
+
     fn resolve(&self, key: &str, mut v: &'a Yaml) -> Result<&'a Yaml> {
         for _ in 0..MAX_INTERPOLATION_DEPTH {
             let Some(path) = v

@@ -8,8 +8,16 @@
 //! `pose_net.quantizer.vq._codebook.embed` `vq.codebook` (`../shared/docs/upstream/
 //! motionbricks.md` section 5.2). The statistics are `stats.mean` / `stats.std` `[418]`.
 
+use std::path::Path;
+
 use crate::formats::GgufFile;
+use crate::models::kit::meta::Meta;
 use crate::{Error, Result};
+
+/// Prefixes the errors of a MotionBricks model file.
+pub const FORMAT: &str = "motionbricks model";
+/// What writes MotionBricks model files.
+pub const WRITER: &str = "kinema convert motionbricks";
 
 /// Widths of the motion representation (`motionbricks.md` section 4.1): fixed by the G1
 /// skeleton (34 joints) and the `GlobalRootGlobalJoints` features, not by the model.
@@ -125,7 +133,54 @@ pub struct ConvDecoderConfig {
     pub external_cond: usize,
 }
 
+/// The shape of a `DoubleCondDecoder` that the model file does not store: the others follow
+/// from where it sits.
+#[derive(Clone, Copy, Debug)]
+pub struct ConvShape {
+    pub width: usize,
+    pub depth: usize,
+    pub dilation_growth_rate: usize,
+    pub down_t: usize,
+}
+
 impl ConvDecoderConfig {
+    /// The root model's trajectory head: `n_embd` channels in, the 5 global root values out,
+    /// targets the global root values, the external condition the `n_embd` frame embeddings.
+    pub fn root_head(n_embd: usize, s: ConvShape) -> ConvDecoderConfig {
+        ConvDecoderConfig::with(n_embd, dims::GLOBAL_ROOT, s, dims::GLOBAL_ROOT, n_embd)
+    }
+
+    /// The VQ pose decoder: the `code_width` dequantized codes in, the 413-wide local
+    /// representation out, the 304-wide poses as targets, 2 external values per frame.
+    pub fn vq_decoder(code_width: usize, s: ConvShape) -> ConvDecoderConfig {
+        ConvDecoderConfig::with(
+            code_width,
+            dims::LOCAL_REP,
+            s,
+            dims::POSE,
+            dims::DECODER_EXTERNAL,
+        )
+    }
+
+    fn with(
+        input: usize,
+        output: usize,
+        s: ConvShape,
+        target_cond: usize,
+        external_cond: usize,
+    ) -> ConvDecoderConfig {
+        ConvDecoderConfig {
+            input,
+            output,
+            width: s.width,
+            depth: s.depth,
+            dilation_growth_rate: s.dilation_growth_rate,
+            down_t: s.down_t,
+            target_cond,
+            external_cond,
+        }
+    }
+
     /// The dilation of residual block `j` of a stage: reversed growth
     /// (`motionbricks/vqvae/neural_modules/resnet.py#L82-83`), so block 0 has the largest.
     pub fn dilation(&self, j: usize) -> usize {
@@ -560,29 +615,25 @@ impl MotionBricksConfig {
         ]
     }
 
-    /// Read the hyperparameters of a converted file, refusing one that is not a MotionBricks
-    /// model.
-    pub fn from_gguf(f: &GgufFile) -> Result<MotionBricksConfig> {
+    /// Read the hyperparameters of the converted file `f` (opened from `path`), refusing one
+    /// that is not a MotionBricks model.
+    pub fn from_gguf(f: &GgufFile, path: &Path) -> Result<MotionBricksConfig> {
+        let m = Meta {
+            file: f,
+            path,
+            format: FORMAT,
+            writer: WRITER,
+        };
         let arch = f.get(keys::ARCHITECTURE).and_then(|v| v.as_str());
         if arch != Some(keys::ARCH_NAME) {
-            return Err(Error::InvalidArgument(format!(
+            return Err(m.bad(format!(
                 "not a MotionBricks model: {} is {}",
                 keys::ARCHITECTURE,
                 arch.map_or("missing".to_string(), |a| format!("{a:?}"))
             )));
         }
-        let u = |k: &str| -> Result<usize> { Ok(f.get_u32(k)? as usize) };
+        let u = |k: &str| m.usize(k);
         let down_t = u(keys::DOWN_T)?;
-        let conv = |input, output, width, depth, dil, target, external| ConvDecoderConfig {
-            input,
-            output,
-            width,
-            depth,
-            dilation_growth_rate: dil,
-            down_t,
-            target_cond: target,
-            external_cond: external,
-        };
         let root_n_embd = u(keys::ROOT_N_EMBD)?;
         let code_heads = u(keys::CODE_HEADS)?;
         let code_dim = u(keys::CODE_DIM)?;
@@ -590,7 +641,7 @@ impl MotionBricksConfig {
             min_tokens: u(keys::MIN_TOKENS)?,
             max_tokens: u(keys::MAX_TOKENS)?,
             down_t,
-            fps: f.get_f32(keys::FPS)?,
+            fps: m.f32(keys::FPS)?,
             root_n_embd,
             root_n_head: u(keys::ROOT_N_HEAD)?,
             root_ff: u(keys::ROOT_FF)?,
@@ -600,14 +651,14 @@ impl MotionBricksConfig {
             root_local_feat: u(keys::ROOT_LOCAL_FEAT)?,
             root_global_feat: u(keys::ROOT_GLOBAL_FEAT)?,
             root_mlp_layers: u(keys::ROOT_MLP_LAYERS)?,
-            root_conv: conv(
+            root_conv: ConvDecoderConfig::root_head(
                 root_n_embd,
-                dims::GLOBAL_ROOT,
-                u(keys::ROOT_CONV_WIDTH)?,
-                u(keys::ROOT_CONV_DEPTH)?,
-                u(keys::ROOT_CONV_DILATION)?,
-                dims::GLOBAL_ROOT,
-                root_n_embd,
+                ConvShape {
+                    width: u(keys::ROOT_CONV_WIDTH)?,
+                    depth: u(keys::ROOT_CONV_DEPTH)?,
+                    dilation_growth_rate: u(keys::ROOT_CONV_DILATION)?,
+                    down_t,
+                },
             ),
             pose_n_embd: u(keys::POSE_N_EMBD)?,
             pose_n_head: u(keys::POSE_N_HEAD)?,
@@ -620,17 +671,17 @@ impl MotionBricksConfig {
             code_heads,
             codes: u(keys::CODES)?,
             code_dim,
-            decoder: conv(
+            decoder: ConvDecoderConfig::vq_decoder(
                 code_heads * code_dim,
-                dims::LOCAL_REP,
-                u(keys::VQ_WIDTH)?,
-                u(keys::VQ_DEPTH)?,
-                u(keys::VQ_DILATION)?,
-                dims::POSE,
-                dims::DECODER_EXTERNAL,
+                ConvShape {
+                    width: u(keys::VQ_WIDTH)?,
+                    depth: u(keys::VQ_DEPTH)?,
+                    dilation_growth_rate: u(keys::VQ_DILATION)?,
+                    down_t,
+                },
             ),
         };
-        c.validate()?;
+        c.validate().map_err(|e| m.bad(e))?;
         Ok(c)
     }
 }

@@ -15,21 +15,22 @@
 //! written unless every check passes, and the output is replaced atomically.
 
 use std::collections::BTreeSet;
-use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-use yaml_rust2::parser::{Event, Parser};
-use yaml_rust2::{Yaml, YamlLoader};
+use yaml_rust2::Yaml;
 
-use super::config::{ConvDecoderConfig, MotionBricksConfig, dims, keys, names};
+use super::config::{ConvDecoderConfig, ConvShape, MotionBricksConfig, dims, keys, names};
 use super::g1::G1Qpos;
-use crate::formats::{
-    FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors, npy, write_atomic,
+use crate::formats::{FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors, npy};
+use crate::models::kit::checks::MAX_LISTED;
+use crate::models::kit::convert::{
+    Progress, check_source_tensors_skipping, sha256_file, write_gguf,
 };
-use crate::models::kit::checks::first_non_finite_f32;
+use crate::models::kit::meta::invalid;
 use crate::models::kit::narrow::cast_weight;
+use crate::models::kit::output::OutputPlan;
+use crate::models::kit::yaml::{Lookup, as_usize, load_mapping, read_capped};
 use crate::{DType, Error, HostTensor, Result};
 
 /// Recorded in every converted file; the trailing number changes with the file layout.
@@ -60,8 +61,8 @@ const POSE_INITTED: &str = "backbone_net.initted";
 
 const FORMAT: &str = "motionbricks checkpoint";
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
-const MAX_LISTED: usize = 20;
-const MAX_INTERPOLATION_DEPTH: usize = 16;
+/// The files of each model folder, in the order their hashes are recorded.
+const FOLDER_FILES: [&str; 4] = [WEIGHTS_FILE, CONFIG_FILE, STATS_MEAN_FILE, STATS_STD_FILE];
 
 /// The three model folders and the robot description.
 #[derive(Clone, Debug)]
@@ -83,23 +84,11 @@ impl Sources {
     }
 }
 
-/// What a successful conversion wrote.
-#[derive(Clone, Debug)]
-pub struct Conversion {
-    pub config: MotionBricksConfig,
-    pub notes: Vec<String>,
-    pub tensors: usize,
-    pub parameters: u64,
-    /// `root/model.safetensors` etc. and the SHA-256 of each, hex.
-    pub sources: Vec<(String, String)>,
-}
+/// What a successful conversion wrote (sources: `root/model.safetensors` etc.).
+pub type Conversion = crate::models::kit::convert::Conversion<MotionBricksConfig>;
 
 fn bad(msg: impl Into<String>) -> Error {
-    FormatError::Invalid {
-        format: FORMAT,
-        msg: msg.into(),
-    }
-    .into()
+    invalid(FORMAT, msg)
 }
 
 fn in_file<'a>(which: &'a str, file: &'a str) -> impl FnOnce(Error) -> Error + 'a {
@@ -114,19 +103,39 @@ fn in_file<'a>(which: &'a str, file: &'a str) -> impl FnOnce(Error) -> Error + '
 }
 
 /// Convert the three folders into the GGUF file `out`, 2-D weights in `dtype` (f32, f16 or
-/// bf16; everything else stays f32).
+/// bf16; everything else stays f32), without progress reports.
 pub fn convert(src: &Sources, out: &Path, dtype: DType) -> Result<Conversion> {
+    convert_with_progress(src, out, dtype, &mut |_| {})
+}
+
+/// [`convert`], reporting progress (tensor checks, hashing, writing) to `progress`. `out` is
+/// checked first (see [`OutputPlan`]: it may not be one of the source files, nor anything but
+/// a regular file) and replaced only when everything has succeeded.
+pub fn convert_with_progress(
+    src: &Sources,
+    out: &Path,
+    dtype: DType,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Conversion> {
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
         return Err(Error::InvalidArgument(format!(
             "--dtype {dtype}: the converter writes f32, f16 or bf16 weights"
         )));
     }
-    check_output(out)?;
     let folders = [
         ("root", &src.root),
         ("pose", &src.pose),
         ("vqvae", &src.vqvae),
     ];
+    let xml_path = src.g1_xml_path();
+    let mut plan = OutputPlan::new();
+    for (which, dir) in folders {
+        for file in FOLDER_FILES {
+            plan.input(&dir.join(file), &format!("{which}/{file}"));
+        }
+    }
+    plan.input(&xml_path, "--g1-xml");
+    let mut outputs = plan.output(out, "--output").check()?;
     for (which, dir) in folders {
         if !dir.is_dir() {
             return Err(Error::io(
@@ -140,7 +149,9 @@ pub fn convert(src: &Sources, out: &Path, dtype: DType) -> Result<Conversion> {
     }
     let yaml: Vec<Yaml> = folders
         .iter()
-        .map(|(which, dir)| read_yaml(&dir.join(CONFIG_FILE)).map_err(in_file(which, CONFIG_FILE)))
+        .map(|(which, dir)| {
+            read_config(&dir.join(CONFIG_FILE)).map_err(in_file(which, CONFIG_FILE))
+        })
         .collect::<Result<_>>()?;
     let st: Vec<SafeTensors> = folders
         .iter()
@@ -168,12 +179,19 @@ pub fn convert(src: &Sources, out: &Path, dtype: DType) -> Result<Conversion> {
         .map(|(n, s)| (format!("{VQ_DECODER_PREFIX}{n}"), s))
         .collect();
     vq_expected.push((VQ_CODEBOOK_KEY.to_string(), config.codebook_shape()));
-    check_weights(&st[0], &root_expected, &[]).map_err(in_file("root", WEIGHTS_FILE))?;
-    check_weights(&st[1], &pose_expected, &[POSE_INITTED])
-        .map_err(in_file("pose", WEIGHTS_FILE))?;
+    for (i, (expected, skip)) in [
+        (&root_expected, &[][..]),
+        (&pose_expected, &[POSE_INITTED][..]),
+        (&vq_expected, &VQ_TRAINING_ONLY[..]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        check_source_tensors_skipping(&st[i], "", expected, &[SafeDType::F32], skip, progress)
+            .and_then(|r| r.map_err(bad))
+            .map_err(in_file(folders[i].0, WEIGHTS_FILE))?;
+    }
     check_initted(&st[1]).map_err(in_file("pose", WEIGHTS_FILE))?;
-    check_weights(&st[2], &vq_expected, &VQ_TRAINING_ONLY)
-        .map_err(in_file("vqvae", WEIGHTS_FILE))?;
     notes.push(
         "left out as training-only: the VQ encoder, the codebook EMA buffers and the pose \
          backbone's initted flag"
@@ -206,7 +224,6 @@ pub fn convert(src: &Sources, out: &Path, dtype: DType) -> Result<Conversion> {
     let (mean, std) = stats.ok_or_else(|| bad("no statistics"))?;
 
     // The G1 qpos constants (`helper/mujoco_helper.py#L161-262`).
-    let xml_path = src.g1_xml_path();
     let xml_len = std::fs::metadata(&xml_path)
         .map_err(|e| {
             Error::io(
@@ -229,11 +246,16 @@ pub fn convert(src: &Sources, out: &Path, dtype: DType) -> Result<Conversion> {
 
     let mut sources = Vec::new();
     for (which, dir) in folders {
-        for file in [WEIGHTS_FILE, CONFIG_FILE, STATS_MEAN_FILE, STATS_STD_FILE] {
-            sources.push((format!("{which}/{file}"), sha256_file(&dir.join(file))?));
+        for file in FOLDER_FILES {
+            let label = format!("{which}/{file}");
+            let hash = sha256_file(&dir.join(file), &label, progress)?;
+            sources.push((label, hash));
         }
     }
-    sources.push(("g1.xml".to_string(), sha256_file(&xml_path)?));
+    sources.push((
+        "g1.xml".to_string(),
+        sha256_file(&xml_path, "g1.xml", progress)?,
+    ));
 
     let mut w = GgufWriter::new();
     config.write_metadata(&mut w)?;
@@ -247,6 +269,7 @@ pub fn convert(src: &Sources, out: &Path, dtype: DType) -> Result<Conversion> {
     }
     let mut parameters = 0u64;
     let mut tensors = 0usize;
+    let mut data_bytes = 0u64;
     let mut add = |w: &mut GgufWriter, name: String, t: HostTensor| -> Result<()> {
         let t = if t.shape.len() == 2 {
             cast_weight(FORMAT, &name, &t, dtype)?
@@ -255,6 +278,7 @@ pub fn convert(src: &Sources, out: &Path, dtype: DType) -> Result<Conversion> {
         };
         parameters += t.numel() as u64;
         tensors += 1;
+        data_bytes += t.bytes().len() as u64;
         w.add_tensor(name, &t)
     };
     for (key, _) in &root_expected {
@@ -293,12 +317,10 @@ pub fn convert(src: &Sources, out: &Path, dtype: DType) -> Result<Conversion> {
         &HostTensor::from_f32(&[super::g1::BONES.len(), 3, 3], &offsets)?,
     )?;
     tensors += 2;
-    write_atomic(out, |sink| {
-        w.write_to(sink).map_err(|e| match e {
-            Error::Format(FormatError::Write { source, .. }) => source,
-            other => io::Error::other(other.to_string()),
-        })
-    })?;
+    // The small tables after the weights are left out of the byte count: the progress
+    // report ends at the total either way.
+    outputs.write(out, |sink| write_gguf(&w, sink, data_bytes, progress))?;
+    outputs.commit()?;
     Ok(Conversion {
         config,
         notes,
@@ -306,90 +328,6 @@ pub fn convert(src: &Sources, out: &Path, dtype: DType) -> Result<Conversion> {
         parameters,
         sources,
     })
-}
-
-fn check_output(out: &Path) -> Result<()> {
-    if out.is_dir() {
-        return Err(Error::io(
-            out,
-            io::Error::new(
-                io::ErrorKind::IsADirectory,
-                "the output path is a directory",
-            ),
-        ));
-    }
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if !parent.is_dir() {
-        return Err(Error::io(
-            out,
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("the output directory {} does not exist", parent.display()),
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn sha256_file(path: &Path) -> Result<String> {
-    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => h.update(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::io(path, e)),
-        }
-    }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// Every expected tensor is present, f32, of its shape and finite; anything else in the file
-/// must start with one of `skip` (left out). All problems are listed in one error.
-fn check_weights(st: &SafeTensors, expected: &[(String, Vec<usize>)], skip: &[&str]) -> Result<()> {
-    let mut problems = Vec::new();
-    for (key, shape) in expected {
-        match st.info(key) {
-            None => problems.push(format!("missing tensor {key:?}")),
-            Some(info) if info.shape != *shape => problems.push(format!(
-                "tensor {key:?} has shape {:?}, expected {shape:?}",
-                info.shape
-            )),
-            Some(info) if info.dtype != SafeDType::F32 => {
-                problems.push(format!("tensor {key:?} is {}, expected F32", info.dtype))
-            }
-            Some(_) => {
-                if let Some((j, x)) = first_non_finite_f32(st.tensor_bytes(key)?) {
-                    problems.push(format!(
-                        "tensor {key:?} holds the non-finite value {x} at flat index {j}"
-                    ));
-                }
-            }
-        }
-    }
-    let want: BTreeSet<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
-    for info in st.tensors() {
-        if !want.contains(info.name.as_str()) && !skip.iter().any(|p| info.name.starts_with(p)) {
-            problems.push(format!("unexpected tensor {:?}", info.name));
-        }
-    }
-    match problems.len() {
-        0 => Ok(()),
-        1 => Err(bad(problems.remove(0))),
-        n => {
-            let mut msg = format!("{n} problems: ");
-            msg.push_str(&problems[..n.min(MAX_LISTED)].join("; "));
-            if n > MAX_LISTED {
-                msg.push_str(&format!("; and {} more", n - MAX_LISTED));
-            }
-            Err(bad(msg))
-        }
-    }
 }
 
 /// The pose backbone's `initted` flag must be set: upstream refuses to run otherwise
@@ -433,108 +371,40 @@ fn read_stats(path: &Path) -> Result<Vec<f64>> {
     Ok(v)
 }
 
-fn read_yaml(path: &Path) -> Result<Yaml> {
-    let len = std::fs::metadata(path)
-        .map_err(|e| Error::io(path, e))?
-        .len();
-    if len > MAX_CONFIG_BYTES {
-        return Err(FormatError::Limit {
-            format: "yaml",
-            what: "config size".into(),
-            value: len,
-            limit: MAX_CONFIG_BYTES,
-        }
-        .into());
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    parse_yaml(&text)
+/// One config file: size-capped, aliases refused, one mapping.
+fn read_config(path: &Path) -> Result<Yaml> {
+    let text = read_capped(path, MAX_CONFIG_BYTES)?;
+    load_mapping(&text, "a MotionBricks config")?
+        .ok_or_else(|| bad("the config is empty; expected a mapping"))
 }
 
-/// One YAML mapping; aliases are refused before loading (nested aliases expand
-/// exponentially).
-pub fn parse_yaml(text: &str) -> Result<Yaml> {
-    let yaml_err = |msg: String| -> Error {
-        FormatError::Invalid {
-            format: "yaml",
-            msg,
-        }
-        .into()
-    };
-    let mut parser = Parser::new_from_str(text);
-    loop {
-        match parser.next_token() {
-            Ok((Event::StreamEnd, _)) => break,
-            Ok((Event::Alias(_), mark)) => {
-                return Err(yaml_err(format!(
-                    "line {}: aliases (*name) are not accepted in a MotionBricks config",
-                    mark.line()
-                )));
-            }
-            Ok(_) => {}
-            Err(e) => return Err(yaml_err(e.to_string())),
-        }
-    }
-    let mut docs = YamlLoader::load_from_str(text).map_err(|e| yaml_err(e.to_string()))?;
-    match docs.len() {
-        1 if matches!(docs[0], Yaml::Hash(_)) => Ok(docs.remove(0)),
-        _ => Err(yaml_err(
-            "expected one YAML document holding a mapping".into(),
-        )),
-    }
-}
-
-/// Values by dotted path, with OmegaConf's absolute interpolations `${a.b}` followed.
+/// Values by dotted path, with OmegaConf's absolute interpolations `${a.b}` followed; errors
+/// name the folder's config file.
 struct Conf<'a> {
     which: &'static str,
-    root: &'a Yaml,
+    look: Lookup<'a>,
 }
 
 impl<'a> Conf<'a> {
-    fn raw(&self, path: &str) -> Option<&'a Yaml> {
-        let mut node = self.root;
-        for part in path.split('.') {
-            node = match node {
-                Yaml::Hash(h) => h.get(&Yaml::String(part.into()))?,
-                _ => return None,
-            };
+    fn new(which: &'static str, root: &'a Yaml) -> Conf<'a> {
+        Conf {
+            which,
+            look: Lookup {
+                root,
+                format: FORMAT,
+            },
         }
-        Some(node)
     }
 
     fn get(&self, path: &str) -> Result<&'a Yaml> {
-        let mut v = self
-            .raw(path)
-            .ok_or_else(|| bad(format!("{}/{CONFIG_FILE}: no {path}", self.which)))?;
-        for _ in 0..MAX_INTERPOLATION_DEPTH {
-            let Some(target) = v
-                .as_str()
-                .and_then(|s| s.strip_prefix("${"))
-                .and_then(|s| s.strip_suffix('}'))
-            else {
-                return Ok(v);
-            };
-            v = self.raw(target).ok_or_else(|| {
-                bad(format!(
-                    "{}/{CONFIG_FILE}: {path}: cannot resolve ${{{target}}}",
-                    self.which
-                ))
-            })?;
-        }
-        Err(bad(format!(
-            "{}/{CONFIG_FILE}: {path}: interpolations nest deeper than {MAX_INTERPOLATION_DEPTH}",
-            self.which
-        )))
+        self.look
+            .at(path)
+            .map_err(in_file(self.which, CONFIG_FILE))?
+            .ok_or_else(|| bad(format!("{}/{CONFIG_FILE}: no {path}", self.which)))
     }
 
     fn usize(&self, path: &str) -> Result<usize> {
-        match self.get(path)? {
-            Yaml::Integer(i) if *i > 0 => usize::try_from(*i)
-                .map_err(|_| bad(format!("{}: {path} = {i} is too large", self.which))),
-            v => Err(bad(format!(
-                "{}/{CONFIG_FILE}: {path} is {v:?}, expected a positive integer",
-                self.which
-            ))),
-        }
+        as_usize(FORMAT, path, self.get(path)?).map_err(in_file(self.which, CONFIG_FILE))
     }
 
     fn f64(&self, path: &str) -> Result<f64> {
@@ -606,18 +476,9 @@ fn infer_config(
     st: &[SafeTensors],
     notes: &mut Vec<String>,
 ) -> Result<MotionBricksConfig> {
-    let root_c = Conf {
-        which: "root",
-        root: &yaml[0],
-    };
-    let pose_c = Conf {
-        which: "pose",
-        root: &yaml[1],
-    };
-    let vq_c = Conf {
-        which: "vqvae",
-        root: &yaml[2],
-    };
+    let root_c = Conf::new("root", &yaml[0]);
+    let pose_c = Conf::new("pose", &yaml[1]);
+    let vq_c = Conf::new("vqvae", &yaml[2]);
     let (rs, ps, vs) = (&st[0], &st[1], &st[2]);
 
     // The architecture kinema implements.
@@ -834,16 +695,6 @@ fn infer_config(
         }
     }
 
-    let conv = |input, output, width, depth, dil, target, external| ConvDecoderConfig {
-        input,
-        output,
-        width,
-        depth,
-        dilation_growth_rate: dil,
-        down_t,
-        target_cond: target,
-        external_cond: external,
-    };
     let config = MotionBricksConfig {
         min_tokens,
         max_tokens,
@@ -858,14 +709,15 @@ fn infer_config(
         root_local_feat,
         root_global_feat,
         root_mlp_layers,
-        root_conv: conv(
+        root_conv: ConvDecoderConfig::root_head(
             root_n_embd,
-            dims::GLOBAL_ROOT,
-            rc_width,
-            rc_depth,
-            root_c.usize("model.backbone_network.args.dilation_growth_rate")?,
-            dims::GLOBAL_ROOT,
-            root_n_embd,
+            ConvShape {
+                width: rc_width,
+                depth: rc_depth,
+                dilation_growth_rate: root_c
+                    .usize("model.backbone_network.args.dilation_growth_rate")?,
+                down_t,
+            },
         ),
         pose_n_embd,
         pose_n_head: pose_c.usize("model.backbone_network.args.n_head")?,
@@ -878,14 +730,15 @@ fn infer_config(
         code_heads,
         codes,
         code_dim,
-        decoder: conv(
+        decoder: ConvDecoderConfig::vq_decoder(
             code_heads * code_dim,
-            dims::LOCAL_REP,
-            vq_width,
-            vq_depth,
-            vq_c.usize("model.pose_vqvae_network.dilation_growth_rate")?,
-            dims::POSE,
-            dims::DECODER_EXTERNAL,
+            ConvShape {
+                width: vq_width,
+                depth: vq_depth,
+                dilation_growth_rate: vq_c
+                    .usize("model.pose_vqvae_network.dilation_growth_rate")?,
+                down_t,
+            },
         ),
     };
     config.validate()?;

@@ -6,10 +6,12 @@
 pub mod config;
 pub mod convert;
 pub mod g1;
+pub mod harness;
 pub mod model;
 pub mod plan;
 pub mod run;
 pub mod sampler;
 pub mod synthetic;
 
+pub use harness::MotionBricks;
 pub use sampler::Sampling;

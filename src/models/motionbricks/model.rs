@@ -6,11 +6,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use super::config::{ConvDecoderConfig, MotionBricksConfig, dims, names};
+use super::config::{ConvDecoderConfig, FORMAT, MotionBricksConfig, WRITER, dims, names};
 use super::g1::G1Qpos;
 use super::sampler::Sampling;
-use crate::formats::GgufFile;
 use crate::graph::{Graph, TensorId};
+use crate::models::kit::blocks::{Attention, EncoderLayer, Linear, Mlp, Norm, NormPlacement, Qkv};
+use crate::models::kit::checks::check_tensors;
+use crate::models::kit::meta::{self, Meta};
 use crate::ops::{Activation, MaskKind};
 use crate::{DType, Error, HostTensor, Result};
 
@@ -40,60 +42,52 @@ impl MotionBricksModel {
     /// tensor checked (present, shape, dtype, nothing extra).
     pub fn load(path: impl AsRef<Path>) -> Result<MotionBricksModel> {
         let path = path.as_ref();
-        let f = GgufFile::open(path)?;
-        let config = MotionBricksConfig::from_gguf(&f)
-            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        let f = meta::open(path, FORMAT)?;
+        let m = Meta {
+            file: &f,
+            path,
+            format: FORMAT,
+            writer: WRITER,
+        };
+        let config = MotionBricksConfig::from_gguf(&f, path)?;
         // The layer counts bound the list built from them: refuse a file that claims more
         // layers than it has tensors before making the list.
         let layers = config.root_layers_shared + config.root_layers_token + config.pose_layers;
         if layers.saturating_mul(12) > f.tensors().len() {
-            return Err(bad(format!(
-                "{}: {layers} encoder layers claimed but the file has {} tensors",
-                path.display(),
+            return Err(m.bad(format!(
+                "{layers} encoder layers claimed but the file has {} tensors",
                 f.tensors().len()
             )));
         }
-        let expected = config.tensor_shapes();
         let mut tensors = BTreeMap::new();
-        for (name, shape) in &expected {
-            let t = f
-                .tensor(name)
-                .map_err(|e| bad(format!("{}: tensor {name:?}: {e}", path.display())))?;
-            if &t.shape != shape {
-                return Err(bad(format!(
-                    "{}: tensor {name:?} has shape {:?}, expected {shape:?}",
-                    path.display(),
-                    t.shape
-                )));
-            }
-            let ok = match (shape.len(), t.dtype) {
-                _ if name == names::G1_JOINTS => t.dtype == DType::I32,
-                (_, DType::F32) => true,
-                (2, DType::F16 | DType::BF16) => true,
-                _ => false,
-            };
-            if !ok {
-                return Err(bad(format!(
-                    "{}: tensor {name:?} is {}, expected f32 (or f16/bf16 for a matrix)",
-                    path.display(),
-                    t.dtype
-                )));
-            }
-            tensors.insert(name.clone(), t);
+        for info in f.tensors() {
+            tensors.insert(info.name.clone(), f.tensor(&info.name)?);
         }
-        if f.tensors().len() != expected.len() {
-            return Err(bad(format!(
-                "{}: {} tensors, expected {}",
-                path.display(),
-                f.tensors().len(),
-                expected.len()
-            )));
-        }
+        MotionBricksModel::from_tensors(config, tensors).map_err(|e| m.bad(e))
+    }
+
+    /// A model from its configuration and tensors (a loaded file's, or synthetic ones):
+    /// exactly the tensors of [`MotionBricksConfig::tensor_shapes`], 2-D weights f32, f16 or
+    /// bf16, the G1 joint table i32, everything else f32; the statistics and G1 constants
+    /// read from theirs.
+    pub fn from_tensors(
+        config: MotionBricksConfig,
+        tensors: BTreeMap<String, HostTensor>,
+    ) -> Result<MotionBricksModel> {
+        let accepts = |name: &str, shape: &[usize]| -> &'static [DType] {
+            if name == names::G1_JOINTS {
+                &[DType::I32]
+            } else if shape.len() == 2 {
+                &[DType::F32, DType::F16, DType::BF16]
+            } else {
+                &[DType::F32]
+            }
+        };
+        check_tensors(&config.tensor_shapes(), &tensors, accepts, false).map_err(bad)?;
         let mean = tensors[names::STATS_MEAN].to_f32_vec()?;
         let std = tensors[names::STATS_STD].to_f32_vec()?;
         let joints: Vec<i32> = bytemuck::pod_collect_to_vec(tensors[names::G1_JOINTS].bytes());
-        let g1 = G1Qpos::from_values(&joints, &tensors[names::G1_OFFSETS].to_f32_vec()?)
-            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        let g1 = G1Qpos::from_values(&joints, &tensors[names::G1_OFFSETS].to_f32_vec()?)?;
         Ok(MotionBricksModel {
             config,
             mean,
@@ -160,6 +154,14 @@ impl<'m> Weights<'m> {
         g.reshape(t, &[s[0], s[1..].iter().product()])
     }
 
+    /// The weight and bias of the linear layer `prefix`.
+    fn lin(&mut self, g: &mut Graph, prefix: &str) -> Result<Linear> {
+        Ok(Linear {
+            w: self.get(g, &format!("{prefix}.weight"))?,
+            b: Some(self.get(g, &format!("{prefix}.bias"))?),
+        })
+    }
+
     fn linear(
         &mut self,
         g: &mut Graph,
@@ -167,9 +169,16 @@ impl<'m> Weights<'m> {
         prefix: &str,
         act: Activation,
     ) -> Result<TensorId> {
-        let w = self.get(g, &format!("{prefix}.weight"))?;
-        let b = self.get(g, &format!("{prefix}.bias"))?;
-        g.linear(x, w, Some(b), act)
+        self.lin(g, prefix)?.apply(g, x, act)
+    }
+
+    /// The LayerNorm `prefix` (gain and shift, torch's eps).
+    fn layer_norm(&mut self, g: &mut Graph, prefix: &str) -> Result<Norm> {
+        Ok(Norm::Layer {
+            gamma: Some(self.get(g, &format!("{prefix}.weight"))?),
+            beta: Some(self.get(g, &format!("{prefix}.bias"))?),
+            eps: LN_EPS,
+        })
     }
 
     /// An FCBlock: LeakyReLU(0.01) after every hidden layer, none after the projection, no
@@ -208,35 +217,34 @@ impl<'m> Weights<'m> {
         heads: usize,
         mask: Option<TensorId>,
     ) -> Result<TensorId> {
-        let w = self.get(g, &format!("{prefix}self_attn.in_proj_weight"))?;
-        let b = self.get(g, &format!("{prefix}self_attn.in_proj_bias"))?;
-        let qkv = g.linear(x, w, Some(b), Activation::None)?;
-        let kind = if mask.is_some() {
-            MaskKind::KeyPadding
-        } else {
-            MaskKind::None
+        let qkv = Linear {
+            w: self.get(g, &format!("{prefix}self_attn.in_proj_weight"))?,
+            b: Some(self.get(g, &format!("{prefix}self_attn.in_proj_bias"))?),
         };
-        let a = g.attention_qkv(qkv, mask, heads, heads, kind)?;
-        let a = self.linear(
-            g,
-            a,
-            &format!("{prefix}self_attn.out_proj"),
-            Activation::None,
-        )?;
-        let x = g.add(x, a)?;
-        let (n1w, n1b) = (
-            self.get(g, &format!("{prefix}norm1.weight"))?,
-            self.get(g, &format!("{prefix}norm1.bias"))?,
-        );
-        let x = g.layer_norm(x, Some(n1w), Some(n1b), LN_EPS)?;
-        let h = self.linear(g, x, &format!("{prefix}linear1"), Activation::Relu)?;
-        let h = self.linear(g, h, &format!("{prefix}linear2"), Activation::None)?;
-        let x = g.add(x, h)?;
-        let (n2w, n2b) = (
-            self.get(g, &format!("{prefix}norm2.weight"))?,
-            self.get(g, &format!("{prefix}norm2.bias"))?,
-        );
-        g.layer_norm(x, Some(n2w), Some(n2b), LN_EPS)
+        let layer = EncoderLayer {
+            attention: Attention {
+                qkv: Qkv::Fused(qkv),
+                out: self.lin(g, &format!("{prefix}self_attn.out_proj"))?,
+                q_heads: heads,
+                kv_heads: heads,
+                mask: if mask.is_some() {
+                    MaskKind::KeyPadding
+                } else {
+                    MaskKind::None
+                },
+                mask_tensor: mask,
+                rope: None,
+            },
+            mlp: Mlp::Activation {
+                up: self.lin(g, &format!("{prefix}linear1"))?,
+                act: Activation::Relu,
+                down: self.lin(g, &format!("{prefix}linear2"))?,
+            },
+            norm1: self.layer_norm(g, &format!("{prefix}norm1"))?,
+            norm2: self.layer_norm(g, &format!("{prefix}norm2"))?,
+            placement: NormPlacement::Post,
+        };
+        layer.apply(g, x)
     }
 
     fn conv(

@@ -17,7 +17,8 @@ use super::model::MotionBricksModel;
 use super::plan::{PlanInputs, PlanOutput, Planner, Randomness};
 use super::sampler::Sampling;
 use crate::backend::Backend;
-use crate::formats::{NpyArray, NpyDType, NpzReader, NpzWriter, npy, write_atomic};
+use crate::formats::{NpyArray, NpyDType, NpzReader, NpzWriter, npy};
+use crate::models::kit::output::{OutputPlan, Outputs};
 use crate::{Error, Result};
 
 /// What `kinema plan` was asked for.
@@ -134,8 +135,9 @@ fn shaped(b: usize, rest: &[usize]) -> Vec<usize> {
     s
 }
 
-/// The plan npz.
+/// The plan npz, staged in `outputs` (renamed into place at its commit).
 pub fn write_output(
+    outputs: &mut Outputs,
     path: &Path,
     m: &MotionBricksModel,
     o: &PlanOutput,
@@ -193,14 +195,23 @@ pub fn write_output(
             )?;
         }
     }
-    write_atomic(path, |sink| {
+    outputs.write(path, |sink| {
         w.write_to(sink)
             .map_err(|e| std::io::Error::other(e.to_string()))
     })
 }
 
-/// Run `kinema plan` on `backend`: read, plan, write. Nothing is written on an error.
+/// Run `kinema plan` on `backend`: read, plan, write. The output is checked before any work
+/// (see [`OutputPlan`]: it may not be an input, nor anything but a regular file); nothing is
+/// written on an error.
 pub fn plan_file<B: Backend>(backend: &B, req: &PlanRequest) -> Result<PlanOutput> {
+    let mut plan = OutputPlan::new();
+    plan.input(&req.model, "--model")
+        .input(&req.inputs, "--inputs");
+    if let Some(u) = &req.uniforms {
+        plan.input(u, "--uniforms");
+    }
+    let mut outputs = plan.output(&req.output, "--output").check()?;
     let m = MotionBricksModel::load(&req.model)?;
     let inputs = read_inputs(&req.inputs, &m)?;
     inputs.validate(&m.config)?;
@@ -240,6 +251,7 @@ pub fn plan_file<B: Backend>(backend: &B, req: &PlanRequest) -> Result<PlanOutpu
     let planner = Planner::new(backend, &m, b, req.sampling)?;
     let out = planner.plan(&inputs, random.as_ref())?;
     debug_assert_eq!(out.pose_logits.len(), b * n);
-    write_output(&req.output, &m, &out, b, req.diagnostics)?;
+    write_output(&mut outputs, &req.output, &m, &out, b, req.diagnostics)?;
+    outputs.commit()?;
     Ok(out)
 }
