@@ -35,7 +35,12 @@ fuzz_target!(|data: &[u8]| {
     let Ok(t) = parsed else {
         return;
     };
-    let _ = (t.vocab_size(), t.bos_id(), t.eos_id(), t.pre_tokenizer().name());
+    let _ = (
+        t.vocab_size(),
+        t.bos_id(),
+        t.eos_id(),
+        t.pre_tokenizer().name(),
+    );
     let text = sample(data);
     // A tokenizer may lack a token for some bytes (SmolLM2 has none for 21 of them; with no
     // unknown token those bytes are dropped), so the round trip is exact only when each
