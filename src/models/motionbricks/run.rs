@@ -87,6 +87,22 @@ fn flags(z: &NpzReader, name: &str, shape: &[usize]) -> Result<Vec<bool>> {
 pub fn read_inputs(path: &Path, m: &MotionBricksModel) -> Result<PlanInputs> {
     let c = &m.config;
     let z = NpzReader::open(path)?;
+    read_inputs_npz(&z, c.frames_per_token(), c.min_tokens, c.max_tokens)
+}
+
+/// Read `predict`'s arguments from an opened `inputs.npz`, for a model with
+/// `frames_per_token` frames per token and plans of `min_tokens..=max_tokens` tokens.
+pub fn read_inputs_npz(
+    z: &NpzReader,
+    frames_per_token: usize,
+    min_tokens: usize,
+    max_tokens: usize,
+) -> Result<PlanInputs> {
+    if min_tokens > max_tokens {
+        return Err(bad(format!(
+            "inputs: min_tokens {min_tokens} is above max_tokens {max_tokens}"
+        )));
+    }
     let g = z
         .array("global_root_values")
         .map_err(|e| bad(format!("inputs: global_root_values: {e}")))?;
@@ -98,8 +114,8 @@ pub fn read_inputs(path: &Path, m: &MotionBricksModel) -> Result<PlanInputs> {
             )));
         }
     };
-    let k = 2 * c.frames_per_token();
-    let classes = c.max_tokens - c.min_tokens + 1;
+    let k = 2 * frames_per_token;
+    let classes = max_tokens - min_tokens + 1;
     let nt = z
         .array("num_tokens")
         .map_err(|e| bad(format!("inputs: num_tokens: {e}")))?;
@@ -117,14 +133,14 @@ pub fn read_inputs(path: &Path, m: &MotionBricksModel) -> Result<PlanInputs> {
     }
     Ok(PlanInputs {
         batch: b,
-        global_root_values: floats(&z, "global_root_values", &[b, k, dims::GLOBAL_ROOT])?,
-        has_global_root_values: flags(&z, "has_global_root_values", &[b, k])?,
-        local_root_values: floats(&z, "local_root_values", &[b, k, dims::LOCAL_ROOT])?,
-        has_local_root_values: flags(&z, "has_local_root_values", &[b, k])?,
-        local_poses: floats(&z, "local_poses", &[b, k, dims::EXTERNAL_POSE])?,
-        has_local_poses: flags(&z, "has_local_poses", &[b, k])?,
+        global_root_values: floats(z, "global_root_values", &[b, k, dims::GLOBAL_ROOT])?,
+        has_global_root_values: flags(z, "has_global_root_values", &[b, k])?,
+        local_root_values: floats(z, "local_root_values", &[b, k, dims::LOCAL_ROOT])?,
+        has_local_root_values: flags(z, "has_local_root_values", &[b, k])?,
+        local_poses: floats(z, "local_poses", &[b, k, dims::EXTERNAL_POSE])?,
+        has_local_poses: flags(z, "has_local_poses", &[b, k])?,
         num_tokens: nt.to_i64()?,
-        allowed_pred_num_tokens: flags(&z, "allowed_pred_num_tokens", &[b, classes])?,
+        allowed_pred_num_tokens: flags(z, "allowed_pred_num_tokens", &[b, classes])?,
     })
 }
 
