@@ -311,7 +311,7 @@ fn bad_input_is_refused_with_a_clear_error() {
     refused(
         d,
         &["--model", m, "--embedding", be, "--frames", "8"],
-        "expected [1, 48]",
+        "expected [48], [1, 48] or [1, 1, 48]",
     );
     refused(
         d,
