@@ -18,9 +18,10 @@ pub enum Error {
     /// A file format problem (GGUF, safetensors, npy/npz).
     #[error(transparent)]
     Format(#[from] crate::formats::FormatError),
-    /// A tokenizer file that cannot be used, or text or ids it cannot encode or decode.
-    #[error(transparent)]
-    Tokenizer(#[from] crate::models::llm2vec::tokenizer::TokenizerError),
+    /// A tokenizer file that cannot be used, or text or ids it cannot encode or decode (the
+    /// tokenizer's own error, as text: this enum names no layer above `formats`).
+    #[error("{0}")]
+    Tokenizer(String),
     /// A graph that failed its checks, naming the node.
     #[error("graph node {node} ({op}): {msg}")]
     Graph {

@@ -1,12 +1,12 @@
 //! MotionBricks inputs: `kinema plan`'s `inputs.npz` reader (`run::read_inputs_npz`) for a
 //! reduced model (2 frames per token, plans of 1..=4 tokens, as the synthetic test model),
-//! and, for UTF-8 input, the MotionBricks config YAML loader (`convert::parse_yaml`: alias
-//! refusal, one mapping).
+//! and, for UTF-8 input, the YAML loader MotionBricks' converter reads its configs with
+//! (`kit::yaml::load_mapping`: alias refusal, one mapping).
 #![no_main]
 
 use kinema::formats::NpzReader;
+use kinema::models::kit::yaml::load_mapping;
 use kinema::models::motionbricks::config::dims;
-use kinema::models::motionbricks::convert::parse_yaml;
 use kinema::models::motionbricks::run::read_inputs_npz;
 use libfuzzer_sys::fuzz_target;
 
@@ -28,6 +28,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = parse_yaml(text);
+        let _ = load_mapping(text, "a MotionBricks config");
     }
 });

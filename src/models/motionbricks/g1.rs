@@ -210,7 +210,7 @@ impl G1Qpos {
     /// root quaternion w x y z, 29 hinge angles), as `full_agent` writes them
     /// (`motion_backbone/demo/full_agent.py#L480-483`).
     pub fn features_to_qpos(&self, features: &[f32], frames: usize) -> Vec<f32> {
-        let w = super::config::dims::GLOBAL_REP;
+        let w = super::dims::GLOBAL_REP;
         let mut out = Vec::with_capacity(frames * 36);
         for f in 0..frames {
             let x = &features[f * w..(f + 1) * w];

@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod convert;
+pub mod dims;
 pub mod g1;
 pub mod harness;
 pub mod model;

@@ -56,3 +56,9 @@ impl TokenizerError {
         }
     }
 }
+
+impl From<TokenizerError> for crate::Error {
+    fn from(e: TokenizerError) -> crate::Error {
+        crate::Error::Tokenizer(e.to_string())
+    }
+}
