@@ -17,4 +17,4 @@ pub use gguf::{GgufArray, GgufFile, GgufTensorInfo, GgufType, GgufValue, GgufWri
 pub use npy::{NpyArray, NpyDType};
 pub use npz::{NpzReader, NpzWriter};
 pub use safetensors::{SafeDType, SafeTensorInfo, SafeTensors};
-pub use source::{open_regular, read_capped};
+pub use source::{kind_of, open_regular, read_capped};

@@ -72,8 +72,8 @@ impl Source {
     }
 }
 
-/// What a path that is not a regular file is, for messages.
-fn kind_of(ft: std::fs::FileType) -> &'static str {
+/// What a path that is not a regular file is, for messages (also the output plan's words).
+pub fn kind_of(ft: std::fs::FileType) -> &'static str {
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileTypeExt;
@@ -84,7 +84,7 @@ fn kind_of(ft: std::fs::FileType) -> &'static str {
             return "a block device";
         }
         if ft.is_fifo() {
-            return "a FIFO";
+            return "a FIFO (named pipe)";
         }
         if ft.is_socket() {
             return "a socket";

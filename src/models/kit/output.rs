@@ -19,7 +19,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::formats::{AtomicSet, probe_writable};
+use crate::formats::{AtomicSet, kind_of, probe_writable};
 use crate::{Error, Result};
 
 /// One planned file: its path and what names it on the command line (`--output`, `--glb`,
@@ -65,30 +65,6 @@ fn file_id(_path: &Path, meta: &fs::Metadata) -> FileId {
 #[cfg(not(unix))]
 fn file_id(path: &Path, _meta: &fs::Metadata) -> FileId {
     FileId::Path(fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
-}
-
-/// What a file that is not a regular file is, in words.
-fn kind_of(ft: &fs::FileType) -> &'static str {
-    if ft.is_dir() {
-        return "a directory";
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if ft.is_char_device() {
-            return "a character device";
-        }
-        if ft.is_block_device() {
-            return "a block device";
-        }
-        if ft.is_fifo() {
-            return "a FIFO (named pipe)";
-        }
-        if ft.is_socket() {
-            return "a socket";
-        }
-    }
-    "not a regular file"
 }
 
 /// The directory a path lives in (`.` for a bare file name).
@@ -145,7 +121,7 @@ impl OutputPlan {
                     format!(
                         "{} names {}, not a file to read",
                         e.what,
-                        kind_of(&meta.file_type())
+                        kind_of(meta.file_type())
                     ),
                 ));
             }
@@ -217,7 +193,7 @@ impl OutputPlan {
                         "{}: the output path exists and is {}; kinema replaces only regular \
                          files",
                         e.what,
-                        kind_of(&ft)
+                        kind_of(ft)
                     ),
                 ));
             }
