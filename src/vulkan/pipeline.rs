@@ -72,6 +72,27 @@ fn spirv_hash() -> u64 {
     h
 }
 
+/// The most pipeline-cache bytes read back from disk: real caches are a few MiB; a larger file
+/// (or a FIFO, a device, a directory) is ignored as a cold cache instead of being read whole.
+const MAX_PIPELINE_CACHE_BYTES: u64 = 256 << 20;
+
+/// Reads a pipeline cache file if it is a regular file of at most
+/// [`MAX_PIPELINE_CACHE_BYTES`]; anything else is a cold cache (`None`).
+fn read_cache_file(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_PIPELINE_CACHE_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // `take` bounds the read even if the file grows after the size check.
+    file.take(MAX_PIPELINE_CACHE_BYTES)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    Some(bytes)
+}
+
 impl Pipelines {
     /// `cache_dir`: where the pipeline cache lives (`None`: no disk cache).
     pub fn new(
@@ -90,7 +111,7 @@ impl Pipelines {
         // does not recognise (Vulkan spec, vkCreatePipelineCache).
         let initial = cache_file
             .as_ref()
-            .and_then(|f| std::fs::read(f).ok())
+            .and_then(|f| read_cache_file(f))
             .unwrap_or_default();
         let ci = vk::PipelineCacheCreateInfo::default().initial_data(&initial);
         // SAFETY: valid device and create info.
@@ -263,5 +284,30 @@ impl Drop for Pipelines {
         }
         // SAFETY: pipelines created from the cache do not reference it after creation.
         unsafe { self.ctx.device.destroy_pipeline_cache(self.cache, None) };
+    }
+}
+
+#[cfg(test)]
+mod cache_file_tests {
+    use super::{MAX_PIPELINE_CACHE_BYTES, read_cache_file};
+
+    #[test]
+    fn reads_a_small_regular_file_and_ignores_oversized_or_special_ones() {
+        let dir = std::env::temp_dir().join(format!("kinema-pcache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let small = dir.join("small.bin");
+        std::fs::write(&small, [1u8, 2, 3]).unwrap();
+        assert_eq!(read_cache_file(&small), Some(vec![1, 2, 3]));
+        // A sparse file one byte over the cap is never read.
+        let big = dir.join("big.bin");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_PIPELINE_CACHE_BYTES + 1)
+            .unwrap();
+        assert_eq!(read_cache_file(&big), None);
+        // A directory (and likewise a FIFO or a device) is a cold cache.
+        assert_eq!(read_cache_file(&dir), None);
+        assert_eq!(read_cache_file(&dir.join("missing.bin")), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
