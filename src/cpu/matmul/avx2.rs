@@ -5,6 +5,7 @@ use std::arch::x86_64::*;
 
 use super::driver::{ABlock, BSrc, Epilogue, MicroKernel, Panels};
 use super::scalar;
+use crate::cpu::simd::avx2::Avx2 as Avx2Simd;
 use crate::cpu::{Isa, Weights};
 
 /// Rows of a matrix read 8 consecutive k units at a time (one unit is one value, or for
@@ -394,30 +395,6 @@ unsafe fn kernel_6x16(
             pb = pb.add(NR);
         }
     }
-    if ep.accumulate {
-        for (i, row) in acc.iter_mut().enumerate() {
-            for (h, v) in row.iter_mut().enumerate() {
-                // SAFETY: c is valid for a 6 x 16 tile with row stride ldc.
-                *v = _mm256_add_ps(unsafe { _mm256_loadu_ps(c.add(i * ldc + h * 8)) }, *v);
-            }
-        }
-    }
-    if ep.finish {
-        let alpha = _mm256_set1_ps(ep.alpha);
-        for row in acc.iter_mut() {
-            for (h, v) in row.iter_mut().enumerate() {
-                *v = _mm256_mul_ps(*v, alpha);
-                if !ep.bias.is_null() {
-                    // SAFETY: a non-null bias holds 16 values.
-                    *v = _mm256_add_ps(*v, unsafe { _mm256_loadu_ps(ep.bias.add(h * 8)) });
-                }
-            }
-        }
-    }
-    for (i, row) in acc.iter().enumerate() {
-        for (h, v) in row.iter().enumerate() {
-            // SAFETY: as above.
-            unsafe { _mm256_storeu_ps(c.add(i * ldc + h * 8), *v) };
-        }
-    }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { ep.store_tile::<_, MR, 2>(Avx2Simd::new(), &mut acc, c, ldc) };
 }

@@ -7,6 +7,7 @@ use std::arch::x86_64::*;
 use super::avx2;
 use super::driver::{ABlock, BSrc, Epilogue, MicroKernel, Panels};
 use crate::cpu::Isa;
+use crate::cpu::simd::avx512::Avx512 as Avx512Simd;
 
 /// The AVX-512 kernel; exists only once AVX-512F/BW/DQ/VL, FMA, F16C and AVX2 were detected.
 pub(super) struct Avx512(());
@@ -84,8 +85,7 @@ unsafe fn kernel_12x32(
     unsafe { finish_store(&mut acc, c, ldc, ep) };
 }
 
-/// The shared epilogue of the 12 x 32 kernels: add the C tile (when accumulating), then
-/// `alpha` and bias, and store.
+/// The shared epilogue of the 12 x 32 kernels ([`Epilogue::store_tile`] on AVX-512).
 ///
 /// # Safety
 /// `c` is valid for a 12 x 32 tile with row stride `ldc`; `ep.bias` is null or holds 32
@@ -98,32 +98,8 @@ pub(super) unsafe fn finish_store(
     ldc: usize,
     ep: &Epilogue,
 ) {
-    if ep.accumulate {
-        for (i, row) in acc.iter_mut().enumerate() {
-            for (h, v) in row.iter_mut().enumerate() {
-                // SAFETY: as the function's contract.
-                *v = _mm512_add_ps(unsafe { _mm512_loadu_ps(c.add(i * ldc + h * 16)) }, *v);
-            }
-        }
-    }
-    if ep.finish {
-        let alpha = _mm512_set1_ps(ep.alpha);
-        for row in acc.iter_mut() {
-            for (h, v) in row.iter_mut().enumerate() {
-                *v = _mm512_mul_ps(*v, alpha);
-                if !ep.bias.is_null() {
-                    // SAFETY: a non-null bias holds 32 values.
-                    *v = _mm512_add_ps(*v, unsafe { _mm512_loadu_ps(ep.bias.add(h * 16)) });
-                }
-            }
-        }
-    }
-    for (i, row) in acc.iter().enumerate() {
-        for (h, v) in row.iter().enumerate() {
-            // SAFETY: as the function's contract.
-            unsafe { _mm512_storeu_ps(c.add(i * ldc + h * 16), *v) };
-        }
-    }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { ep.store_tile::<_, MR, 2>(Avx512Simd::new(), acc, c, ldc) };
 }
 
 /// Zeroed accumulators; when accumulating, prefetch the C tile, which `finish_store` adds

@@ -17,6 +17,7 @@
 use std::cell::Cell;
 
 use super::super::pool::SendPtr;
+use super::super::simd::Simd;
 use super::super::{Isa, ThreadPool, Weights, activation};
 use crate::ops::Activation;
 
@@ -55,6 +56,52 @@ pub(super) struct Epilogue {
     pub alpha: f32,
     /// `NR` bias values for this tile's columns (zero-padded at the right edge).
     pub bias: *const f32,
+}
+
+impl Epilogue {
+    /// The end of every ISA's micro-kernel, written once over the [`Simd`] primitives: add the
+    /// C tile (when accumulating), then `alpha` and the bias (last KC block), and store the
+    /// `R x (H * S::LANES)` tile. The operation order is fixed (`c + acc`, `* alpha`,
+    /// `+ bias`), so every ISA rounds the same way.
+    ///
+    /// # Safety
+    /// `c` is valid for reading and writing an `R x (H * S::LANES)` tile with row stride
+    /// `ldc`; `self.bias` is null or holds `H * S::LANES` values.
+    #[inline(always)]
+    pub(super) unsafe fn store_tile<S: Simd, const R: usize, const H: usize>(
+        &self,
+        s: S,
+        acc: &mut [[S::F; H]; R],
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        if self.accumulate {
+            for (i, row) in acc.iter_mut().enumerate() {
+                for (h, v) in row.iter_mut().enumerate() {
+                    // SAFETY: inside the tile, per the contract.
+                    *v = s.add(unsafe { s.load(c.add(i * ldc + h * S::LANES)) }, *v);
+                }
+            }
+        }
+        if self.finish {
+            let alpha = s.splat(self.alpha);
+            for row in acc.iter_mut() {
+                for (h, v) in row.iter_mut().enumerate() {
+                    *v = s.mul(*v, alpha);
+                    if !self.bias.is_null() {
+                        // SAFETY: a non-null bias holds H * LANES values.
+                        *v = s.add(*v, unsafe { s.load(self.bias.add(h * S::LANES)) });
+                    }
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            for (h, v) in row.iter().enumerate() {
+                // SAFETY: as above.
+                unsafe { s.store(c.add(i * ldc + h * S::LANES), *v) };
+            }
+        }
+    }
 }
 
 /// An ISA's micro-kernel and packing routines.

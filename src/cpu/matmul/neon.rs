@@ -7,6 +7,7 @@ use std::arch::aarch64::*;
 
 use super::driver::{ABlock, BSrc, Epilogue, MicroKernel, Panels};
 use super::scalar;
+use crate::cpu::simd::neon::Neon as NeonSimd;
 use crate::cpu::{Isa, Weights};
 
 /// Rows of a matrix read 4 consecutive k values at a time, widened to f32.
@@ -229,30 +230,6 @@ unsafe fn kernel_8x12(
             pb = pb.add(NR);
         }
     }
-    if ep.accumulate {
-        for (i, row) in acc.iter_mut().enumerate() {
-            for (h, v) in row.iter_mut().enumerate() {
-                // SAFETY: c is valid for an 8 x 12 tile with row stride ldc.
-                *v = vaddq_f32(unsafe { vld1q_f32(c.add(i * ldc + h * 4)) }, *v);
-            }
-        }
-    }
-    if ep.finish {
-        let alpha = vdupq_n_f32(ep.alpha);
-        for row in acc.iter_mut() {
-            for (h, v) in row.iter_mut().enumerate() {
-                *v = vmulq_f32(*v, alpha);
-                if !ep.bias.is_null() {
-                    // SAFETY: a non-null bias holds 12 values.
-                    *v = vaddq_f32(*v, unsafe { vld1q_f32(ep.bias.add(h * 4)) });
-                }
-            }
-        }
-    }
-    for (i, row) in acc.iter().enumerate() {
-        for (h, v) in row.iter().enumerate() {
-            // SAFETY: as above.
-            unsafe { vst1q_f32(c.add(i * ldc + h * 4), *v) };
-        }
-    }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { ep.store_tile::<_, MR, 3>(NeonSimd::new(), &mut acc, c, ldc) };
 }
