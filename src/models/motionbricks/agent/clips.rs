@@ -106,7 +106,7 @@ impl Clip {
         avg_root_vel: f32,
     ) -> Result<Clip> {
         let name = STYLES[style];
-        if qpos.len() % QPOS != 0 || qpos.len() / QPOS < FPT + 1 {
+        if !qpos.len().is_multiple_of(QPOS) || qpos.len() / QPOS < FPT + 1 {
             return Err(bad(format!(
                 "clips: {name}.qpos holds {} values, expected [F, 36] with F >= {}",
                 qpos.len(),
@@ -382,7 +382,7 @@ pub fn target_window(clip: &Clip, seed: u64, s: &SpringOutput) -> TargetFrames {
     let start = (seed % (clip.frames - FPT) as u64) as usize;
     let mut joints = Vec::with_capacity(FPT);
     let mut root_positions = [[0f32; 3]; FPT];
-    for k in 0..FPT {
+    for (k, root) in root_positions.iter_mut().enumerate() {
         let f = start + k;
         let diff = wrap(s.target_headings[k] - clip.headings[f]);
         let corr = rot_y(diff);
@@ -392,7 +392,7 @@ pub fn target_window(clip: &Clip, seed: u64, s: &SpringOutput) -> TargetFrames {
             rotations: t.rotations.iter().map(|r| mul(&corr, r)).collect(),
         });
         let r = clip.root_positions[f];
-        root_positions[k] = [s.target_positions[k][0], r[1], s.target_positions[k][1]];
+        *root = [s.target_positions[k][0], r[1], s.target_positions[k][1]];
     }
     TargetFrames {
         joints,

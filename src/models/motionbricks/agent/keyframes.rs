@@ -95,10 +95,10 @@ pub fn plan_inputs(
     let c = half(&croot, &cangle, cposes, fps, false);
     let mut troot = [[0f32; 3]; FPT];
     let mut tposes = Vec::with_capacity(FPT * EXTERNAL_POSE);
-    for f in 0..FPT {
+    for (f, root) in troot.iter_mut().enumerate() {
         // target_global_root_positions + the root joint's own (root-relative) position.
         let (a, b) = (target.root_positions[f], target.joints[f].positions[0]);
-        troot[f] = [a[0] + b[0], a[1] + b[1], a[2] + b[2]];
+        *root = [a[0] + b[0], a[1] + b[1], a[2] + b[2]];
         tposes.extend(pose(&target.joints[f], false));
     }
     let t = half(&troot, target_headings, tposes, fps, true);

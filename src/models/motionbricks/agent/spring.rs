@@ -11,7 +11,14 @@ use super::math::{PI, TWO_PI, floor_mod, heading_y, wrap};
 
 /// Frames per token (`NUM_FRAMES_PER_TOKEN`, #L34).
 pub const FPT: usize = 4;
+/// Upstream's literal (#L201), not `std::f64::consts::LN_2`.
+#[allow(clippy::approx_constant)]
 const LN2: f64 = 0.69314718056;
+/// `speed_scale` of the demo (`demo/utils.py#L73-74`): no perturbation.
+const SPEED_SCALE_MIN: f32 = 1.0;
+const SPEED_SCALE_MAX: f32 = 1.0;
+/// `has_specific_target` when a waypoint is given.
+const HAS_TARGET: f32 = 1.0;
 const EPS: f64 = 1e-5;
 
 /// The spring's command, canonical frame.
@@ -89,9 +96,9 @@ pub fn spring(inp: &SpringInput) -> SpringOutput {
     for (i, &v) in inp.avg_root_vel.iter().enumerate().skip(1) {
         dist += if mode == i { v } else { 0.0 };
     }
-    // Speed perturbation (#L220-223) with speed_scale [1, 1]: a factor of exactly 1.
+    // Speed perturbation (#L220-223); with speed_scale [1, 1] a factor of exactly 1.
     let ratio = floor_mod(inp.seed as f32, 100.0) / 100.0;
-    dist *= ratio * (1.0 - 1.0) + 1.0;
+    dist *= ratio * (SPEED_SCALE_MAX - SPEED_SCALE_MIN) + SPEED_SCALE_MIN;
     if dist <= 0.1 {
         dist = 0.0;
     }
@@ -116,8 +123,8 @@ pub fn spring(inp: &SpringInput) -> SpringOutput {
     if let Some((p, _)) = inp.waypoint {
         // #L241-244 with has_specific_target = 1.
         target = [
-            target[0] * (1.0 - 1.0) + p[1] * 1.0,
-            target[1] * (1.0 - 1.0) + p[0] * 1.0,
+            target[0] * (1.0 - HAS_TARGET) + p[1] * HAS_TARGET,
+            target[1] * (1.0 - HAS_TARGET) + p[0] * HAS_TARGET,
         ];
     }
 
@@ -146,7 +153,7 @@ pub fn spring(inp: &SpringInput) -> SpringOutput {
     let hvel = wrap(h1 - h0) * fps;
     let mut th = inp.facing[1].atan2(inp.facing[0]);
     if let Some((_, h)) = inp.waypoint {
-        th = wrap(h) * 1.0 + th * (1.0 - 1.0);
+        th = wrap(h) * HAS_TARGET + th * (1.0 - HAS_TARGET);
     }
     if th.is_nan() {
         th = 0.0;
