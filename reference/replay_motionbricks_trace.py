@@ -8,7 +8,10 @@ own `gumbel_sample` (`motion_backbone/models/sampling.py#L4-14`), and checks tha
 
 * the length upstream's root model chooses equals kinema's (`num_tokens`),
 * every sampled pose token at the valid positions equals kinema's (`pose_tokens`),
-* the features agree within --features-tol (max abs, upstream vs kinema),
+* the features agree within --features-tol (max abs, upstream vs kinema), relative to the
+  plan's largest feature when that is above 1: with random weights the closed-loop motion
+  drifts far from the data (features in the hundreds after a few seconds), and float32
+  rounding scales with it,
 
 then reports how many valid token slots the Gumbel picks moved away from the argmax of
 upstream's logits (the run must really sample).
@@ -40,7 +43,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--upstream", required=True, type=Path, help="the upstream motionbricks/ folder")
     ap.add_argument("--trace", required=True, type=Path)
-    ap.add_argument("--features-tol", type=float, default=1e-3)
+    ap.add_argument("--features-tol", type=float, default=1e-5)
     ap.add_argument("--min-gumbel-share", type=float, default=0.2,
                     help="the least share of valid token slots whose Gumbel pick is not the argmax")
     a = ap.parse_args()
@@ -85,16 +88,18 @@ def main():
         moved += int((arg != up_tok).sum())
         f_up = np.asarray(d["features"]).reshape(64, -1)[: 4 * n]
         f_kin = trace["features"][p][: 4 * n]
-        diff = float(np.abs(f_up - f_kin).max())
+        scale = max(1.0, float(np.abs(f_up).max()))
+        diff = float(np.abs(f_up - f_kin).max()) / scale
         worst = max(worst, diff)
         ok = ok and diff <= a.features_tol
         failures += 0 if ok else 1
         print(f"plan {p}: tokens {n} (kinema {int(trace['num_tokens'][p])}), "
-              f"{same}/{up_tok.size} pose tokens equal, features max |diff| {diff:.2e}"
+              f"{same}/{up_tok.size} pose tokens equal, features max |diff| {diff:.2e} "
+              f"(of max(1, max |f|) = {scale:.1f})"
               + ("" if ok else "  MISMATCH"))
     share = moved / max(slots, 1)
     print(f"{plans} plans, {failures} mismatched; Gumbel picks differ from argmax on {moved}/{slots} "
-          f"valid slots ({100 * share:.1f} %); worst features |diff| {worst:.2e}")
+          f"valid slots ({100 * share:.1f} %); worst relative features |diff| {worst:.2e}")
     if failures or (gumbel and share < a.min_gumbel_share):
         sys.exit(1)
 
