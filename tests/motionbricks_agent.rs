@@ -549,6 +549,23 @@ fn a_scripted_twenty_second_run_on_the_cpu() {
     check_run(&a, "cpu gumbel");
     let b = run_on(&cpu, &l, Sampling::Gumbel);
     assert_eq!(a.qpos, b.qpos, "the same script plays the same motion");
+    // The Gumbel picks really sample: on a good share of the valid slots the chosen code is
+    // not the most likely one.
+    let (mut moved, mut slots) = (0, 0);
+    for p in &a.plans {
+        let n = p.output.num_tokens[0] as usize * 8;
+        for (s, &t) in p.output.pose_tokens[..n].iter().enumerate() {
+            let row = &p.output.pose_logits[s * 10..(s + 1) * 10];
+            let best = (0..10).fold(0, |b, i| if row[i] > row[b] { i } else { b });
+            moved += usize::from(best != t as usize);
+        }
+        slots += n;
+    }
+    eprintln!("Gumbel picks differ from argmax on {moved} of {slots} slots");
+    assert!(
+        moved * 4 >= slots,
+        "{moved} of {slots} slots moved by the Gumbel noise"
+    );
     let g = run_on(&cpu, &l, Sampling::Argmax);
     check_run(&g, "cpu argmax");
     assert_ne!(a.qpos, g.qpos, "Gumbel picks change the motion");
