@@ -74,6 +74,8 @@ enum Cmd {
     Generate(kimodo::GenerateOpts),
     /// One batch of MotionBricks plans from predict's arguments (inputs.npz) to plan.npz.
     Plan(motionbricks::PlanOpts),
+    /// Play a scripted command sequence with the MotionBricks navigation agent (30 fps G1 qpos).
+    Agent(motionbricks::AgentOpts),
     /// Tokenize a JSON list of strings into a JSON list of id lists (no special tokens are
     /// added unless --bos; special-token strings in the text are still matched).
     Tokenize {
@@ -157,6 +159,7 @@ fn main() -> ExitCode {
         } => drift::ops(op, shape, dtype, json),
         Cmd::Generate(o) => kimodo::generate(&o),
         Cmd::Plan(o) => motionbricks::plan(&o),
+        Cmd::Agent(o) => motionbricks::agent(&o),
         Cmd::Tokenize {
             tokenizer,
             strings_file,

@@ -1,4 +1,4 @@
-//! `kinema plan`, `kinema convert motionbricks`, `kinema bench motionbricks` and `kinema drift
+//! `kinema plan`, `kinema agent`, `kinema convert motionbricks`, `kinema bench motionbricks` and `kinema drift
 //! --model` for a MotionBricks file.
 
 use std::path::{Path, PathBuf};
@@ -9,6 +9,7 @@ use kinema::device::BackendVisitor;
 use kinema::models::ModelHarness;
 use kinema::models::kit::progress::ConvertProgress;
 use kinema::models::motionbricks::MotionBricks;
+use kinema::models::motionbricks::agent::run::{AgentRequest, AgentRun, agent_file};
 use kinema::models::motionbricks::convert::{Sources, convert_with_progress};
 use kinema::models::motionbricks::harness::{BenchOptions, DriftOptions};
 use kinema::models::motionbricks::plan::PlanOutput;
@@ -188,5 +189,75 @@ impl BackendVisitor for Plan<'_> {
     type Output = kinema::Result<PlanOutput>;
     fn visit<B: Backend>(self, b: &B) -> Self::Output {
         plan_file(b, self.req)
+    }
+}
+
+/// `kinema agent`'s options.
+#[derive(Args, Clone)]
+pub struct AgentOpts {
+    /// The MotionBricks model file (`kinema convert motionbricks`).
+    #[arg(long)]
+    model: PathBuf,
+    /// The style clips (clips.npz: STYLE.qpos, STYLE.allowed_pred_num_tokens,
+    /// STYLE.avg_root_vel; see the README).
+    #[arg(long)]
+    clips: PathBuf,
+    /// The scripted commands (commands.json; see the README).
+    #[arg(long)]
+    commands: PathBuf,
+    /// argmax (what upstream's agent uses) or gumbel (plan i of the run draws from the stream
+    /// of its command's seed + i).
+    #[arg(long, default_value = "argmax")]
+    sampling: String,
+    /// Also write per plan predict's inputs, the uniforms, the tokens and the boundary outputs.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
+    /// Output npz: qpos [frames, 36] at 30 fps and per plan its frame, style, length and
+    /// timing (written atomically, together with --trace).
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+/// `kinema agent`.
+pub fn agent(o: &AgentOpts) -> kinema::Result<()> {
+    let req = AgentRequest {
+        model: o.model.clone(),
+        clips: o.clips.clone(),
+        commands: o.commands.clone(),
+        sampling: o.sampling.parse()?,
+        output: o.output.clone(),
+        trace: o.trace.clone(),
+    };
+    let selection = o.run.select()?;
+    let start = std::time::Instant::now();
+    let run = selection.backend.visit(Agent { req: &req })?;
+    if !o.run.quiet {
+        let mut ms: Vec<f64> = run.plans.iter().map(|p| p.ms).collect();
+        ms.sort_by(f64::total_cmp);
+        let p50 = ms.get(ms.len() / 2).copied().unwrap_or(0.0);
+        eprintln!(
+            "kinema: wrote {} ({} frames, {} plans, {} sampling, plan p50 {:.1} ms, {:.1} s total)",
+            o.output.display(),
+            run.frames,
+            run.plans.len(),
+            req.sampling,
+            p50,
+            start.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// [`agent`] on the chosen backend.
+struct Agent<'a> {
+    req: &'a AgentRequest,
+}
+
+impl BackendVisitor for Agent<'_> {
+    type Output = kinema::Result<AgentRun>;
+    fn visit<B: Backend>(self, b: &B) -> Self::Output {
+        agent_file(b, self.req)
     }
 }

@@ -57,7 +57,8 @@ const ROT_AT: usize = 104;
 /// y = MuJoCo z, motion z = MuJoCo x (#L167-168).
 const M: [[f64; 3]; 3] = [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]];
 
-type Mat = [[f32; 3]; 3];
+/// A 3 x 3 rotation, rows first.
+pub type Mat = [[f32; 3]; 3];
 
 /// The G1 constants of the qpos conversion.
 #[derive(Clone, Debug, PartialEq)]
@@ -347,7 +348,7 @@ fn matmul_tn(a: &Mat, b: &Mat) -> Mat {
 
 /// `matrix_to_quaternion` (`motionbricks/geometry/quaternions.py#L9-50`): the candidate of
 /// the first largest `|q|` term, denominator `2 max(q_abs, 0.1)`, no sign canonicalisation.
-fn matrix_to_quaternion(m: &Mat) -> [f32; 4] {
+pub(crate) fn matrix_to_quaternion(m: &Mat) -> [f32; 4] {
     let [[m00, m01, m02], [m10, m11, m12], [m20, m21, m22]] = *m;
     let pos = |x: f32| if x > 0.0 { x.sqrt() } else { 0.0 };
     let q_abs = [

@@ -3,6 +3,7 @@
 //! the upstream code this port follows is `../shared/docs/upstream/motionbricks.md`; citations
 //! are into `NVlabs/GR00T-WholeBodyControl` at commit `1983e888`.
 
+pub mod agent;
 pub mod config;
 pub mod convert;
 pub mod dims;
