@@ -251,3 +251,142 @@ fn bad_model_files_are_clear_errors() {
     let e = LlamaModel::load(&other).err().unwrap().to_string();
     assert!(e.contains("not a Llama text model"), "{e}");
 }
+
+/// The tiny model evaluated in f64 on the host from the formulas (Hugging Face
+/// `LlamaModel` with LLM2Vec's bidirectional attention and mean pooling, llm2vec.md §3): the
+/// pooled embedding of one prompt, over its last `pooled` positions.
+fn reference(m: &LlamaModel, ids: &[u32], pooled: usize) -> Vec<f64> {
+    use tiny_llama::{FFN, HEAD_DIM, HEADS, KV_HEADS, LAYERS};
+    let w: std::collections::HashMap<String, Vec<f32>> = tiny_llama::weights(7, false)
+        .into_iter()
+        .map(|(n, _, v)| (n, v))
+        .collect();
+    let l = ids.len();
+    let rms = |x: &[f64], g: &[f32]| -> Vec<f64> {
+        x.chunks(HIDDEN)
+            .flat_map(|r| {
+                let ms = r.iter().map(|v| v * v).sum::<f64>() / HIDDEN as f64;
+                let s = 1.0 / (ms + 1e-5f32 as f64).sqrt();
+                r.iter().zip(g).map(move |(v, &g)| v * s * g as f64)
+            })
+            .collect()
+    };
+    let mm = |x: &[f64], w: &[f32], k: usize| -> Vec<f64> {
+        x.chunks(k)
+            .flat_map(|r| {
+                w.chunks(k)
+                    .map(|wr| r.iter().zip(wr).map(|(a, &b)| a * b as f64).sum::<f64>())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let inv: Vec<f64> = m.inv_freq().unwrap().iter().map(|&f| f as f64).collect();
+    let rope = |x: &mut [f64], heads: usize| {
+        for (p, row) in x.chunks_mut(heads * HEAD_DIM).enumerate() {
+            for h in row.chunks_mut(HEAD_DIM) {
+                for i in 0..HEAD_DIM / 2 {
+                    let a = p as f64 * inv[i];
+                    let (c, s) = (a.cos(), a.sin());
+                    let (x0, x1) = (h[i], h[i + HEAD_DIM / 2]);
+                    h[i] = x0 * c - x1 * s;
+                    h[i + HEAD_DIM / 2] = x1 * c + x0 * s;
+                }
+            }
+        }
+    };
+    let emb = &w["token_embd.weight"];
+    let mut x: Vec<f64> = ids
+        .iter()
+        .flat_map(|&t| {
+            emb[t as usize * HIDDEN..(t as usize + 1) * HIDDEN]
+                .iter()
+                .map(|&v| v as f64)
+        })
+        .collect();
+    for i in 0..LAYERS {
+        let g = |what: &str| &w[&format!("blk.{i}.{what}.weight")];
+        let n = rms(&x, g("attn_norm"));
+        let mut q = mm(&n, g("attn_q"), HIDDEN);
+        let mut k = mm(&n, g("attn_k"), HIDDEN);
+        let v = mm(&n, g("attn_v"), HIDDEN);
+        rope(&mut q, HEADS);
+        rope(&mut k, KV_HEADS);
+        let mut a = vec![0f64; l * HIDDEN];
+        for h in 0..HEADS {
+            let kh = h / (HEADS / KV_HEADS);
+            for t in 0..l {
+                let qv = &q[t * HIDDEN + h * HEAD_DIM..][..HEAD_DIM];
+                let s: Vec<f64> = (0..l)
+                    .map(|u| {
+                        let kv = &k[u * KV_HEADS * HEAD_DIM + kh * HEAD_DIM..][..HEAD_DIM];
+                        qv.iter().zip(kv).map(|(a, b)| a * b).sum::<f64>()
+                            / (HEAD_DIM as f64).sqrt()
+                    })
+                    .collect();
+                let mx = s.iter().cloned().fold(f64::MIN, f64::max);
+                let e: Vec<f64> = s.iter().map(|v| (v - mx).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for (u, eu) in e.iter().enumerate() {
+                    let vv = &v[u * KV_HEADS * HEAD_DIM + kh * HEAD_DIM..][..HEAD_DIM];
+                    for d in 0..HEAD_DIM {
+                        a[t * HIDDEN + h * HEAD_DIM + d] += eu / z * vv[d];
+                    }
+                }
+            }
+        }
+        let o = mm(&a, g("attn_output"), HIDDEN);
+        x.iter_mut().zip(&o).for_each(|(x, o)| *x += o);
+        let n = rms(&x, g("ffn_norm"));
+        let gate = mm(&n, g("ffn_gate"), HIDDEN);
+        let up = mm(&n, g("ffn_up"), HIDDEN);
+        let hmid: Vec<f64> = gate
+            .iter()
+            .zip(&up)
+            .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+            .collect();
+        let d = mm(&hmid, g("ffn_down"), FFN);
+        x.iter_mut().zip(&d).for_each(|(x, d)| *x += d);
+    }
+    let h = rms(&x, &w["output_norm.weight"]);
+    let mut out = vec![0f64; HIDDEN];
+    for r in h.chunks(HIDDEN).skip(l - pooled) {
+        out.iter_mut()
+            .zip(r)
+            .for_each(|(o, v)| *o += v / pooled as f64);
+    }
+    out
+}
+
+/// The f32 graph (strict, CPU and Vulkan) against the f64 evaluation: the pooled span
+/// (template on: the text and `<|eot_id|>`, never BOS or the header), grouped-query heads,
+/// rotate-half RoPE from position 0 at BOS, bidirectional attention. Measured rel_L2 is
+/// printed; bound 1e-5 (llm2vec.md §3.3's f32 gate).
+#[test]
+fn pooled_embedding_matches_an_f64_evaluation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = model_file(dir.path(), "tiny.gguf", &Spec::default());
+    let cpu = CpuBackend::new(Precision::Strict).unwrap();
+    let m = LlamaModel::load(&path).unwrap();
+    let p = prepare(&m, &PROMPTS, true);
+    let got = embed(&cpu, &path, &PROMPTS, true);
+    let vk = vulkan();
+    let got_vk = vk.as_ref().map(|vk| embed(vk, &path, &PROMPTS, true));
+    for (i, pr) in p.iter().enumerate() {
+        let Some(input) = &pr.input else { continue };
+        // BOS, the two header specials, "user" and "\n\n" as byte tokens are not pooled.
+        assert_eq!(input.ids[0], tiny_llama::BOS);
+        assert_eq!(input.ids.len() - input.pooled, 1 + 8);
+        let want: Vec<f32> = reference(&m, &input.ids, input.pooled)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let e = rel_l2(&got[i * HIDDEN..(i + 1) * HIDDEN], &want);
+        eprintln!("prompt {i}: cpu rel_L2 {e:.2e} against f64");
+        assert!(e <= 1e-5, "prompt {i}: rel_L2 {e:.2e}");
+        if let Some(g) = &got_vk {
+            let e = rel_l2(&g[i * HIDDEN..(i + 1) * HIDDEN], &want);
+            eprintln!("prompt {i}: vulkan rel_L2 {e:.2e} against f64");
+            assert!(e <= 1e-5, "prompt {i} on Vulkan: rel_L2 {e:.2e}");
+        }
+    }
+}

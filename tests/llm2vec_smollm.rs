@@ -67,6 +67,10 @@ fn answer<B: Backend>(b: &B, path: &Path) -> String {
         DType::Q8_0,
         "the Q8_0 table is kept as it is"
     );
+    assert!(
+        m.tensor("token_embd.weight").unwrap().data.is_mapped(),
+        "and read in place from the memory map"
+    );
     let ids = m
         .tokenizer
         .encode(&chat_prompt(path, QUESTION), false)
