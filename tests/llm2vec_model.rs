@@ -390,3 +390,52 @@ fn pooled_embedding_matches_an_f64_evaluation() {
         }
     }
 }
+
+/// Fast precision narrows f32 weight matrices to the backend's 16-bit type (bf16 on the CPU,
+/// f16 on Vulkan) and stays within the bf16 envelope of strict precision (llm2vec.md §3.3
+/// suggests rel_L2 <= 2e-2 against a bf16 reference; measured values are printed).
+#[test]
+fn fast_precision_narrows_the_weights_and_stays_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = model_file(dir.path(), "tiny.gguf", &Spec::default());
+    let strict = embed(
+        &CpuBackend::new(Precision::Strict).unwrap(),
+        &path,
+        &PROMPTS,
+        true,
+    );
+    let fast_cpu = CpuBackend::new(Precision::Fast).unwrap();
+    let mut runs: Vec<(String, Vec<f32>, DType)> = vec![];
+    let dtype_on = |b: &dyn Fn() -> kinema::backend::BackendInfo| {
+        LlamaModel::load(&path)
+            .unwrap()
+            .for_backend(&b())
+            .unwrap()
+            .weight_dtype()
+            .unwrap()
+    };
+    runs.push((
+        "cpu".into(),
+        embed(&fast_cpu, &path, &PROMPTS, true),
+        dtype_on(&|| fast_cpu.info()),
+    ));
+    if vulkan().is_some() {
+        let vk = VulkanBackend::new(Precision::Fast).unwrap();
+        runs.push((
+            "vulkan".into(),
+            embed(&vk, &path, &PROMPTS, true),
+            dtype_on(&|| vk.info()),
+        ));
+    }
+    for (what, got, dtype) in runs {
+        let want = if what == "cpu" {
+            DType::BF16
+        } else {
+            DType::F16
+        };
+        assert_eq!(dtype, want, "{what}");
+        let e = rel_l2(&got, &strict);
+        eprintln!("fast {what} ({dtype} weights) against strict: rel_L2 {e:.2e}");
+        assert!(e > 0.0 && e <= 2e-2, "fast {what}: rel_L2 {e:.2e}");
+    }
+}

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::config::AttentionMode;
 use super::load::LlamaModel;
 use super::model::{GraphSpec, Head, RunInputs, Session};
-use super::prompt::{DOC_MAX_LENGTH, Llm2VecInput, llm2vec_input};
+use super::prompt::{DOC_MAX_LENGTH, LLAMA3_EOT, Llm2VecInput, llm2vec_input};
 use super::sanitize::py_strip;
 use crate::backend::Backend;
 use crate::ops::MaskKind;
@@ -62,6 +62,24 @@ impl TemplateChoice {
             TemplateChoice::Off => false,
         }
     }
+}
+
+/// Refuses the chat template for a tokenizer without the Llama-3 header and end-of-turn
+/// special tokens (the header would be split into ordinary text tokens).
+pub fn check_template(model: &LlamaModel, template: bool) -> Result<()> {
+    if !template {
+        return Ok(());
+    }
+    let tok = &model.tokenizer;
+    for s in ["<|start_header_id|>", "<|end_header_id|>", LLAMA3_EOT] {
+        if tok.special_id(s).is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "the chat template (Llama-3's user header) needs the special token {s}, which \
+                 this model's tokenizer lacks: use --chat-template off"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// What to do with a prompt of more than [`DOC_MAX_LENGTH`] text tokens.

@@ -148,6 +148,7 @@ pub fn encode_request<B: Backend>(req: &EncodeRequest, backend: &B) -> Result<En
 
     let t = Instant::now();
     let template = req.template.resolve(&model);
+    encode::check_template(&model, template)?;
     let prepared = texts
         .iter()
         .enumerate()
