@@ -70,7 +70,10 @@ fn touch_gguf(b: Vec<u8>) -> kinema::Result<()> {
     let f = GgufFile::parse(b)?;
     for t in f.tensors() {
         let h = f.tensor(&t.name)?;
-        assert_eq!(h.bytes().len(), t.size);
+        match t.quant {
+            None => assert_eq!(h.bytes().len(), t.size),
+            Some(q) => assert_eq!(q.bytes_for(h.numel()), Some(t.size)),
+        }
     }
     Ok(())
 }
@@ -447,6 +450,53 @@ fn gguf_one_tensor(name: &str, dims: &[u64], ty: u32, offset: u64, data_len: usi
     b.u32(ty).u64(offset).pad(32).raw(&vec![0; data_len]).0
 }
 
+/// llama.cpp's Q4_0 and Q4_1 blocks read as f32 (`dequantize_row_q4_{0,1}`): value `j` in the
+/// low nibble of byte `j`, value `j + 16` in its high nibble.
+#[test]
+fn gguf_q4_tensors_are_dequantised_at_load() {
+    let h = |x: f32| f16::from_f32(x).to_le_bytes();
+    let qs: Vec<u8> = (0..16u8).map(|j| (15 - j) << 4 | j).collect();
+    let q4_0 = [&h(2.0)[..], &qs].concat();
+    let q4_1 = [&h(0.5)[..], &h(-3.0), &qs].concat();
+    for (ty, block, want) in [
+        (2u32, q4_0, (|q: f32| (q - 8.0) * 2.0) as fn(f32) -> f32),
+        (3, q4_1, |q: f32| q * 0.5 - 3.0),
+    ] {
+        let bytes = gguf_head(1, 0)
+            .s("w")
+            .u32(2)
+            .u64(32)
+            .u64(2)
+            .u32(ty)
+            .u64(0)
+            .pad(32)
+            .raw(&[block.clone(), block].concat())
+            .0;
+        let f = GgufFile::parse(bytes).unwrap();
+        let info = &f.tensors()[0];
+        assert_eq!((info.dtype, info.shape.clone()), (DType::F32, vec![2, 32]));
+        assert_eq!(info.size, 2 * (block_len(ty)));
+        let t = f.tensor("w").unwrap();
+        assert_eq!(t.dtype, DType::F32);
+        let v = t.to_f32_vec().unwrap();
+        for row in v.chunks(32) {
+            for j in 0..16 {
+                assert_eq!(row[j], want(j as f32), "type {ty} value {j}");
+                assert_eq!(
+                    row[j + 16],
+                    want((15 - j) as f32),
+                    "type {ty} value {}",
+                    j + 16
+                );
+            }
+        }
+    }
+}
+
+fn block_len(ggml_type: u32) -> usize {
+    if ggml_type == 2 { 18 } else { 20 }
+}
+
 fn gguf_err(bytes: Vec<u8>) -> String {
     match touch_gguf(bytes) {
         Ok(()) => panic!("hostile GGUF was accepted"),
@@ -616,9 +666,14 @@ fn gguf_hostile_headers() {
             "overflow",
         ),
         (
-            "q4_0 tensor",
-            gguf_one_tensor("blk.0", &[32], 2, 0, 18),
-            "ggml type 2 (Q4_0)",
+            "q5_0 tensor",
+            gguf_one_tensor("blk.0", &[32], 6, 0, 22),
+            "ggml type 6 (Q5_0)",
+        ),
+        (
+            "q4_1 partial rows",
+            gguf_one_tensor("q", &[16, 2], 3, 0, 20),
+            "Q4_1 tensor \"q\" of shape [2, 16]: the innermost dimension must be a multiple of 32",
         ),
         (
             "unknown tensor type",

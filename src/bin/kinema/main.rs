@@ -1,10 +1,11 @@
-//! The `kinema` command line: `info`, `bench`, `drift`, `generate`, `plan`, `convert` and
-//! `tokenize`. This file parses and dispatches; each command family has its own file, and the
-//! options every backend-running command shares are declared once in `args.rs`.
+//! The `kinema` command line: `info`, `bench`, `drift`, `generate`, `encode`, `plan`,
+//! `convert` and `tokenize`. This file parses and dispatches; each command family has its own
+//! file, and the options every backend-running command shares are declared once in `args.rs`.
 
 mod args;
 mod bench;
 mod drift;
+mod encode;
 mod info;
 mod kimodo;
 mod motionbricks;
@@ -72,6 +73,8 @@ enum Cmd {
     },
     /// Generate motion with a Kimodo model from a text feature (an LLM2Vec embedding).
     Generate(kimodo::GenerateOpts),
+    /// LLM2Vec embeddings of prompts with a Llama text model (npz/npy + JSON sidecar).
+    Encode(encode::EncodeOpts),
     /// One batch of MotionBricks plans from predict's arguments (inputs.npz) to plan.npz.
     Plan(motionbricks::PlanOpts),
     /// Play a scripted command sequence with the MotionBricks navigation agent (30 fps G1 qpos).
@@ -158,6 +161,7 @@ fn main() -> ExitCode {
             ..
         } => drift::ops(op, shape, dtype, json),
         Cmd::Generate(o) => kimodo::generate(&o),
+        Cmd::Encode(o) => encode::encode(&o),
         Cmd::Plan(o) => motionbricks::plan(&o),
         Cmd::Agent(o) => motionbricks::agent(&o),
         Cmd::Tokenize {

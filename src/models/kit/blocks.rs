@@ -202,3 +202,68 @@ impl EncoderLayer {
         }
     }
 }
+
+/// The weights of one Llama decoder layer (no biases anywhere).
+#[derive(Clone, Copy, Debug)]
+pub struct LlamaLayerWeights {
+    /// RMSNorm before attention (`input_layernorm`, llama.cpp `attn_norm`).
+    pub attn_norm: TensorId,
+    pub q: TensorId,
+    pub k: TensorId,
+    pub v: TensorId,
+    pub o: TensorId,
+    /// RMSNorm before the MLP (`post_attention_layernorm`, llama.cpp `ffn_norm`).
+    pub ffn_norm: TensorId,
+    pub gate: TensorId,
+    pub up: TensorId,
+    pub down: TensorId,
+}
+
+impl EncoderLayer {
+    /// A Llama decoder layer (`LlamaDecoderLayer`, transformers
+    /// `models/llama/modeling_llama.py`): `h = x + o(attn(rope(q(n1)), rope(k(n1)), v(n1)))`
+    /// with `n1 = rms_norm(x)`, then `y = h + down(silu(gate(n2)) * up(n2))` with
+    /// `n2 = rms_norm(h)`; grouped-query heads, RoPE on queries and keys, `mask` as the
+    /// graph's mask kinds (LLM2Vec's bidirectional encoder: none or key padding; a language
+    /// model: causal).
+    pub fn llama(
+        w: &LlamaLayerWeights,
+        eps: f32,
+        q_heads: usize,
+        kv_heads: usize,
+        rope: Rope,
+        mask: MaskKind,
+        mask_tensor: Option<TensorId>,
+    ) -> EncoderLayer {
+        let lin = |w| Linear { w, b: None };
+        EncoderLayer {
+            attention: Attention {
+                qkv: Qkv::Split {
+                    q: lin(w.q),
+                    k: lin(w.k),
+                    v: lin(w.v),
+                },
+                out: lin(w.o),
+                q_heads,
+                kv_heads,
+                mask,
+                mask_tensor,
+                rope: Some(rope),
+            },
+            mlp: Mlp::SwiGlu {
+                gate: lin(w.gate),
+                up: lin(w.up),
+                down: lin(w.down),
+            },
+            norm1: Norm::Rms {
+                gamma: Some(w.attn_norm),
+                eps,
+            },
+            norm2: Norm::Rms {
+                gamma: Some(w.ffn_norm),
+                eps,
+            },
+            placement: NormPlacement::Pre,
+        }
+    }
+}

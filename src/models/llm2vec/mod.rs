@@ -1,12 +1,28 @@
 //! LLM2Vec, Kimodo's text encoder (a bidirectional Llama-3-8B with LoRA adapters, mean
-//! pooled): the text side, from a prompt to the token ids and the span that is pooled.
-//! `../shared/docs/upstream/llm2vec.md` is the study this follows.
+//! pooled): from a prompt to the token ids and the span that is pooled, and the Llama model
+//! that turns them into an embedding. `../shared/docs/upstream/llm2vec.md` is the study this
+//! follows.
 //!
 //! - [`sanitize`]: Kimodo's prompt sanitiser (§2.1, §8.2);
 //! - [`tokenizer`]: Llama-3 byte-level BPE from `tokenizer.json` or `tokenizer.model`, and
 //!   GPT-2-style BPE from GGUF metadata (§4);
-//! - [`prompt`]: LLM2Vec's long-text rule, chat template, BOS and 512-token cap (§2.2, §8.11).
+//! - [`prompt`]: LLM2Vec's long-text rule, chat template, BOS and 512-token cap (§2.2, §8.11);
+//! - [`config`]: the GGUF contract (llama.cpp's keys and names, plus `llm2vec.*`);
+//! - [`load`]: the checked, memory-mapped model;
+//! - [`model`]: the Llama graph (bidirectional or causal, pooled or LM head);
+//! - [`encode`]: prompts to embeddings, batched;
+//! - [`decode`]: greedy decoding (the real-weight check on SmolLM2);
+//! - [`run`]: `kinema encode`'s request, outputs and sidecar.
 
+pub mod config;
+pub mod decode;
+pub mod encode;
+pub mod load;
+pub mod model;
 pub mod prompt;
+pub mod run;
 pub mod sanitize;
 pub mod tokenizer;
+
+pub use config::{AttentionMode, LlamaConfig};
+pub use load::LlamaModel;

@@ -7,22 +7,29 @@
 //! alignment.
 //!
 //! Shapes are exposed row-major, outermost dimension first as in PyTorch: the reverse of
-//! ggml's `ne`. Tensor types read and written: F32, F16, Q8_0, I32 and BF16.
+//! ggml's `ne`. Tensor types read and written: F32, F16, Q8_0, I32 and BF16; llama.cpp's Q4_0
+//! and Q4_1 are read and dequantised to f32 at load (`quants.rs`).
 //!
 //! The reader treats the file as hostile: every count is bounded by the bytes left before
 //! anything is allocated for it, every size and offset is computed with checked arithmetic,
 //! tensor data must lie inside the file, be aligned and not overlap another tensor's.
 
-use std::collections::{HashMap, HashSet};
-use std::io::{self, Write};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use super::FormatError;
-use super::atomic::write_atomic;
 use super::source::{Cursor, Source, numel};
 use crate::error::Result;
-use crate::tensor::{DType, HostTensor, MAX_RANK, Q8_0_BLOCK};
+use crate::tensor::{DType, HostTensor, MAX_RANK};
+
+mod quants;
+mod value;
+mod writer;
+
+pub use quants::BlockQuant;
+pub use value::{GgufArray, GgufType, GgufValue};
+pub use writer::GgufWriter;
 
 const FORMAT: &str = "gguf";
 
@@ -40,299 +47,6 @@ pub const MAX_ALIGNMENT: u32 = 1 << 20;
 /// Deepest nesting of arrays inside arrays accepted (the format sets no limit; real files
 /// use one level). Bounds the reader's recursion.
 pub const MAX_ARRAY_DEPTH: usize = 8;
-
-/// Type ids of metadata values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum GgufType {
-    U8 = 0,
-    I8 = 1,
-    U16 = 2,
-    I16 = 3,
-    U32 = 4,
-    I32 = 5,
-    F32 = 6,
-    Bool = 7,
-    String = 8,
-    Array = 9,
-    U64 = 10,
-    I64 = 11,
-    F64 = 12,
-}
-
-impl GgufType {
-    pub fn from_id(id: u32) -> Option<GgufType> {
-        use GgufType::*;
-        Some(match id {
-            0 => U8,
-            1 => I8,
-            2 => U16,
-            3 => I16,
-            4 => U32,
-            5 => I32,
-            6 => F32,
-            7 => Bool,
-            8 => String,
-            9 => Array,
-            10 => U64,
-            11 => I64,
-            12 => F64,
-            _ => return None,
-        })
-    }
-
-    pub fn id(self) -> u32 {
-        self as u32
-    }
-
-    pub fn name(self) -> &'static str {
-        use GgufType::*;
-        match self {
-            U8 => "u8",
-            I8 => "i8",
-            U16 => "u16",
-            I16 => "i16",
-            U32 => "u32",
-            I32 => "i32",
-            F32 => "f32",
-            Bool => "bool",
-            String => "string",
-            Array => "array",
-            U64 => "u64",
-            I64 => "i64",
-            F64 => "f64",
-        }
-    }
-
-    /// Fewest bytes one value of this type occupies in a file (a string is at least its
-    /// length field, an array its type and count). Bounds element counts by the bytes left.
-    fn min_size(self) -> u64 {
-        use GgufType::*;
-        match self {
-            U8 | I8 | Bool => 1,
-            U16 | I16 => 2,
-            U32 | I32 | F32 => 4,
-            U64 | I64 | F64 | String => 8,
-            Array => 12,
-        }
-    }
-}
-
-/// One metadata value.
-#[derive(Clone, Debug, PartialEq)]
-pub enum GgufValue {
-    U8(u8),
-    I8(i8),
-    U16(u16),
-    I16(i16),
-    U32(u32),
-    I32(i32),
-    F32(f32),
-    Bool(bool),
-    String(String),
-    Array(GgufArray),
-    U64(u64),
-    I64(i64),
-    F64(f64),
-}
-
-/// A metadata array: elements of one type, stored typed. An array of arrays holds inner
-/// arrays that may each have their own element type.
-#[derive(Clone, Debug, PartialEq)]
-pub enum GgufArray {
-    U8(Vec<u8>),
-    I8(Vec<i8>),
-    U16(Vec<u16>),
-    I16(Vec<i16>),
-    U32(Vec<u32>),
-    I32(Vec<i32>),
-    F32(Vec<f32>),
-    Bool(Vec<bool>),
-    String(Vec<String>),
-    Array(Vec<GgufArray>),
-    U64(Vec<u64>),
-    I64(Vec<i64>),
-    F64(Vec<f64>),
-}
-
-impl GgufValue {
-    pub fn ty(&self) -> GgufType {
-        match self {
-            GgufValue::U8(_) => GgufType::U8,
-            GgufValue::I8(_) => GgufType::I8,
-            GgufValue::U16(_) => GgufType::U16,
-            GgufValue::I16(_) => GgufType::I16,
-            GgufValue::U32(_) => GgufType::U32,
-            GgufValue::I32(_) => GgufType::I32,
-            GgufValue::F32(_) => GgufType::F32,
-            GgufValue::Bool(_) => GgufType::Bool,
-            GgufValue::String(_) => GgufType::String,
-            GgufValue::Array(_) => GgufType::Array,
-            GgufValue::U64(_) => GgufType::U64,
-            GgufValue::I64(_) => GgufType::I64,
-            GgufValue::F64(_) => GgufType::F64,
-        }
-    }
-
-    /// "u32", "string", "array of f32", ... for error messages.
-    pub fn type_name(&self) -> String {
-        match self {
-            GgufValue::Array(a) => format!("array of {}", a.elem_type().name()),
-            v => v.ty().name().to_string(),
-        }
-    }
-
-    /// Any integer value, widened (negative values give `None`).
-    pub fn as_u64(&self) -> Option<u64> {
-        match *self {
-            GgufValue::U8(v) => Some(v.into()),
-            GgufValue::U16(v) => Some(v.into()),
-            GgufValue::U32(v) => Some(v.into()),
-            GgufValue::U64(v) => Some(v),
-            GgufValue::I8(v) => u64::try_from(v).ok(),
-            GgufValue::I16(v) => u64::try_from(v).ok(),
-            GgufValue::I32(v) => u64::try_from(v).ok(),
-            GgufValue::I64(v) => u64::try_from(v).ok(),
-            _ => None,
-        }
-    }
-
-    /// Any integer value that fits an i64.
-    pub fn as_i64(&self) -> Option<i64> {
-        match *self {
-            GgufValue::I8(v) => Some(v.into()),
-            GgufValue::I16(v) => Some(v.into()),
-            GgufValue::I32(v) => Some(v.into()),
-            GgufValue::I64(v) => Some(v),
-            _ => self.as_u64().and_then(|v| i64::try_from(v).ok()),
-        }
-    }
-
-    /// Any integer value that fits a u32 (writers differ in the width they pick).
-    pub fn as_u32(&self) -> Option<u32> {
-        self.as_u64().and_then(|v| u32::try_from(v).ok())
-    }
-
-    /// An F32 value (an F64 is not narrowed silently: use [`GgufValue::as_f64`]).
-    pub fn as_f32(&self) -> Option<f32> {
-        match *self {
-            GgufValue::F32(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// An F32 or F64 value.
-    pub fn as_f64(&self) -> Option<f64> {
-        match *self {
-            GgufValue::F32(v) => Some(v.into()),
-            GgufValue::F64(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    pub fn as_bool(&self) -> Option<bool> {
-        match *self {
-            GgufValue::Bool(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            GgufValue::String(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    pub fn as_array(&self) -> Option<&GgufArray> {
-        match self {
-            GgufValue::Array(a) => Some(a),
-            _ => None,
-        }
-    }
-}
-
-impl GgufArray {
-    pub fn elem_type(&self) -> GgufType {
-        match self {
-            GgufArray::U8(_) => GgufType::U8,
-            GgufArray::I8(_) => GgufType::I8,
-            GgufArray::U16(_) => GgufType::U16,
-            GgufArray::I16(_) => GgufType::I16,
-            GgufArray::U32(_) => GgufType::U32,
-            GgufArray::I32(_) => GgufType::I32,
-            GgufArray::F32(_) => GgufType::F32,
-            GgufArray::Bool(_) => GgufType::Bool,
-            GgufArray::String(_) => GgufType::String,
-            GgufArray::Array(_) => GgufType::Array,
-            GgufArray::U64(_) => GgufType::U64,
-            GgufArray::I64(_) => GgufType::I64,
-            GgufArray::F64(_) => GgufType::F64,
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        match self {
-            GgufArray::U8(v) => v.len(),
-            GgufArray::I8(v) => v.len(),
-            GgufArray::U16(v) => v.len(),
-            GgufArray::I16(v) => v.len(),
-            GgufArray::U32(v) => v.len(),
-            GgufArray::I32(v) => v.len(),
-            GgufArray::F32(v) => v.len(),
-            GgufArray::Bool(v) => v.len(),
-            GgufArray::String(v) => v.len(),
-            GgufArray::Array(v) => v.len(),
-            GgufArray::U64(v) => v.len(),
-            GgufArray::I64(v) => v.len(),
-            GgufArray::F64(v) => v.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Nesting depth: 1 for an array of scalars, 1 + the deepest inner array otherwise.
-    fn depth(&self) -> usize {
-        match self {
-            GgufArray::Array(v) => 1 + v.iter().map(GgufArray::depth).max().unwrap_or(0),
-            _ => 1,
-        }
-    }
-}
-
-macro_rules! value_from {
-    ($($t:ty => $v:ident),* $(,)?) => {$(
-        impl From<$t> for GgufValue {
-            fn from(x: $t) -> GgufValue {
-                GgufValue::$v(x)
-            }
-        }
-        impl From<Vec<$t>> for GgufArray {
-            fn from(x: Vec<$t>) -> GgufArray {
-                GgufArray::$v(x)
-            }
-        }
-    )*};
-}
-value_from!(u8 => U8, i8 => I8, u16 => U16, i16 => I16, u32 => U32, i32 => I32, f32 => F32,
-    bool => Bool, String => String, u64 => U64, i64 => I64, f64 => F64);
-
-impl From<&str> for GgufValue {
-    fn from(s: &str) -> GgufValue {
-        GgufValue::String(s.to_string())
-    }
-}
-impl From<GgufArray> for GgufValue {
-    fn from(a: GgufArray) -> GgufValue {
-        GgufValue::Array(a)
-    }
-}
-impl From<Vec<GgufArray>> for GgufArray {
-    fn from(x: Vec<GgufArray>) -> GgufArray {
-        GgufArray::Array(x)
-    }
-}
 
 /// GGML tensor type ids kinema reads and writes.
 const GGML_F32: u32 = 0;
@@ -394,7 +108,12 @@ fn ggml_type_name(id: u32) -> &'static str {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GgufTensorInfo {
     pub name: String,
+    /// The dtype [`GgufFile::tensor`] returns: the stored one, or f32 for a block format
+    /// dequantised at load (`quant`).
     pub dtype: DType,
+    /// The llama.cpp block format the data is stored in, when it is one kinema dequantises
+    /// at load ([`BlockQuant`]); `None` when the data is stored as `dtype`.
+    pub quant: Option<BlockQuant>,
     /// Row-major, outermost dimension first (the reverse of ggml's `ne`).
     pub shape: Vec<usize>,
     /// Byte offset of the data relative to the start of the data section.
@@ -555,9 +274,15 @@ impl GgufFile {
 
     /// A tensor: borrowed from the memory map when the file was opened from disk (the
     /// parser checked alignment and bounds), copied when it was parsed from memory or when a
-    /// small `general.alignment` leaves the data misaligned for its dtype.
+    /// small `general.alignment` leaves the data misaligned for its dtype. A tensor stored in
+    /// a llama.cpp block format ([`GgufTensorInfo::quant`]) is dequantised into an owned f32
+    /// tensor.
     pub fn tensor(&self, name: &str) -> Result<HostTensor> {
         let t = self.info_or_err(name)?;
+        if let Some(q) = t.quant {
+            let values = q.dequantize(self.tensor_bytes(name)?)?;
+            return HostTensor::from_f32(&t.shape, &values);
+        }
         self.src
             .tensor(t.dtype, &t.shape, self.data_offset + t.offset)
     }
@@ -833,33 +558,45 @@ fn read_tensor_info(c: &mut Cursor<'_>, i: u64) -> Result<GgufTensorInfo> {
     // ggml lists the innermost dimension first.
     shape.reverse();
     let type_id = c.u32(|| format!("type of tensor {name:?}"))?;
-    let dtype = dtype_from_ggml(type_id).ok_or_else(|| {
-        FormatError::unsupported(
-            FORMAT,
-            format!(
-                "tensor {name:?} has ggml type {type_id} ({}); kinema reads F32, F16, BF16, \
-                 Q8_0 and I32",
-                ggml_type_name(type_id)
-            ),
-        )
-    })?;
+    let quant = BlockQuant::from_ggml(type_id);
+    let dtype = match quant {
+        Some(_) => DType::F32,
+        None => dtype_from_ggml(type_id).ok_or_else(|| {
+            FormatError::unsupported(
+                FORMAT,
+                format!(
+                    "tensor {name:?} has ggml type {type_id} ({}); kinema reads F32, F16, BF16, \
+                     Q8_0 and I32, and dequantises Q4_0 and Q4_1",
+                    ggml_type_name(type_id)
+                ),
+            )
+        })?,
+    };
     let offset = c.u64(|| format!("data offset of tensor {name:?}"))?;
     let offset = usize::try_from(offset)
         .map_err(|_| invalid(format!("tensor {name:?}: offset {offset} overflows usize")))?;
     let n = numel(&shape)
         .ok_or_else(|| invalid(format!("tensor {name:?}: shape {shape:?} overflows")))?;
-    if dtype == DType::Q8_0 && shape.last().is_none_or(|&d| d % Q8_0_BLOCK != 0) {
+    // ggml quantises rows: a block never spans two.
+    let (stored, block) = match quant {
+        Some(q) => (q.name(), q.block_elems()),
+        None => (dtype.name(), dtype.block_elems()),
+    };
+    if block > 1 && shape.last().is_none_or(|&d| d % block != 0) {
         return Err(invalid(format!(
-            "q8_0 tensor {name:?} of shape {shape:?}: the innermost dimension must be a \
-             multiple of {Q8_0_BLOCK}"
+            "{stored} tensor {name:?} of shape {shape:?}: the innermost dimension must be a \
+             multiple of {block}"
         )));
     }
-    let size = dtype
-        .bytes_for(n)
-        .ok_or_else(|| invalid(format!("tensor {name:?}: {n} {dtype} elements overflow")))?;
+    let size = match quant {
+        Some(q) => q.bytes_for(n),
+        None => dtype.bytes_for(n),
+    }
+    .ok_or_else(|| invalid(format!("tensor {name:?}: {n} {stored} elements overflow")))?;
     Ok(GgufTensorInfo {
         name,
         dtype,
+        quant,
         shape,
         offset,
         size,
@@ -906,257 +643,6 @@ fn check_tensor_data(
         }
     }
     Ok(())
-}
-
-/// Builds a GGUF file: metadata and tensors in the order they are added. Nothing touches the
-/// disk until [`GgufWriter::write`], which writes a temporary file and renames it into place.
-#[derive(Default)]
-pub struct GgufWriter {
-    metadata: Vec<(String, GgufValue)>,
-    keys: HashSet<String>,
-    tensors: Vec<PendingTensor>,
-    names: HashSet<String>,
-    alignment: Option<u32>,
-}
-
-impl GgufWriter {
-    pub fn new() -> GgufWriter {
-        GgufWriter::default()
-    }
-
-    /// Add a metadata entry. Duplicate keys, arrays nested deeper than [`MAX_ARRAY_DEPTH`]
-    /// and a `general.alignment` that is not a u32 power of two up to [`MAX_ALIGNMENT`] are
-    /// refused.
-    pub fn add_metadata(
-        &mut self,
-        key: impl Into<String>,
-        value: impl Into<GgufValue>,
-    ) -> Result<()> {
-        let key = key.into();
-        let value = value.into();
-        if self.keys.contains(&key) {
-            return Err(FormatError::Duplicate {
-                format: FORMAT,
-                what: "metadata key",
-                name: key,
-            }
-            .into());
-        }
-        if let GgufValue::Array(a) = &value
-            && a.depth() > MAX_ARRAY_DEPTH
-        {
-            return Err(FormatError::Limit {
-                format: FORMAT,
-                what: format!("array nesting depth of metadata key {key:?}"),
-                value: a.depth() as u64,
-                limit: MAX_ARRAY_DEPTH as u64,
-            }
-            .into());
-        }
-        if key == ALIGNMENT_KEY {
-            match value {
-                GgufValue::U32(a) if a.is_power_of_two() && a <= MAX_ALIGNMENT => {
-                    self.alignment = Some(a)
-                }
-                ref v => {
-                    return Err(invalid(format!(
-                        "{ALIGNMENT_KEY} must be a u32 power of two up to {MAX_ALIGNMENT}, got {v:?}"
-                    )));
-                }
-            }
-        }
-        self.keys.insert(key.clone());
-        self.metadata.push((key, value));
-        Ok(())
-    }
-
-    /// Add a tensor (its storage is shared, not copied). U32 tensors are refused because GGUF
-    /// has no u32 type; so are ranks above [`MAX_RANK`] and q8_0 tensors whose innermost
-    /// dimension is not a whole number of blocks (ggml quantises rows).
-    pub fn add_tensor(&mut self, name: impl Into<String>, t: &HostTensor) -> Result<()> {
-        let name = name.into();
-        if self.names.contains(&name) {
-            return Err(FormatError::Duplicate {
-                format: FORMAT,
-                what: "tensor",
-                name,
-            }
-            .into());
-        }
-        let Some(ggml_type) = ggml_from_dtype(t.dtype) else {
-            return Err(FormatError::unsupported(
-                FORMAT,
-                format!(
-                    "tensor {name:?} is {}, which GGUF has no type for; store it as i32",
-                    t.dtype
-                ),
-            )
-            .into());
-        };
-        if t.shape.len() > MAX_RANK {
-            return Err(FormatError::unsupported(
-                FORMAT,
-                format!(
-                    "tensor {name:?} has rank {}, above {MAX_RANK}",
-                    t.shape.len()
-                ),
-            )
-            .into());
-        }
-        if t.dtype == DType::Q8_0 && t.shape.last().is_none_or(|&d| d % Q8_0_BLOCK != 0) {
-            return Err(invalid(format!(
-                "q8_0 tensor {name:?} of shape {:?}: the innermost dimension must be a \
-                 multiple of {Q8_0_BLOCK}",
-                t.shape
-            )));
-        }
-        let need = numel(&t.shape).and_then(|n| t.dtype.bytes_for(n));
-        if need != Some(t.bytes().len()) {
-            return Err(invalid(format!(
-                "tensor {name:?}: {} bytes do not match {} of shape {:?}",
-                t.bytes().len(),
-                t.dtype,
-                t.shape
-            )));
-        }
-        self.names.insert(name.clone());
-        self.tensors.push(PendingTensor {
-            name,
-            ggml_type,
-            tensor: t.clone(),
-        });
-        Ok(())
-    }
-
-    fn alignment(&self) -> usize {
-        self.alignment.unwrap_or(DEFAULT_ALIGNMENT) as usize
-    }
-
-    /// Write the file to `path` atomically (temporary file in the same directory, fsync,
-    /// rename): `path` never holds a partial file.
-    pub fn write(&self, path: impl AsRef<Path>) -> Result<()> {
-        write_atomic(path, |w| self.emit(w))
-    }
-
-    /// Write the file to a stream.
-    pub fn write_to(&self, mut w: impl Write) -> Result<()> {
-        self.emit(&mut w).map_err(|source| {
-            FormatError::Write {
-                format: FORMAT,
-                source,
-            }
-            .into()
-        })
-    }
-
-    fn emit(&self, w: &mut dyn Write) -> io::Result<()> {
-        let align = self.alignment();
-        let mut w = Counting { w, pos: 0 };
-        w.put(&GGUF_MAGIC)?;
-        w.put(&GGUF_VERSION.to_le_bytes())?;
-        w.put(&(self.tensors.len() as u64).to_le_bytes())?;
-        w.put(&(self.metadata.len() as u64).to_le_bytes())?;
-        let mut buf = Vec::new();
-        for (k, v) in &self.metadata {
-            buf.clear();
-            put_string(&mut buf, k);
-            buf.extend_from_slice(&v.ty().id().to_le_bytes());
-            put_value(&mut buf, v);
-            w.put(&buf)?;
-        }
-        let mut offset = 0usize;
-        for t in &self.tensors {
-            buf.clear();
-            put_string(&mut buf, &t.name);
-            buf.extend_from_slice(&(t.tensor.shape.len() as u32).to_le_bytes());
-            for &d in t.tensor.shape.iter().rev() {
-                buf.extend_from_slice(&(d as u64).to_le_bytes());
-            }
-            buf.extend_from_slice(&t.ggml_type.to_le_bytes());
-            buf.extend_from_slice(&(offset as u64).to_le_bytes());
-            w.put(&buf)?;
-            offset = offset
-                .checked_add(t.tensor.bytes().len())
-                .and_then(|e| e.checked_next_multiple_of(align))
-                .ok_or_else(|| io::Error::other("GGUF data section size overflows usize"))?;
-        }
-        let zeros = vec![0u8; align];
-        w.put(&zeros[..w.pos.next_multiple_of(align) - w.pos])?;
-        for t in &self.tensors {
-            let b = t.tensor.bytes();
-            w.put(b)?;
-            // ggml pads every tensor, the last one too, and sizes the data section that way.
-            w.put(&zeros[..b.len().next_multiple_of(align) - b.len()])?;
-        }
-        Ok(())
-    }
-}
-
-struct PendingTensor {
-    name: String,
-    ggml_type: u32,
-    tensor: HostTensor,
-}
-
-/// A writer that counts the bytes written, to place the padding.
-struct Counting<'a> {
-    w: &'a mut dyn Write,
-    pos: usize,
-}
-
-impl Counting<'_> {
-    fn put(&mut self, b: &[u8]) -> io::Result<()> {
-        self.pos += b.len();
-        self.w.write_all(b)
-    }
-}
-
-fn put_string(buf: &mut Vec<u8>, s: &str) {
-    buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
-    buf.extend_from_slice(s.as_bytes());
-}
-
-fn put_value(buf: &mut Vec<u8>, v: &GgufValue) {
-    match v {
-        GgufValue::U8(x) => buf.push(*x),
-        GgufValue::I8(x) => buf.push(*x as u8),
-        GgufValue::U16(x) => buf.extend_from_slice(&x.to_le_bytes()),
-        GgufValue::I16(x) => buf.extend_from_slice(&x.to_le_bytes()),
-        GgufValue::U32(x) => buf.extend_from_slice(&x.to_le_bytes()),
-        GgufValue::I32(x) => buf.extend_from_slice(&x.to_le_bytes()),
-        GgufValue::F32(x) => buf.extend_from_slice(&x.to_le_bytes()),
-        GgufValue::Bool(x) => buf.push(u8::from(*x)),
-        GgufValue::String(s) => put_string(buf, s),
-        GgufValue::Array(a) => put_array(buf, a),
-        GgufValue::U64(x) => buf.extend_from_slice(&x.to_le_bytes()),
-        GgufValue::I64(x) => buf.extend_from_slice(&x.to_le_bytes()),
-        GgufValue::F64(x) => buf.extend_from_slice(&x.to_le_bytes()),
-    }
-}
-
-fn put_array(buf: &mut Vec<u8>, a: &GgufArray) {
-    buf.extend_from_slice(&a.elem_type().id().to_le_bytes());
-    buf.extend_from_slice(&(a.len() as u64).to_le_bytes());
-    fn each<T: Copy, const N: usize>(buf: &mut Vec<u8>, v: &[T], f: impl Fn(T) -> [u8; N]) {
-        for &x in v {
-            buf.extend_from_slice(&f(x));
-        }
-    }
-    match a {
-        GgufArray::U8(v) => buf.extend_from_slice(v),
-        GgufArray::I8(v) => each(buf, v, i8::to_le_bytes),
-        GgufArray::U16(v) => each(buf, v, u16::to_le_bytes),
-        GgufArray::I16(v) => each(buf, v, i16::to_le_bytes),
-        GgufArray::U32(v) => each(buf, v, u32::to_le_bytes),
-        GgufArray::I32(v) => each(buf, v, i32::to_le_bytes),
-        GgufArray::F32(v) => each(buf, v, f32::to_le_bytes),
-        GgufArray::Bool(v) => each(buf, v, |b| [u8::from(b)]),
-        GgufArray::String(v) => v.iter().for_each(|s| put_string(buf, s)),
-        GgufArray::Array(v) => v.iter().for_each(|a| put_array(buf, a)),
-        GgufArray::U64(v) => each(buf, v, u64::to_le_bytes),
-        GgufArray::I64(v) => each(buf, v, i64::to_le_bytes),
-        GgufArray::F64(v) => each(buf, v, f64::to_le_bytes),
-    }
 }
 
 #[cfg(test)]

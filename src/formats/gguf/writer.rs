@@ -1,0 +1,266 @@
+//! The GGUF writer: metadata and tensors in the order they are added, written atomically.
+
+use std::collections::HashSet;
+use std::io::{self, Write};
+use std::path::Path;
+
+use super::{
+    ALIGNMENT_KEY, DEFAULT_ALIGNMENT, FORMAT, GGUF_MAGIC, GGUF_VERSION, GgufArray, GgufValue,
+    MAX_ALIGNMENT, MAX_ARRAY_DEPTH, ggml_from_dtype, invalid,
+};
+use crate::error::Result;
+use crate::formats::FormatError;
+use crate::formats::atomic::write_atomic;
+use crate::formats::source::numel;
+use crate::tensor::{DType, HostTensor, MAX_RANK, Q8_0_BLOCK};
+
+/// Builds a GGUF file: metadata and tensors in the order they are added. Nothing touches the
+/// disk until [`GgufWriter::write`], which writes a temporary file and renames it into place.
+#[derive(Default)]
+pub struct GgufWriter {
+    metadata: Vec<(String, GgufValue)>,
+    keys: HashSet<String>,
+    tensors: Vec<PendingTensor>,
+    names: HashSet<String>,
+    alignment: Option<u32>,
+}
+
+impl GgufWriter {
+    pub fn new() -> GgufWriter {
+        GgufWriter::default()
+    }
+
+    /// Add a metadata entry. Duplicate keys, arrays nested deeper than [`MAX_ARRAY_DEPTH`]
+    /// and a `general.alignment` that is not a u32 power of two up to [`MAX_ALIGNMENT`] are
+    /// refused.
+    pub fn add_metadata(
+        &mut self,
+        key: impl Into<String>,
+        value: impl Into<GgufValue>,
+    ) -> Result<()> {
+        let key = key.into();
+        let value = value.into();
+        if self.keys.contains(&key) {
+            return Err(FormatError::Duplicate {
+                format: FORMAT,
+                what: "metadata key",
+                name: key,
+            }
+            .into());
+        }
+        if let GgufValue::Array(a) = &value
+            && a.depth() > MAX_ARRAY_DEPTH
+        {
+            return Err(FormatError::Limit {
+                format: FORMAT,
+                what: format!("array nesting depth of metadata key {key:?}"),
+                value: a.depth() as u64,
+                limit: MAX_ARRAY_DEPTH as u64,
+            }
+            .into());
+        }
+        if key == ALIGNMENT_KEY {
+            match value {
+                GgufValue::U32(a) if a.is_power_of_two() && a <= MAX_ALIGNMENT => {
+                    self.alignment = Some(a)
+                }
+                ref v => {
+                    return Err(invalid(format!(
+                        "{ALIGNMENT_KEY} must be a u32 power of two up to {MAX_ALIGNMENT}, got {v:?}"
+                    )));
+                }
+            }
+        }
+        self.keys.insert(key.clone());
+        self.metadata.push((key, value));
+        Ok(())
+    }
+
+    /// Add a tensor (its storage is shared, not copied). U32 tensors are refused because GGUF
+    /// has no u32 type; so are ranks above [`MAX_RANK`] and q8_0 tensors whose innermost
+    /// dimension is not a whole number of blocks (ggml quantises rows).
+    pub fn add_tensor(&mut self, name: impl Into<String>, t: &HostTensor) -> Result<()> {
+        let name = name.into();
+        if self.names.contains(&name) {
+            return Err(FormatError::Duplicate {
+                format: FORMAT,
+                what: "tensor",
+                name,
+            }
+            .into());
+        }
+        let Some(ggml_type) = ggml_from_dtype(t.dtype) else {
+            return Err(FormatError::unsupported(
+                FORMAT,
+                format!(
+                    "tensor {name:?} is {}, which GGUF has no type for; store it as i32",
+                    t.dtype
+                ),
+            )
+            .into());
+        };
+        if t.shape.len() > MAX_RANK {
+            return Err(FormatError::unsupported(
+                FORMAT,
+                format!(
+                    "tensor {name:?} has rank {}, above {MAX_RANK}",
+                    t.shape.len()
+                ),
+            )
+            .into());
+        }
+        if t.dtype == DType::Q8_0 && t.shape.last().is_none_or(|&d| d % Q8_0_BLOCK != 0) {
+            return Err(invalid(format!(
+                "q8_0 tensor {name:?} of shape {:?}: the innermost dimension must be a \
+                 multiple of {Q8_0_BLOCK}",
+                t.shape
+            )));
+        }
+        let need = numel(&t.shape).and_then(|n| t.dtype.bytes_for(n));
+        if need != Some(t.bytes().len()) {
+            return Err(invalid(format!(
+                "tensor {name:?}: {} bytes do not match {} of shape {:?}",
+                t.bytes().len(),
+                t.dtype,
+                t.shape
+            )));
+        }
+        self.names.insert(name.clone());
+        self.tensors.push(PendingTensor {
+            name,
+            ggml_type,
+            tensor: t.clone(),
+        });
+        Ok(())
+    }
+
+    fn alignment(&self) -> usize {
+        self.alignment.unwrap_or(DEFAULT_ALIGNMENT) as usize
+    }
+
+    /// Write the file to `path` atomically (temporary file in the same directory, fsync,
+    /// rename): `path` never holds a partial file.
+    pub fn write(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_atomic(path, |w| self.emit(w))
+    }
+
+    /// Write the file to a stream.
+    pub fn write_to(&self, mut w: impl Write) -> Result<()> {
+        self.emit(&mut w).map_err(|source| {
+            FormatError::Write {
+                format: FORMAT,
+                source,
+            }
+            .into()
+        })
+    }
+
+    fn emit(&self, w: &mut dyn Write) -> io::Result<()> {
+        let align = self.alignment();
+        let mut w = Counting { w, pos: 0 };
+        w.put(&GGUF_MAGIC)?;
+        w.put(&GGUF_VERSION.to_le_bytes())?;
+        w.put(&(self.tensors.len() as u64).to_le_bytes())?;
+        w.put(&(self.metadata.len() as u64).to_le_bytes())?;
+        let mut buf = Vec::new();
+        for (k, v) in &self.metadata {
+            buf.clear();
+            put_string(&mut buf, k);
+            buf.extend_from_slice(&v.ty().id().to_le_bytes());
+            put_value(&mut buf, v);
+            w.put(&buf)?;
+        }
+        let mut offset = 0usize;
+        for t in &self.tensors {
+            buf.clear();
+            put_string(&mut buf, &t.name);
+            buf.extend_from_slice(&(t.tensor.shape.len() as u32).to_le_bytes());
+            for &d in t.tensor.shape.iter().rev() {
+                buf.extend_from_slice(&(d as u64).to_le_bytes());
+            }
+            buf.extend_from_slice(&t.ggml_type.to_le_bytes());
+            buf.extend_from_slice(&(offset as u64).to_le_bytes());
+            w.put(&buf)?;
+            offset = offset
+                .checked_add(t.tensor.bytes().len())
+                .and_then(|e| e.checked_next_multiple_of(align))
+                .ok_or_else(|| io::Error::other("GGUF data section size overflows usize"))?;
+        }
+        let zeros = vec![0u8; align];
+        w.put(&zeros[..w.pos.next_multiple_of(align) - w.pos])?;
+        for t in &self.tensors {
+            let b = t.tensor.bytes();
+            w.put(b)?;
+            // ggml pads every tensor, the last one too, and sizes the data section that way.
+            w.put(&zeros[..b.len().next_multiple_of(align) - b.len()])?;
+        }
+        Ok(())
+    }
+}
+
+struct PendingTensor {
+    name: String,
+    ggml_type: u32,
+    tensor: HostTensor,
+}
+
+/// A writer that counts the bytes written, to place the padding.
+struct Counting<'a> {
+    w: &'a mut dyn Write,
+    pos: usize,
+}
+
+impl Counting<'_> {
+    fn put(&mut self, b: &[u8]) -> io::Result<()> {
+        self.pos += b.len();
+        self.w.write_all(b)
+    }
+}
+
+fn put_string(buf: &mut Vec<u8>, s: &str) {
+    buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    buf.extend_from_slice(s.as_bytes());
+}
+
+fn put_value(buf: &mut Vec<u8>, v: &GgufValue) {
+    match v {
+        GgufValue::U8(x) => buf.push(*x),
+        GgufValue::I8(x) => buf.push(*x as u8),
+        GgufValue::U16(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::I16(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::U32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::I32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::F32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::Bool(x) => buf.push(u8::from(*x)),
+        GgufValue::String(s) => put_string(buf, s),
+        GgufValue::Array(a) => put_array(buf, a),
+        GgufValue::U64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::I64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        GgufValue::F64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+    }
+}
+
+fn put_array(buf: &mut Vec<u8>, a: &GgufArray) {
+    buf.extend_from_slice(&a.elem_type().id().to_le_bytes());
+    buf.extend_from_slice(&(a.len() as u64).to_le_bytes());
+    fn each<T: Copy, const N: usize>(buf: &mut Vec<u8>, v: &[T], f: impl Fn(T) -> [u8; N]) {
+        for &x in v {
+            buf.extend_from_slice(&f(x));
+        }
+    }
+    match a {
+        GgufArray::U8(v) => buf.extend_from_slice(v),
+        GgufArray::I8(v) => each(buf, v, i8::to_le_bytes),
+        GgufArray::U16(v) => each(buf, v, u16::to_le_bytes),
+        GgufArray::I16(v) => each(buf, v, i16::to_le_bytes),
+        GgufArray::U32(v) => each(buf, v, u32::to_le_bytes),
+        GgufArray::I32(v) => each(buf, v, i32::to_le_bytes),
+        GgufArray::F32(v) => each(buf, v, f32::to_le_bytes),
+        GgufArray::Bool(v) => each(buf, v, |b| [u8::from(b)]),
+        GgufArray::String(v) => v.iter().for_each(|s| put_string(buf, s)),
+        GgufArray::Array(v) => v.iter().for_each(|a| put_array(buf, a)),
+        GgufArray::U64(v) => each(buf, v, u64::to_le_bytes),
+        GgufArray::I64(v) => each(buf, v, i64::to_le_bytes),
+        GgufArray::F64(v) => each(buf, v, f64::to_le_bytes),
+    }
+}
