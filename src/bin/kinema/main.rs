@@ -7,6 +7,7 @@ mod bench;
 mod drift;
 mod info;
 mod kimodo;
+mod llm2vec_convert;
 mod motionbricks;
 mod peaks;
 
