@@ -656,3 +656,33 @@ fn cli_converts_and_reports() {
     assert!(err.contains("--dtype") && err.contains("q8_0"), "{err}");
     assert!(!c.out().exists());
 }
+
+/// The fuzz target's seeds are valid inputs of the parser their first byte selects (so the
+/// fuzzer starts from files that reach the checks after parsing).
+#[test]
+fn llm2vec_sources_fuzz_seeds_parse() {
+    use kinema::formats::safetensors_index::parse_index;
+    use kinema::models::llm2vec::hf_config::{LlamaConfig, LoraConfig};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/llm2vec_sources");
+    let mut seen = [0usize; 4];
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let b = fs::read(&p).unwrap();
+        let (&which, rest) = b.split_first().unwrap();
+        let which = which as usize % 4;
+        seen[which] += 1;
+        let ok = match which {
+            0 => parse_index(rest).is_ok(),
+            1 => LlamaConfig::parse(rest).is_ok(),
+            2 => LoraConfig::parse(rest).and_then(|c| c.targets(3)).is_ok(),
+            _ => {
+                let i = rest.iter().position(|&x| x == 0).unwrap();
+                let meta = gguf_tokenizer(&rest[..i], &rest[i + 1..]).unwrap();
+                let t = Tokenizer::from_gguf_metadata(&meta).unwrap();
+                t.encode("A person walks.", true).unwrap().len() > 1
+            }
+        };
+        assert!(ok, "{}", p.display());
+    }
+    assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
+}

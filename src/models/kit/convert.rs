@@ -241,7 +241,9 @@ pub fn encode_f32(
             Ok(out)
         }
         DType::Q8_0 => {
-            if shape.last().is_none_or(|&d| d % Q8_0_BLOCK != 0) || values.len() % Q8_0_BLOCK != 0 {
+            if shape.last().is_none_or(|&d| d % Q8_0_BLOCK != 0)
+                || !values.len().is_multiple_of(Q8_0_BLOCK)
+            {
                 return Err(invalid(
                     format,
                     format!(

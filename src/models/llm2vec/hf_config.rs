@@ -305,7 +305,8 @@ pub fn llama3_rope_divisors(theta: f64, head_dim: usize, s: &Llama3RopeScaling) 
             };
             let smooth = (old / wavelen - low) / (high - low);
             let smoothed = (1.0 - smooth) * llama / factor + smooth * llama;
-            let medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+            // transformers: `~(wavelen < high) * ~(wavelen > low)`; wavelen is never NaN here.
+            let medium = wavelen >= high_wavelen && wavelen <= low_wavelen;
             if medium {
                 llama = smoothed;
             }
@@ -616,6 +617,18 @@ pub fn gguf_tokenizer(
             format!("{n} token ids is outside 1..={MAX_DIM}"),
         ));
     }
+    // Ids must run from 0 without a gap, so there are at least as many entries as ids: this
+    // also bounds the table below by the input's size.
+    let entries = f.model.vocab.len() + f.added_tokens.len();
+    if n > entries as u64 {
+        return Err(unsupported(
+            TOKENIZER,
+            format!(
+                "token ids up to {} but only {entries} tokens: ids must be contiguous from 0",
+                n - 1
+            ),
+        ));
+    }
     let n = n as usize;
     let mut tokens: Vec<Option<String>> = vec![None; n];
     let mut types = vec![TYPE_NORMAL; n];
@@ -801,6 +814,38 @@ mod tests {
         )
         .unwrap();
         assert!(lm.targets(1).unwrap_err().to_string().contains("lm_head"));
+    }
+
+    #[test]
+    fn tokenizer_ids_must_be_contiguous_and_specials_known() {
+        let cfg = br#"{"bos_token": "<|begin_of_text|>", "eos_token": {"content": "b"}}"#;
+        let json = |vocab: &str, added: &str| {
+            format!(
+                r#"{{"model": {{"type": "BPE", "vocab": {vocab}, "merges": ["a b"]}}, "added_tokens": {added}}}"#
+            )
+        };
+        let ok = json(
+            r#"{"a": 0, "b": 1, "ab": 2}"#,
+            r#"[{"id": 3, "content": "<|begin_of_text|>", "special": true}]"#,
+        );
+        let meta = gguf_tokenizer(ok.as_bytes(), cfg).unwrap();
+        let get = |k: &str| meta.iter().find(|(m, _)| m == k).map(|(_, v)| v.clone());
+        assert_eq!(get("tokenizer.ggml.bos_token_id"), Some(GgufValue::U32(3)));
+        assert_eq!(get("tokenizer.ggml.eos_token_id"), Some(GgufValue::U32(1)));
+        assert_eq!(
+            get("tokenizer.ggml.token_type"),
+            Some(GgufValue::Array(GgufArray::I32(vec![1, 1, 1, 3])))
+        );
+        let gap = json(r#"{"a": 0, "b": 4000000}"#, "[]");
+        let e = gguf_tokenizer(gap.as_bytes(), cfg).unwrap_err().to_string();
+        assert!(e.contains("contiguous"), "{e}");
+        let e = gguf_tokenizer(ok.as_bytes(), br#"{"eos_token": "zz"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tokenizer_config.json") && e.contains("\"zz\""),
+            "{e}"
+        );
     }
 
     #[test]
