@@ -70,6 +70,11 @@ import numpy as np
 
 # Everything is local: no Hub look-ups for the adapters' base names.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# PEFT stores target_modules from a set: a fixed hash seed makes adapter_config.json (and so
+# its SHA-256 in converted files) the same on every run.
+if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
+    os.environ["PYTHONHASHSEED"] = "0"
+    os.execv(sys.executable, [sys.executable] + sys.argv)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
