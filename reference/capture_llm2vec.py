@@ -378,8 +378,8 @@ def main():
                     arrays[f"{mode}_batch_embed_mask"] = f["embed_mask"].numpy().astype(np.int32)
                     arrays[f"{mode}_batch_final_norm"] = layers_out["norm"].numpy()
                 arrays[f"{mode}_batch_pooled_{kind}"] = pooled.numpy()
-            lengths = [len(x["ids"]) for x in meta_modes[mode]["prompts"]]
-            order = sorted(range(len(PROMPTS)), key=lambda i: -lengths[i])
+            # LLM2Vec.encode's own row order: by the length of the string it builds.
+            order = [int(i) for i in np.argsort([-enc._text_length(enc._convert_to_str("", p)) for p in PROMPTS])]
             single = torch.stack(singles)
             rel = lambda a, b: float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
             meta_modes[mode].update(

@@ -686,3 +686,74 @@ fn llm2vec_sources_fuzz_seeds_parse() {
     }
     assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
 }
+
+fn i32s(npz: &NpzReader, name: &str) -> Vec<i64> {
+    npz.array(name)
+        .unwrap()
+        .to_f32()
+        .unwrap()
+        .iter()
+        .map(|&x| x as i64)
+        .collect()
+}
+
+/// The capture's inputs are what kinema's prompt pipeline builds with the tokenizer read back
+/// from the converted GGUF (ids and pooled span, both template modes), and the GGUF's
+/// template default ("on" here: the MNTP adapter's base is Meta-Llama-3-8B-Instruct) is the
+/// mode upstream ran with that name. Also checks the fixture's own consistency: pooled =
+/// mean of the last `sum(embed_mask)` rows of the final-norm output, the embed mask a
+/// trailing run of ones, the padded batch left-padded with the EOS id.
+#[test]
+fn capture_inputs_are_what_kinema_builds_from_the_converted_file() {
+    use kinema::models::llm2vec::prompt::llm2vec_input;
+    let c = Copy::new();
+    convert(&c.sources(&[MNTP, SUP]), &c.out(), DType::BF16).unwrap();
+    let g = GgufFile::open(c.out()).unwrap();
+    assert_eq!(g.get_str(keys::CHAT_TEMPLATE_DEFAULT).unwrap(), "on");
+    let tok = Tokenizer::open(c.out()).unwrap();
+    let npz = capture();
+    let meta: Value =
+        serde_json::from_slice(&fs::read(fixture_dir().join("capture.json")).unwrap()).unwrap();
+    assert_eq!(
+        meta["modes"]["on"]["model_name"],
+        "meta-llama/Meta-Llama-3-8B-Instruct"
+    );
+    let prompts: Vec<String> = serde_json::from_value(meta["prompts"].clone()).unwrap();
+    let hidden = 64;
+    for mode in ["on", "off"] {
+        for (i, p) in prompts.iter().enumerate() {
+            let k = format!("{mode}_p{i}");
+            let ids = i32s(&npz, &format!("{k}_input_ids"));
+            let mask = i32s(&npz, &format!("{k}_embed_mask"));
+            let n = mask.iter().sum::<i64>() as usize;
+            assert!(mask[..mask.len() - n].iter().all(|&m| m == 0), "{k}");
+            let input = llm2vec_input(&tok, p, mode == "on").unwrap();
+            let want: Vec<u32> = ids.iter().map(|&x| x as u32).collect();
+            assert_eq!(input.ids, want, "{k}");
+            assert_eq!(input.pooled, n, "{k}");
+            let fin = f32s(&npz, &format!("{k}_final_norm"));
+            let pooled = f32s(&npz, &format!("{k}_pooled"));
+            let t = ids.len();
+            assert_eq!(fin.len(), t * hidden);
+            for j in 0..hidden {
+                let mean = (t - n..t).map(|r| fin[r * hidden + j]).sum::<f32>() / n as f32;
+                assert!((mean - pooled[j]).abs() <= 1e-6, "{k} {j}");
+            }
+        }
+        let ids = npz.array(&format!("{mode}_batch_input_ids")).unwrap();
+        let am = i32s(&npz, &format!("{mode}_batch_attention_mask"));
+        let (rows, len) = (ids.shape[0], ids.shape[1]);
+        assert_eq!(rows, prompts.len());
+        let ids = i32s(&npz, &format!("{mode}_batch_input_ids"));
+        let order: Vec<usize> =
+            serde_json::from_value(meta["modes"][mode]["batch_row_order"].clone()).unwrap();
+        for (r, &pi) in order.iter().enumerate() {
+            let single = i32s(&npz, &format!("{mode}_p{pi}_input_ids"));
+            let pad = len - single.len();
+            assert_eq!(&ids[r * len + pad..(r + 1) * len], single.as_slice());
+            assert!(ids[r * len..r * len + pad].iter().all(|&x| x == 777));
+            assert!(am[r * len..r * len + pad].iter().all(|&x| x == 0));
+            assert!(am[r * len + pad..(r + 1) * len].iter().all(|&x| x == 1));
+        }
+    }
+}
