@@ -757,3 +757,63 @@ fn capture_inputs_are_what_kinema_builds_from_the_converted_file() {
         }
     }
 }
+
+/// A base stored as one `model.safetensors` (no index) converts to the same tensors as the
+/// sharded one, and its hash is recorded under `base/model.safetensors`.
+#[test]
+fn a_single_file_base_converts_like_the_shards() {
+    let c = Copy::new();
+    convert(&c.sources(&[MNTP]), &c.out(), DType::F32).unwrap();
+    let sharded = GgufFile::open(c.out()).unwrap();
+    let base = c.dir(BASE);
+    let mut all: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for e in fs::read_dir(&base).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "safetensors") {
+            let st = SafeTensors::open(&p).unwrap();
+            for t in st.tensors() {
+                all.push((
+                    t.name.clone(),
+                    t.shape.clone(),
+                    st.tensor_bytes(&t.name).unwrap().to_vec(),
+                ));
+            }
+            fs::remove_file(&p).unwrap();
+        }
+    }
+    fs::remove_file(base.join("model.safetensors.index.json")).unwrap();
+    let views: Vec<(String, safetensors::tensor::TensorView)> = all
+        .iter()
+        .map(|(n, s, b)| {
+            let v = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b)
+                .unwrap();
+            (n.clone(), v)
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, &base.join("model.safetensors")).unwrap();
+    let out = c.tmp.path().join("single.gguf");
+    let conv = convert(&c.sources(&[MNTP]), &out, DType::F32).unwrap();
+    assert!(
+        conv.sources
+            .iter()
+            .any(|(l, _)| l == "base/model.safetensors")
+    );
+    assert!(!conv.sources.iter().any(|(l, _)| l.contains("index")));
+    let single = GgufFile::open(&out).unwrap();
+    for t in sharded.tensors() {
+        assert_eq!(
+            single.tensor_bytes(&t.name).unwrap(),
+            sharded.tensor_bytes(&t.name).unwrap(),
+            "{}",
+            t.name
+        );
+    }
+    // Without either file the folder is not a checkpoint.
+    fs::remove_file(base.join("model.safetensors")).unwrap();
+    fs::remove_file(c.out()).unwrap();
+    let e = c.refused(&[]);
+    assert!(
+        e.contains("no model.safetensors and no model.safetensors.index.json"),
+        "{e}"
+    );
+}
