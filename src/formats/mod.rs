@@ -9,11 +9,12 @@ pub mod gguf;
 pub mod npy;
 pub mod npz;
 pub mod safetensors;
+pub mod safetensors_index;
 mod source;
 
 pub use atomic::{AtomicSet, probe_writable, write_atomic};
 pub use error::FormatError;
-pub use gguf::{GgufArray, GgufFile, GgufTensorInfo, GgufType, GgufValue, GgufWriter};
+pub use gguf::{GgufArray, GgufFile, GgufStream, GgufTensorInfo, GgufType, GgufValue, GgufWriter};
 pub use npy::{NpyArray, NpyDType};
 pub use npz::{NpzReader, NpzWriter};
 pub use safetensors::{SafeDType, SafeTensorInfo, SafeTensors};

@@ -186,7 +186,7 @@ fn invalid(msg: impl Into<String>) -> Error {
 }
 
 /// The header's top-level entries in file order, duplicates kept so they can be refused.
-struct Entries(Vec<(String, Value)>);
+pub(crate) struct Entries(pub(crate) Vec<(String, Value)>);
 
 impl<'de> Deserialize<'de> for Entries {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Entries, D::Error> {

@@ -99,6 +99,9 @@ pub enum ConvertCmd {
     /// The three MotionBricks model folders (upstream's out/motionbricks_*/version_1/ with
     /// model.safetensors = the checkpoint's state_dict, config.yaml, stats/motion/).
     Motionbricks(crate::motionbricks::ConvertOpts),
+    /// LLM2Vec's text encoder: a Hugging Face Llama folder (--base) and PEFT LoRA adapters
+    /// (--adapter, merged in the order given).
+    Llm2vec(crate::llm2vec_convert::ConvertOpts),
 }
 
 impl ConvertCmd {
@@ -114,6 +117,7 @@ impl ConvertCmd {
                 o.quiet,
             ),
             ConvertCmd::Motionbricks(o) => crate::motionbricks::convert(o),
+            ConvertCmd::Llm2vec(o) => crate::llm2vec_convert::convert(o),
         }
     }
 }

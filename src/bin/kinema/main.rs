@@ -8,6 +8,7 @@ mod drift;
 mod encode;
 mod info;
 mod kimodo;
+mod llm2vec_convert;
 mod motionbricks;
 mod peaks;
 

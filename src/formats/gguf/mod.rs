@@ -29,7 +29,7 @@ mod writer;
 
 pub use quants::BlockQuant;
 pub use value::{GgufArray, GgufType, GgufValue};
-pub use writer::GgufWriter;
+pub use writer::{GgufStream, GgufWriter};
 
 const FORMAT: &str = "gguf";
 
@@ -648,6 +648,62 @@ fn check_tensor_data(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streamed_file_is_the_file_written_from_memory() {
+        let a = HostTensor::from_f32(&[2, 3], &[1., 2., 3., 4., 5., 6.]).unwrap();
+        let b = HostTensor::from_i32(&[5], &[7, 8, 9, 10, 11]).unwrap();
+        let c = HostTensor::from_f32(&[1], &[0.5]).unwrap();
+        let mut mem = GgufWriter::new();
+        mem.add_metadata("k", 3u32).unwrap();
+        mem.add_tensor("a", &a).unwrap();
+        mem.add_tensor("b", &b).unwrap();
+        mem.add_tensor("c", &c).unwrap();
+        let mut want = Vec::new();
+        mem.write_to(&mut want).unwrap();
+
+        // a and c declared (streamed), b added with its data (written by the stream).
+        let mut st = GgufWriter::new();
+        st.add_metadata("k", 3u32).unwrap();
+        st.declare_tensor("a", DType::F32, &[2, 3]).unwrap();
+        st.add_tensor("b", &b).unwrap();
+        st.declare_tensor("c", DType::F32, &[1]).unwrap();
+        assert_eq!(st.data_bytes(), Some(32 + 32 + 32));
+        // A writer with declared tensors cannot be written from memory.
+        assert!(st.write_to(&mut Vec::new()).is_err());
+        let mut got = Vec::new();
+        let mut s = st.stream(&mut got).unwrap();
+        assert_eq!(s.next_tensor(), Some(("a", DType::F32, &[2usize, 3][..])));
+        let e = s.write_tensor("c", c.bytes()).unwrap_err().to_string();
+        assert!(e.contains("out of order") && e.contains("\"a\""), "{e}");
+        let e = s
+            .write_tensor("a", &a.bytes()[..20])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("20 bytes given, 24 declared"), "{e}");
+        s.write_tensor("a", a.bytes()).unwrap();
+        assert_eq!(s.next_tensor().map(|t| t.0), Some("c"));
+        s.write_tensor("c", c.bytes()).unwrap();
+        assert!(s.write_tensor("c", c.bytes()).is_err());
+        s.finish().unwrap();
+        assert_eq!(got, want);
+
+        // A stream that ends early is an error.
+        let mut st = GgufWriter::new();
+        st.declare_tensor("a", DType::F32, &[2, 3]).unwrap();
+        let mut sink = Vec::new();
+        let e = st
+            .stream(&mut sink)
+            .unwrap()
+            .finish()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ended before tensor \"a\""), "{e}");
+        // Declarations are checked as additions are.
+        assert!(st.declare_tensor("a", DType::F32, &[1]).is_err());
+        assert!(st.declare_tensor("q", DType::Q8_0, &[3, 33]).is_err());
+        assert!(st.declare_tensor("u", DType::U32, &[3]).is_err());
+    }
 
     #[test]
     fn capacity_is_bounded_by_the_bytes_left() {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::{
     ALIGNMENT_KEY, DEFAULT_ALIGNMENT, FORMAT, GGUF_MAGIC, GGUF_VERSION, GgufArray, GgufValue,
-    MAX_ALIGNMENT, MAX_ARRAY_DEPTH, ggml_from_dtype, invalid,
+    MAX_ALIGNMENT, MAX_ARRAY_DEPTH, dtype_from_ggml, ggml_from_dtype, invalid,
 };
 use crate::error::Result;
 use crate::formats::FormatError;
@@ -81,41 +81,7 @@ impl GgufWriter {
     /// dimension is not a whole number of blocks (ggml quantises rows).
     pub fn add_tensor(&mut self, name: impl Into<String>, t: &HostTensor) -> Result<()> {
         let name = name.into();
-        if self.names.contains(&name) {
-            return Err(FormatError::Duplicate {
-                format: FORMAT,
-                what: "tensor",
-                name,
-            }
-            .into());
-        }
-        let Some(ggml_type) = ggml_from_dtype(t.dtype) else {
-            return Err(FormatError::unsupported(
-                FORMAT,
-                format!(
-                    "tensor {name:?} is {}, which GGUF has no type for; store it as i32",
-                    t.dtype
-                ),
-            )
-            .into());
-        };
-        if t.shape.len() > MAX_RANK {
-            return Err(FormatError::unsupported(
-                FORMAT,
-                format!(
-                    "tensor {name:?} has rank {}, above {MAX_RANK}",
-                    t.shape.len()
-                ),
-            )
-            .into());
-        }
-        if t.dtype == DType::Q8_0 && t.shape.last().is_none_or(|&d| d % Q8_0_BLOCK != 0) {
-            return Err(invalid(format!(
-                "q8_0 tensor {name:?} of shape {:?}: the innermost dimension must be a \
-                 multiple of {Q8_0_BLOCK}",
-                t.shape
-            )));
-        }
+        let ggml_type = self.check_tensor(&name, t.dtype, &t.shape)?;
         let need = numel(&t.shape).and_then(|n| t.dtype.bytes_for(n));
         if need != Some(t.bytes().len()) {
             return Err(invalid(format!(
@@ -129,9 +95,98 @@ impl GgufWriter {
         self.tensors.push(PendingTensor {
             name,
             ggml_type,
-            tensor: t.clone(),
+            shape: t.shape.clone(),
+            size: t.bytes().len(),
+            data: Some(t.clone()),
         });
         Ok(())
+    }
+
+    /// Declare a tensor whose data is not in memory: its bytes are given later, in declaration
+    /// order, to the [`GgufStream`] of [`GgufWriter::stream`]. The same checks as
+    /// [`GgufWriter::add_tensor`] apply to the name, dtype and shape. A writer holding
+    /// declared tensors can only be streamed.
+    pub fn declare_tensor(
+        &mut self,
+        name: impl Into<String>,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<()> {
+        let name = name.into();
+        let ggml_type = self.check_tensor(&name, dtype, shape)?;
+        let size = numel(shape)
+            .and_then(|n| dtype.bytes_for(n))
+            .ok_or_else(|| invalid(format!("tensor {name:?}: shape {shape:?} overflows")))?;
+        self.names.insert(name.clone());
+        self.tensors.push(PendingTensor {
+            name,
+            ggml_type,
+            shape: shape.to_vec(),
+            size,
+            data: None,
+        });
+        Ok(())
+    }
+
+    /// The checks shared by [`GgufWriter::add_tensor`] and [`GgufWriter::declare_tensor`];
+    /// returns the ggml type id.
+    fn check_tensor(&self, name: &str, dtype: DType, shape: &[usize]) -> Result<u32> {
+        if self.names.contains(name) {
+            return Err(FormatError::Duplicate {
+                format: FORMAT,
+                what: "tensor",
+                name: name.to_string(),
+            }
+            .into());
+        }
+        let Some(ggml_type) = ggml_from_dtype(dtype) else {
+            return Err(FormatError::unsupported(
+                FORMAT,
+                format!("tensor {name:?} is {dtype}, which GGUF has no type for; store it as i32"),
+            )
+            .into());
+        };
+        if shape.len() > MAX_RANK {
+            return Err(FormatError::unsupported(
+                FORMAT,
+                format!("tensor {name:?} has rank {}, above {MAX_RANK}", shape.len()),
+            )
+            .into());
+        }
+        if dtype == DType::Q8_0 && shape.last().is_none_or(|&d| d % Q8_0_BLOCK != 0) {
+            return Err(invalid(format!(
+                "q8_0 tensor {name:?} of shape {shape:?}: the innermost dimension must be a \
+                 multiple of {Q8_0_BLOCK}"
+            )));
+        }
+        Ok(ggml_type)
+    }
+
+    /// Total bytes of tensor data the file will hold, alignment padding included.
+    pub fn data_bytes(&self) -> Option<u64> {
+        let align = self.alignment();
+        self.tensors.iter().try_fold(0u64, |acc, t| {
+            acc.checked_add(t.size.checked_next_multiple_of(align)? as u64)
+        })
+    }
+
+    /// Write the header (metadata and tensor table, computed from the declared shapes and
+    /// dtypes) to `w` and return the stream that takes each tensor's bytes in order. Only the
+    /// tensor being written is ever in memory: a converter produces, writes and drops one
+    /// tensor at a time. Tensors added with data ([`GgufWriter::add_tensor`]) are written by
+    /// the stream itself when their turn comes.
+    pub fn stream<'w>(&self, w: &'w mut dyn Write) -> io::Result<GgufStream<'_, 'w>> {
+        let align = self.alignment();
+        let mut w = Counting { w, pos: 0 };
+        self.emit_header(&mut w)?;
+        let mut s = GgufStream {
+            writer: self,
+            w,
+            next: 0,
+            align,
+        };
+        s.write_stored()?;
+        Ok(s)
     }
 
     fn alignment(&self) -> usize {
@@ -156,8 +211,19 @@ impl GgufWriter {
     }
 
     fn emit(&self, w: &mut dyn Write) -> io::Result<()> {
+        if let Some(t) = self.tensors.iter().find(|t| t.data.is_none()) {
+            return Err(io::Error::other(format!(
+                "tensor {:?} was declared without data: write the file with GgufWriter::stream",
+                t.name
+            )));
+        }
+        let s = self.stream(w)?;
+        s.finish()
+    }
+
+    /// Magic, counts, metadata, tensor table and the padding up to the data section.
+    fn emit_header(&self, w: &mut Counting) -> io::Result<()> {
         let align = self.alignment();
-        let mut w = Counting { w, pos: 0 };
         w.put(&GGUF_MAGIC)?;
         w.put(&GGUF_VERSION.to_le_bytes())?;
         w.put(&(self.tensors.len() as u64).to_le_bytes())?;
@@ -174,25 +240,108 @@ impl GgufWriter {
         for t in &self.tensors {
             buf.clear();
             put_string(&mut buf, &t.name);
-            buf.extend_from_slice(&(t.tensor.shape.len() as u32).to_le_bytes());
-            for &d in t.tensor.shape.iter().rev() {
+            buf.extend_from_slice(&(t.shape.len() as u32).to_le_bytes());
+            for &d in t.shape.iter().rev() {
                 buf.extend_from_slice(&(d as u64).to_le_bytes());
             }
             buf.extend_from_slice(&t.ggml_type.to_le_bytes());
             buf.extend_from_slice(&(offset as u64).to_le_bytes());
             w.put(&buf)?;
             offset = offset
-                .checked_add(t.tensor.bytes().len())
+                .checked_add(t.size)
                 .and_then(|e| e.checked_next_multiple_of(align))
                 .ok_or_else(|| io::Error::other("GGUF data section size overflows usize"))?;
         }
-        let zeros = vec![0u8; align];
-        w.put(&zeros[..w.pos.next_multiple_of(align) - w.pos])?;
-        for t in &self.tensors {
-            let b = t.tensor.bytes();
-            w.put(b)?;
-            // ggml pads every tensor, the last one too, and sizes the data section that way.
-            w.put(&zeros[..b.len().next_multiple_of(align) - b.len()])?;
+        let zeros = [0u8; 64];
+        let mut pad = w.pos.next_multiple_of(align) - w.pos;
+        while pad > 0 {
+            let n = pad.min(zeros.len());
+            w.put(&zeros[..n])?;
+            pad -= n;
+        }
+        Ok(())
+    }
+}
+
+/// The data section of a GGUF file being written by [`GgufWriter::stream`]: each declared
+/// tensor's bytes in declaration order, each padded to the alignment.
+pub struct GgufStream<'a, 'w> {
+    writer: &'a GgufWriter,
+    w: Counting<'w>,
+    next: usize,
+    align: usize,
+}
+
+impl GgufStream<'_, '_> {
+    /// The name, dtype and row-major shape of the tensor the stream expects next (`None`
+    /// when every tensor has been written).
+    pub fn next_tensor(&self) -> Option<(&str, DType, &[usize])> {
+        let t = self.writer.tensors.get(self.next)?;
+        Some((
+            &t.name,
+            dtype_from_ggml(t.ggml_type).unwrap_or(DType::F32),
+            &t.shape,
+        ))
+    }
+
+    /// Write the data of the declared tensor `name`, which must be the next one in
+    /// declaration order and have exactly its declared size. Tensors added with data that
+    /// follow it are written too.
+    pub fn write_tensor(&mut self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let Some(t) = self.writer.tensors.get(self.next) else {
+            return Err(io::Error::other(format!(
+                "tensor {name:?}: every declared tensor is already written"
+            )));
+        };
+        if t.name != name || t.data.is_some() {
+            return Err(io::Error::other(format!(
+                "tensor {name:?} written out of order: the next declared tensor is {:?}",
+                t.name
+            )));
+        }
+        if bytes.len() != t.size {
+            return Err(io::Error::other(format!(
+                "tensor {name:?}: {} bytes given, {} declared",
+                bytes.len(),
+                t.size
+            )));
+        }
+        self.put_data(bytes)?;
+        self.next += 1;
+        self.write_stored()
+    }
+
+    /// Checks that every tensor was written and flushes.
+    pub fn finish(self) -> io::Result<()> {
+        if let Some(t) = self.writer.tensors.get(self.next) {
+            return Err(io::Error::other(format!(
+                "the GGUF stream ended before tensor {:?}",
+                t.name
+            )));
+        }
+        self.w.w.flush()
+    }
+
+    /// Writes the tensors with stored data from the current position on, up to the next
+    /// declared one.
+    fn write_stored(&mut self) -> io::Result<()> {
+        while let Some(t) = self.writer.tensors.get(self.next) {
+            let Some(data) = &t.data else { break };
+            self.put_data(data.bytes())?;
+            self.next += 1;
+        }
+        Ok(())
+    }
+
+    fn put_data(&mut self, b: &[u8]) -> io::Result<()> {
+        self.w.put(b)?;
+        // ggml pads every tensor, the last one too, and sizes the data section that way.
+        let zeros = [0u8; 64];
+        let mut pad = b.len().next_multiple_of(self.align) - b.len();
+        while pad > 0 {
+            let n = pad.min(zeros.len());
+            self.w.put(&zeros[..n])?;
+            pad -= n;
         }
         Ok(())
     }
@@ -201,7 +350,10 @@ impl GgufWriter {
 struct PendingTensor {
     name: String,
     ggml_type: u32,
-    tensor: HostTensor,
+    shape: Vec<usize>,
+    size: usize,
+    /// `None` for a tensor declared with [`GgufWriter::declare_tensor`].
+    data: Option<HostTensor>,
 }
 
 /// A writer that counts the bytes written, to place the padding.

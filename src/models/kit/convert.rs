@@ -7,11 +7,14 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
+use half::{bf16, f16};
 use sha2::{Digest, Sha256};
 
 use super::checks::{Problems, first_non_finite_f32};
+use super::meta::invalid;
 use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors};
-use crate::{Error, Result};
+use crate::tensor::{Q8_0_BLOCK, Q8_0_BLOCK_BYTES, q8_0_quantize_block};
+use crate::{DType, Error, Result};
 
 /// What a successful conversion wrote, for a model whose configuration is `C`.
 #[derive(Clone, Debug)]
@@ -189,5 +192,84 @@ impl Write for ProgressWriter<'_, '_> {
     }
     fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
+    }
+}
+
+/// The bytes of an f32 tensor stored as `dtype` (f32, f16, bf16 round to nearest even; q8_0
+/// quantised per 32-value block as GGML's reference `quantize_row_q8_0_ref`). A value beyond
+/// the narrower type's range is refused rather than stored as infinity; `format` and `name`
+/// prefix the errors. `shape`'s innermost dimension must be whole q8_0 blocks for q8_0.
+pub fn encode_f32(
+    format: &'static str,
+    name: &str,
+    shape: &[usize],
+    values: &[f32],
+    dtype: DType,
+) -> Result<Vec<u8>> {
+    let beyond = |i: usize, ty: &str| {
+        invalid(
+            format,
+            format!(
+                "tensor {name:?}: value {} at flat index {i} is beyond the {ty} range; \
+                 convert with another --dtype",
+                values[i]
+            ),
+        )
+    };
+    match dtype {
+        DType::F32 => Ok(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        DType::F16 => {
+            let mut out = Vec::with_capacity(values.len() * 2);
+            for (i, &v) in values.iter().enumerate() {
+                let h = f16::from_f32(v);
+                if !h.is_finite() {
+                    return Err(beyond(i, "f16 (±65504)"));
+                }
+                out.extend_from_slice(&h.to_le_bytes());
+            }
+            Ok(out)
+        }
+        DType::BF16 => {
+            let mut out = Vec::with_capacity(values.len() * 2);
+            for (i, &v) in values.iter().enumerate() {
+                let h = bf16::from_f32(v);
+                if !h.is_finite() {
+                    return Err(beyond(i, "bf16"));
+                }
+                out.extend_from_slice(&h.to_le_bytes());
+            }
+            Ok(out)
+        }
+        DType::Q8_0 => {
+            if shape.last().is_none_or(|&d| d % Q8_0_BLOCK != 0)
+                || !values.len().is_multiple_of(Q8_0_BLOCK)
+            {
+                return Err(invalid(
+                    format,
+                    format!(
+                        "tensor {name:?} of shape {shape:?}: q8_0 needs rows of whole \
+                         {Q8_0_BLOCK}-value blocks"
+                    ),
+                ));
+            }
+            let mut out = vec![0u8; values.len() / Q8_0_BLOCK * Q8_0_BLOCK_BYTES];
+            for (x, o) in values
+                .chunks_exact(Q8_0_BLOCK)
+                .zip(out.chunks_exact_mut(Q8_0_BLOCK_BYTES))
+            {
+                q8_0_quantize_block(x, o);
+                if !f16::from_le_bytes([o[0], o[1]]).is_finite() {
+                    let i = x
+                        .iter()
+                        .position(|v| v.abs() > 65504.0 * 127.0)
+                        .unwrap_or(0);
+                    return Err(beyond(i, "q8_0 (block scale beyond f16)"));
+                }
+            }
+            Ok(out)
+        }
+        d => Err(Error::InvalidArgument(format!(
+            "the converter writes f32, f16, bf16 or q8_0 weights, not {d}"
+        ))),
     }
 }
