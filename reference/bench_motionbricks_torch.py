@@ -6,8 +6,9 @@ from the released `hparams.yaml` (`NVlabs/GR00T-WholeBodyControl`, `motionbricks
 1983e888; the recipe of `reference/capture_motionbricks.py`), with exactly the weights `kinema
 bench motionbricks` plans with:
 
-* every state_dict tensor from the counter-based formula `weight_value` of
-  `reference/capture_motionbricks.py` (kinema's `models::motionbricks::synthetic`),
+* every tensor from the counter-based formula `weight_value` of
+  `reference/capture_motionbricks.py` (kinema's `models::motionbricks::synthetic`) under
+  kinema's name for it (`released_models`),
 * motion statistics of mean 0 and deviation 1 (`harness::synthetic_model`),
 
 and the same requests (`harness::synthetic_inputs`): per plan the values
@@ -50,18 +51,44 @@ import torch
 HERE = Path(__file__).resolve().parent
 
 
-def released_models(upstream, cap, device):
-    """capture_motionbricks.build with no width overrides, weights from weight_value."""
-    saved = (dict(cap.ROOT_ARGS), dict(cap.POSE_ARGS), dict(cap.VQVAE_ARGS))
+def released_models(upstream, cap):
+    """capture_motionbricks.build with no width overrides and kinema's synthetic weights.
+
+    kinema's bench model (`harness::synthetic_model`) fills each tensor from the formula under
+    kinema's own tensor name, the converter's renaming of upstream's key
+    (`models::motionbricks::convert`): root `backbone_net.X` -> `root.X`, pose
+    `backbone_net.X` -> `pose.X`, VQVAE `decoder.X` -> `vq.decoder.X`,
+    `quantizer.vq._codebook.embed` -> `vq.codebook` (same shapes), so upstream's tensors are
+    filled from those names here."""
+    saved = (dict(cap.ROOT_ARGS), dict(cap.POSE_ARGS), dict(cap.VQVAE_ARGS), cap.fill_weights)
     cap.ROOT_ARGS.clear()
     cap.POSE_ARGS.clear()
     cap.VQVAE_ARGS.clear()
+    cap.fill_weights = lambda module, prefix="": None
     try:
         models, _ = cap.build(upstream)
     finally:
         cap.ROOT_ARGS.update(saved[0])
         cap.POSE_ARGS.update(saved[1])
         cap.VQVAE_ARGS.update(saved[2])
+        cap.fill_weights = saved[3]
+
+    def fill(module, rename):
+        filled = 0
+        with torch.no_grad():
+            for k, v in module.state_dict().items():
+                n = rename(k)
+                if n is not None and v.is_floating_point():
+                    v.copy_(torch.from_numpy(cap.weight_value(n, list(v.shape))))
+                    filled += 1
+        return filled
+
+    bb = "backbone_net."
+    fill(models["root"], lambda k: "root." + k[len(bb):] if k.startswith(bb) else None)
+    fill(models["pose"], lambda k: "pose." + k[len(bb):] if k.startswith(bb) else None)
+    vq = models["pose"].supporting_nets["pose_net"]
+    fill(vq, lambda k: "vq.decoder." + k[len("decoder."):] if k.startswith("decoder.")
+         else ("vq.codebook" if k == "quantizer.vq._codebook.embed" else None))
     return models
 
 
@@ -125,7 +152,7 @@ def main():
     device = torch.device(a.device)
     t0 = time.perf_counter()
     unit_stats()
-    models = released_models(upstream, cap, device)
+    models = released_models(upstream, cap)
     inferencer = mi.motion_inference(models, models["pose"].args, device=str(device)).eval()
     converter = mujoco_qpos_converter(inferencer.motion_rep, "assets/skeletons/g1/g1.xml").to(device)
     weights_s = time.perf_counter() - t0
