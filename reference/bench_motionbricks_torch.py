@@ -19,7 +19,9 @@ kinema's SplitMix64 uniforms of seed `r * batch + i` (run r, plan i), injected i
 own `gumbel_sample` through `Tensor.uniform_`.
 
 One timed run = `predict` plus the features -> MuJoCo qpos conversion (what kinema times:
-inputs to qpos), under `torch.no_grad()` in `eval()`. kinema's synthetic model carries
+inputs to qpos), under `torch.no_grad()` in `eval()`. Upstream's `predict` handles one plan
+at a time (a batch breaks its length gather, `motion_inference.py#L229-231`), so `--batch B`
+times B plans in a row per run, the way a PyTorch host would serve B requests. kinema's synthetic model carries
 synthetic G1 constants, upstream converts with the real `g1.xml`; the qpos values differ but
 the conversion costs the same. Run 0 warms up and is not timed. Output, one line per sampling
 mode in the shape of `kinema bench motionbricks`:
@@ -170,28 +172,34 @@ def main():
                   "pose_token_sampling_use_argmax": mode == "argmax", "skip_ending_target_cond": False}
         ms = []
         for r in range(a.plans + 1):
-            u = np.concatenate([cap.uniforms(r * a.batch + i, n_logits) for i in range(a.batch)])
-            u = torch.from_numpy(u).to(device)
-
-            def fake(self, lo=0.0, hi=1.0):
-                return self.copy_(u.view(self.shape))
             sync()
             t = time.perf_counter()
-            torch.Tensor.uniform_ = fake
-            try:
-                with torch.no_grad():
-                    feats, n = inferencer.predict(
-                        inputs["global_root_values"], inputs["has_global_root_values"],
-                        inputs["local_root_values"], inputs["has_local_root_values"],
-                        inputs["local_poses"], inputs["has_local_poses"], inputs["num_tokens"],
-                        allowed_pred_num_tokens=inputs["allowed_pred_num_tokens"], config=config, info={})
-                    qpos = converter.convert_motion_features_to_mujoco_qpos(feats, inferencer.motion_rep, False)
-            finally:
-                torch.Tensor.uniform_ = orig_uniform
+            # Upstream's predict is batch-1 only: `pred_num_tokens.long().repeat([1, 4])` on its
+            # 1-D length tensor (motion_inference.py#L229-231) mis-shapes the gather for B > 1.
+            # So a "batch" of B is B plans in a row, plan i with kinema's stream r * B + i.
+            for i in range(a.batch):
+                u = torch.from_numpy(cap.uniforms(r * a.batch + i, n_logits)).to(device)
+
+                def fake(self, lo=0.0, hi=1.0, u=u):
+                    return self.copy_(u.view(self.shape))
+                one = {k: v[i:i + 1] for k, v in inputs.items()}
+                torch.Tensor.uniform_ = fake
+                try:
+                    with torch.no_grad():
+                        feats, n = inferencer.predict(
+                            one["global_root_values"], one["has_global_root_values"],
+                            one["local_root_values"], one["has_local_root_values"],
+                            one["local_poses"], one["has_local_poses"], one["num_tokens"],
+                            allowed_pred_num_tokens=one["allowed_pred_num_tokens"], config=config,
+                            info={})
+                        qpos = converter.convert_motion_features_to_mujoco_qpos(
+                            feats, inferencer.motion_rep, False)
+                finally:
+                    torch.Tensor.uniform_ = orig_uniform
+                assert qpos.shape[0] == 1
             sync()
             if r > 0:
                 ms.append((time.perf_counter() - t) * 1e3)
-            assert qpos.shape[0] == a.batch
         ms.sort()
         q = lambda p: ms[min(max(int(np.ceil(p * len(ms))), 1), len(ms)) - 1]  # nearest rank, as kinema
         results[mode] = {"sampling": mode, "p50_ms": q(0.5), "p99_ms": q(0.99),
