@@ -6,8 +6,9 @@ from the released `hparams.yaml` (`NVlabs/GR00T-WholeBodyControl`, `motionbricks
 1983e888; the recipe of `reference/capture_motionbricks.py`), with exactly the weights `kinema
 bench motionbricks` plans with:
 
-* every state_dict tensor from the counter-based formula `weight_value` of
-  `reference/capture_motionbricks.py` (kinema's `models::motionbricks::synthetic`),
+* every tensor from the counter-based formula `weight_value` of
+  `reference/capture_motionbricks.py` (kinema's `models::motionbricks::synthetic`) under
+  kinema's name for it (`released_models`),
 * motion statistics of mean 0 and deviation 1 (`harness::synthetic_model`),
 
 and the same requests (`harness::synthetic_inputs`): per plan the values
@@ -18,7 +19,9 @@ kinema's SplitMix64 uniforms of seed `r * batch + i` (run r, plan i), injected i
 own `gumbel_sample` through `Tensor.uniform_`.
 
 One timed run = `predict` plus the features -> MuJoCo qpos conversion (what kinema times:
-inputs to qpos), under `torch.no_grad()` in `eval()`. kinema's synthetic model carries
+inputs to qpos), under `torch.no_grad()` in `eval()`. Upstream's `predict` handles one plan
+at a time (a batch breaks its length gather, `motion_inference.py#L229-231`), so `--batch B`
+times B plans in a row per run, the way a PyTorch host would serve B requests. kinema's synthetic model carries
 synthetic G1 constants, upstream converts with the real `g1.xml`; the qpos values differ but
 the conversion costs the same. Run 0 warms up and is not timed. Output, one line per sampling
 mode in the shape of `kinema bench motionbricks`:
@@ -50,18 +53,44 @@ import torch
 HERE = Path(__file__).resolve().parent
 
 
-def released_models(upstream, cap, device):
-    """capture_motionbricks.build with no width overrides, weights from weight_value."""
-    saved = (dict(cap.ROOT_ARGS), dict(cap.POSE_ARGS), dict(cap.VQVAE_ARGS))
+def released_models(upstream, cap):
+    """capture_motionbricks.build with no width overrides and kinema's synthetic weights.
+
+    kinema's bench model (`harness::synthetic_model`) fills each tensor from the formula under
+    kinema's own tensor name, the converter's renaming of upstream's key
+    (`models::motionbricks::convert`): root `backbone_net.X` -> `root.X`, pose
+    `backbone_net.X` -> `pose.X`, VQVAE `decoder.X` -> `vq.decoder.X`,
+    `quantizer.vq._codebook.embed` -> `vq.codebook` (same shapes), so upstream's tensors are
+    filled from those names here."""
+    saved = (dict(cap.ROOT_ARGS), dict(cap.POSE_ARGS), dict(cap.VQVAE_ARGS), cap.fill_weights)
     cap.ROOT_ARGS.clear()
     cap.POSE_ARGS.clear()
     cap.VQVAE_ARGS.clear()
+    cap.fill_weights = lambda module, prefix="": None
     try:
         models, _ = cap.build(upstream)
     finally:
         cap.ROOT_ARGS.update(saved[0])
         cap.POSE_ARGS.update(saved[1])
         cap.VQVAE_ARGS.update(saved[2])
+        cap.fill_weights = saved[3]
+
+    def fill(module, rename):
+        filled = 0
+        with torch.no_grad():
+            for k, v in module.state_dict().items():
+                n = rename(k)
+                if n is not None and v.is_floating_point():
+                    v.copy_(torch.from_numpy(cap.weight_value(n, list(v.shape))))
+                    filled += 1
+        return filled
+
+    bb = "backbone_net."
+    fill(models["root"], lambda k: "root." + k[len(bb):] if k.startswith(bb) else None)
+    fill(models["pose"], lambda k: "pose." + k[len(bb):] if k.startswith(bb) else None)
+    vq = models["pose"].supporting_nets["pose_net"]
+    fill(vq, lambda k: "vq.decoder." + k[len("decoder."):] if k.startswith("decoder.")
+         else ("vq.codebook" if k == "quantizer.vq._codebook.embed" else None))
     return models
 
 
@@ -125,7 +154,7 @@ def main():
     device = torch.device(a.device)
     t0 = time.perf_counter()
     unit_stats()
-    models = released_models(upstream, cap, device)
+    models = released_models(upstream, cap)
     inferencer = mi.motion_inference(models, models["pose"].args, device=str(device)).eval()
     converter = mujoco_qpos_converter(inferencer.motion_rep, "assets/skeletons/g1/g1.xml").to(device)
     weights_s = time.perf_counter() - t0
@@ -143,28 +172,34 @@ def main():
                   "pose_token_sampling_use_argmax": mode == "argmax", "skip_ending_target_cond": False}
         ms = []
         for r in range(a.plans + 1):
-            u = np.concatenate([cap.uniforms(r * a.batch + i, n_logits) for i in range(a.batch)])
-            u = torch.from_numpy(u).to(device)
-
-            def fake(self, lo=0.0, hi=1.0):
-                return self.copy_(u.view(self.shape))
             sync()
             t = time.perf_counter()
-            torch.Tensor.uniform_ = fake
-            try:
-                with torch.no_grad():
-                    feats, n = inferencer.predict(
-                        inputs["global_root_values"], inputs["has_global_root_values"],
-                        inputs["local_root_values"], inputs["has_local_root_values"],
-                        inputs["local_poses"], inputs["has_local_poses"], inputs["num_tokens"],
-                        allowed_pred_num_tokens=inputs["allowed_pred_num_tokens"], config=config, info={})
-                    qpos = converter.convert_motion_features_to_mujoco_qpos(feats, inferencer.motion_rep, False)
-            finally:
-                torch.Tensor.uniform_ = orig_uniform
+            # Upstream's predict is batch-1 only: `pred_num_tokens.long().repeat([1, 4])` on its
+            # 1-D length tensor (motion_inference.py#L229-231) mis-shapes the gather for B > 1.
+            # So a "batch" of B is B plans in a row, plan i with kinema's stream r * B + i.
+            for i in range(a.batch):
+                u = torch.from_numpy(cap.uniforms(r * a.batch + i, n_logits)).to(device)
+
+                def fake(self, lo=0.0, hi=1.0, u=u):
+                    return self.copy_(u.view(self.shape))
+                one = {k: v[i:i + 1] for k, v in inputs.items()}
+                torch.Tensor.uniform_ = fake
+                try:
+                    with torch.no_grad():
+                        feats, n = inferencer.predict(
+                            one["global_root_values"], one["has_global_root_values"],
+                            one["local_root_values"], one["has_local_root_values"],
+                            one["local_poses"], one["has_local_poses"], one["num_tokens"],
+                            allowed_pred_num_tokens=one["allowed_pred_num_tokens"], config=config,
+                            info={})
+                        qpos = converter.convert_motion_features_to_mujoco_qpos(
+                            feats, inferencer.motion_rep, False)
+                finally:
+                    torch.Tensor.uniform_ = orig_uniform
+                assert qpos.shape[0] == 1
             sync()
             if r > 0:
                 ms.append((time.perf_counter() - t) * 1e3)
-            assert qpos.shape[0] == a.batch
         ms.sort()
         q = lambda p: ms[min(max(int(np.ceil(p * len(ms))), 1), len(ms)) - 1]  # nearest rank, as kinema
         results[mode] = {"sampling": mode, "p50_ms": q(0.5), "p99_ms": q(0.99),

@@ -538,7 +538,7 @@ fn check_run(run: &AgentRun, label: &str) {
 fn run_on<B: Backend>(b: &B, l: &Loaded, sampling: Sampling) -> AgentRun {
     let lib = ClipLibrary::synthetic(1);
     let planner = Planner::new(b, &l.model, 1, sampling).unwrap();
-    run_commands(&planner, &l.model, &lib, &script(&lib)).unwrap()
+    run_commands(&planner, &l.model, &lib, &script(&lib), true).unwrap()
 }
 
 #[test]

@@ -220,12 +220,15 @@ pub struct AgentRun {
     pub plans: Vec<PlanRecord>,
 }
 
-/// Play `commands` from the idle clip.
+/// Play `commands` from the idle clip. With `keep_outputs` false each plan keeps only its
+/// length of `predict`'s outputs and inputs (an hour's run would otherwise hold gigabytes);
+/// a trace needs them all.
 pub fn run_commands<B: Backend>(
     planner: &Planner<'_, B>,
     model: &MotionBricksModel,
     clips: &ClipLibrary,
     commands: &[Command],
+    keep_outputs: bool,
 ) -> Result<AgentRun> {
     let fps = model.config.fps as f64;
     let total = commands::total_frames(commands, fps);
@@ -240,7 +243,15 @@ pub fn run_commands<B: Backend>(
         let seed = cmd.seed.wrapping_add(run.plans.len() as u64);
         let (frame, plan) = agent.tick(cmd, ci, seed, tick)?;
         run.qpos.extend_from_slice(&frame);
-        if let Some(p) = plan {
+        if let Some(mut p) = plan {
+            if !keep_outputs {
+                p.output = PlanOutput {
+                    num_tokens: std::mem::take(&mut p.output.num_tokens),
+                    ..PlanOutput::default()
+                };
+                p.inputs = PlanInputs::default();
+                p.qpos = Vec::new();
+            }
             run.plans.push(p);
         }
     }
@@ -455,7 +466,7 @@ pub fn agent_file<B: Backend>(backend: &B, req: &AgentRequest) -> Result<AgentRu
     let commands = commands::parse(&read_text(&req.commands, "--commands")?, &clips)?;
     let m = MotionBricksModel::load(&req.model)?;
     let planner = Planner::new(backend, &m, 1, req.sampling)?;
-    let run = run_commands(&planner, &m, &clips, &commands)?;
+    let run = run_commands(&planner, &m, &clips, &commands, req.trace.is_some())?;
     let w = run_npz(&run, m.config.fps)?;
     outputs.write(&req.output, |sink| {
         w.write_to(sink)
