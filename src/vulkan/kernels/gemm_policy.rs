@@ -61,22 +61,36 @@ const TILE_TINY: LinearTile = LinearTile {
     tn: 4,
 };
 
-/// Tiles of the conv1d shader (an implicit GEMM with c_out rows and batch * out_len columns):
-/// small, because the model's convolutions are 512 x 128 outputs at most and a device needs
-/// many workgroups in flight; the second fits every device's guaranteed minimums.
+/// Tiles of the conv1d shader (an implicit GEMM with c_out rows and batch * out_len columns),
+/// the first that fits the device. The model's convolutions are 512 x 128 outputs at most
+/// over c_in * kernel = 1536 products, and a workgroup walks that reduction BK at a time, each
+/// step a chain of global loads, a barrier and BK fmas with nothing in flight across it: the
+/// first tile, 16 x 32 with BK 64, walks it in 24 steps on 128 workgroups (32 x 32 tiles with
+/// BK 16 took 96 steps on 64 workgroups: the H200 measured ~100 us a dispatch, about 1 us a
+/// step). Each output still sums its products in ascending order with one fma chain, so the
+/// tile does not change the result's bits. The second tile fits every device's guaranteed
+/// minimums. `KINEMA_VK_CONV_TILE=BMxBNxBKxTMxTN` tries others.
 const CONV_TILES: [LinearTile; 2] = [
     LinearTile {
-        bm: 32,
+        bm: 16,
         bn: 32,
-        bk: 16,
-        tm: 2,
+        bk: 64,
+        tm: 1,
         tn: 2,
     },
     TILE_TINY,
 ];
 
-/// The conv1d tile: the first of [`CONV_TILES`] the device fits.
-pub(crate) fn conv_tile(l: &Limits) -> LinearTile {
+/// The conv1d tile: the forced one when valid and fitting, else the first of [`CONV_TILES`]
+/// the device fits.
+pub(crate) fn conv_tile(l: &Limits, f: &Forced) -> LinearTile {
+    if let Some([bm, bn, bk, tm, tn]) = dims(f.conv_tile.as_deref()) {
+        let t = LinearTile { bm, bn, bk, tm, tn };
+        let valid = tm > 0 && tn > 0 && bk > 0 && bm % tm == 0 && bn % tn == 0;
+        if valid && t.invocations() > 0 && t.fits(l) {
+            return t;
+        }
+    }
     CONV_TILES
         .iter()
         .copied()
@@ -149,6 +163,8 @@ pub(crate) struct Forced {
     /// `KINEMA_VK_SKINNY_TILE=WGxMMAXxNC`: the skinny kernel's workgroup size, rows per block
     /// and columns per workgroup.
     pub skinny_tile: Option<String>,
+    /// `KINEMA_VK_CONV_TILE=BMxBNxBKxTMxTN`: the conv1d tile.
+    pub conv_tile: Option<String>,
 }
 
 impl Forced {
@@ -162,6 +178,7 @@ impl Forced {
             cm2_tile: var("KINEMA_VK_CM2_TILE"),
             linear: var("KINEMA_VK_LINEAR"),
             skinny_tile: var("KINEMA_VK_SKINNY_TILE"),
+            conv_tile: var("KINEMA_VK_CONV_TILE"),
         }
     }
 }
@@ -619,12 +636,44 @@ mod tests {
 
     #[test]
     fn conv_tiles_follow_the_device() {
-        assert_eq!(conv_tile(&limits(1024, 32768)), CONV_TILES[0]);
+        let t = |l: &Limits| conv_tile(l, &none());
+        assert_eq!(t(&limits(1024, 32768)), CONV_TILES[0]);
         // 256 invocations of the first tile do not fit 128.
-        assert_eq!(conv_tile(&limits(128, 32768)), TILE_TINY);
+        assert_eq!(t(&limits(128, 32768)), TILE_TINY);
+        // 12 KiB of shared memory do not fit 8.
+        assert_eq!(t(&limits(1024, 8192)), TILE_TINY);
         // Nothing fits: the tiny tile (within every device's guaranteed minimums) still runs.
-        assert_eq!(conv_tile(&limits(16, 1024)), TILE_TINY);
-        assert_eq!(CONV_TILES[0].spec(), [256, 32, 32, 16, 2, 2]);
+        assert_eq!(t(&limits(16, 1024)), TILE_TINY);
+        assert_eq!(CONV_TILES[0].spec(), [256, 16, 32, 64, 1, 2]);
+        assert_eq!(CONV_TILES[0].shared_bytes(), 12288);
+    }
+
+    #[test]
+    fn a_forced_conv_tile_wins_only_when_valid_and_fitting() {
+        let l = limits(1024, 32768);
+        let f = |v: &str| Forced {
+            conv_tile: Some(v.into()),
+            ..none()
+        };
+        let old = LinearTile {
+            bm: 32,
+            bn: 32,
+            bk: 16,
+            tm: 2,
+            tn: 2,
+        };
+        assert_eq!(conv_tile(&l, &f("32x32x16x2x2")), old);
+        // Malformed, a zero, rows not in whole TM, too large for the device.
+        for bad in [
+            "",
+            "32x32x16x2",
+            "32x32x0x2x2",
+            "32x32x16x0x2",
+            "30x32x16x4x2",
+            "64x64x64x1x1",
+        ] {
+            assert_eq!(conv_tile(&l, &f(bad)), CONV_TILES[0], "{bad:?}");
+        }
     }
 
     #[test]
