@@ -760,8 +760,11 @@ fn strict_gemm_tiles_and_edges() {
     }
 }
 
-/// Weights `wf` (n x k) as each dtype: the bytes to upload and the CPU reference's view.
-fn weight_dtypes(wf: &[f32], k: usize) -> Vec<(DType, Vec<u8>, Vec<f16>, Vec<bf16>)> {
+/// One weight dtype's bytes to upload, and the f16 or bf16 values the CPU reference reads.
+type WeightCase = (DType, Vec<u8>, Vec<f16>, Vec<bf16>);
+
+/// Weights `wf` (n x k) as each dtype (q8_0 when k is whole blocks).
+fn weight_dtypes(wf: &[f32], k: usize) -> Vec<WeightCase> {
     let w16: Vec<f16> = wf.iter().map(|&v| f16::from_f32(v)).collect();
     let wb: Vec<bf16> = wf.iter().map(|&v| bf16::from_f32(v)).collect();
     let mut v = vec![
@@ -774,7 +777,7 @@ fn weight_dtypes(wf: &[f32], k: usize) -> Vec<(DType, Vec<u8>, Vec<f16>, Vec<bf1
         (DType::F16, bytemuck::cast_slice(&w16).to_vec(), w16, vec![]),
         (DType::BF16, bytemuck::cast_slice(&wb).to_vec(), vec![], wb),
     ];
-    if k % 32 == 0 {
+    if k.is_multiple_of(32) {
         let mut wq = vec![0u8; wf.len() / 32 * Q8_0_BLOCK_BYTES];
         for (blk, out) in wf.chunks(32).zip(wq.chunks_mut(Q8_0_BLOCK_BYTES)) {
             q8_0_quantize_block(blk, out);
