@@ -115,6 +115,22 @@ pub fn default_cases() -> Vec<(&'static str, String, DType)> {
             v.push(("linear", s.to_string(), dt));
         }
     }
+    // Few rows (the skinny kernel's regime, KINEMA_VK_LINEAR=tiled|skinny compares): MotionBricks
+    // at batch 1 (f32 weights), LLM2Vec at 32 tokens (bf16 and q8_0 weights, the issue's
+    // bandwidth targets).
+    for s in ["1x1024x1024", "16x1024x1024", "64x1024x1024"] {
+        v.push(("linear", s.to_string(), DType::F32));
+    }
+    for dt in [DType::BF16, DType::Q8_0] {
+        for s in [
+            "32x4096x4096",
+            "32x1024x4096",
+            "32x14336x4096",
+            "32x4096x14336",
+        ] {
+            v.push(("linear", s.to_string(), dt));
+        }
+    }
     let rest: &[(&str, &str)] = &[
         ("batched_matmul", "24x202x202x128"),
         ("batched_matmul_tb", "24x202x202x128"),
@@ -129,6 +145,7 @@ pub fn default_cases() -> Vec<(&'static str, String, DType)> {
         ("swiglu", "1861632"),
         ("rope", "128x32x128"),
         ("conv1d", "512x64x3"),
+        ("conv1d", "512x128x3"),
         ("conv1d", "512x64x1"),
         ("upsample", "512x32"),
         ("add", "620544"),

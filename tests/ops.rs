@@ -997,14 +997,21 @@ fn every_op_has_a_test_body() {
     }
 }
 
-/// The convolutions of the models (512 channels, kernel 3 and 1, short sequences), with
-/// operands at odd offsets inside larger buffers and no bias. Sums run over c_in * kernel
-/// products in f32, so the absolute bound grows with that length, as in `bodies::linear`.
+/// The convolutions of the models (512 channels, kernel 3 and 1, short sequences, dilated, up
+/// to 512 x 128 outputs), with operands at odd offsets inside larger buffers and no bias. Sums
+/// run over c_in * kernel products in f32, so the absolute bound grows with that length, as in
+/// `bodies::linear`.
 #[test]
 fn vulkan_conv_model_shapes() {
     for b in vulkan_backends() {
         let mut r = Rng(13);
-        for &(batch, ch, len, kernel, pad, dil) in &[(1, 512, 64, 3, 1, 1), (2, 512, 4, 1, 0, 1)] {
+        for &(batch, ch, len, kernel, pad, dil) in &[
+            (1, 512, 64, 3, 1, 1),
+            (2, 512, 4, 1, 0, 1),
+            // MotionBricks' dilated residual blocks (dilation growth^j, padding = dilation).
+            (1, 512, 128, 3, 9, 9),
+            (1, 512, 37, 3, 3, 3),
+        ] {
             let p = Conv1dParams {
                 batch,
                 c_in: ch,

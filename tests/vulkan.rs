@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use half::f16;
+use half::{bf16, f16};
 use kinema::backend::{Backend, BufRef, Precision};
 use kinema::cpu::{self, CpuBackend, Weights};
 use kinema::graph::Graph;
@@ -754,6 +754,126 @@ fn strict_gemm_tiles_and_edges() {
                         strict_gemm_rel(k),
                         0.0,
                     );
+                }
+            }
+        }
+    }
+}
+
+/// One weight dtype's bytes to upload, and the f16 or bf16 values the CPU reference reads.
+type WeightCase = (DType, Vec<u8>, Vec<f16>, Vec<bf16>);
+
+/// Weights `wf` (n x k) as each dtype (q8_0 when k is whole blocks).
+fn weight_dtypes(wf: &[f32], k: usize) -> Vec<WeightCase> {
+    let w16: Vec<f16> = wf.iter().map(|&v| f16::from_f32(v)).collect();
+    let wb: Vec<bf16> = wf.iter().map(|&v| bf16::from_f32(v)).collect();
+    let mut v = vec![
+        (
+            DType::F32,
+            bytemuck::cast_slice(wf).to_vec(),
+            vec![],
+            vec![],
+        ),
+        (DType::F16, bytemuck::cast_slice(&w16).to_vec(), w16, vec![]),
+        (DType::BF16, bytemuck::cast_slice(&wb).to_vec(), vec![], wb),
+    ];
+    if k.is_multiple_of(32) {
+        let mut wq = vec![0u8; wf.len() / 32 * Q8_0_BLOCK_BYTES];
+        for (blk, out) in wf.chunks(32).zip(wq.chunks_mut(Q8_0_BLOCK_BYTES)) {
+            q8_0_quantize_block(blk, out);
+        }
+        v.push((DType::Q8_0, wq, vec![], vec![]));
+    }
+    v
+}
+
+/// The skinny linear kernel (`linear_skinny.comp`, picked for m <= 64 in strict mode) against
+/// the CPU scalar reference, and its f32 GEMM part within the strict bound of the f64
+/// reference: m across its row blocks (1, 2, 7, 16 rows a block; 33 and 64 walk 3 and 4
+/// blocks) and just past the threshold (65: the tiled GEMM), odd n, k off multiples of 4
+/// (the scalar loads) and on them (vector loads; q8_0 needs whole blocks), x at an unaligned
+/// offset (scalar loads again), every weight dtype, bias on and off, every activation. Then,
+/// under a 4 KiB binding limit, weights split over groups of columns: each dispatch writes
+/// fewer columns than the ldy = n between rows of y.
+#[test]
+fn skinny_linear_matches_the_reference() {
+    let mut r = Rng(41);
+    let acts = [
+        Activation::None,
+        Activation::Relu,
+        Activation::LeakyRelu(0.01),
+        Activation::Gelu,
+        Activation::GeluTanh,
+        Activation::Silu,
+    ];
+    for small_binding in [false, true] {
+        for mut o in devices() {
+            if small_binding {
+                o.max_binding = Some(4096);
+            }
+            let b = VulkanBackend::with_options(o).unwrap();
+            let shapes: &[(usize, usize, usize)] = if small_binding {
+                &[(1, 61, 37), (2, 61, 64), (7, 61, 37), (7, 77, 64)]
+            } else {
+                &[
+                    (1, 61, 37),
+                    (2, 33, 100),
+                    (7, 61, 64),
+                    (16, 45, 37),
+                    (33, 61, 96),
+                    (64, 29, 37),
+                    (64, 61, 160),
+                    (65, 61, 64),
+                ]
+            };
+            for (si, &(m, n, k)) in shapes.iter().enumerate() {
+                let x = r.vec(m * k + 1, -1.0, 1.0);
+                let wf = r.vec(n * k, -1.0, 1.0);
+                let bias = r.vec(n, -1.0, 1.0);
+                let xb = upload_f32(&b, &x);
+                // Even shapes read x from element 1 (unaligned), odd ones from 0.
+                let x0 = (si + 1) % 2;
+                let xs = &x[x0..][..m * k];
+                let xr = xb.slice(x0, m * k).unwrap();
+                let bb = upload_f32(&b, &bias);
+                for (di, (dt, bytes, w16, wb)) in weight_dtypes(&wf, k).into_iter().enumerate() {
+                    let wref = match dt {
+                        DType::F32 => Weights::F32(&wf),
+                        DType::F16 => Weights::F16(&w16),
+                        DType::BF16 => Weights::BF16(&wb),
+                        _ => Weights::Q8_0(&bytes),
+                    };
+                    let wbuf = upload(&b, dt, &bytes, n * k);
+                    for (ai, &act) in acts.iter().enumerate() {
+                        let with_bias = (ai + di + si) % 2 == 0;
+                        let p = LinearParams {
+                            m,
+                            n,
+                            k,
+                            activation: act,
+                        };
+                        let bias_ref = with_bias.then_some(&bias[..]);
+                        let mut want = vec![0f32; m * n];
+                        cpu::matmul::reference::linear(&p, xs, wref, bias_ref, &mut want);
+                        let y = alloc(&b, DType::F32, m * n);
+                        let mut rec = b.begin().unwrap();
+                        let bias_buf = with_bias.then_some(&bb);
+                        b.linear(&mut rec, &p, &xr, &wbuf, bias_buf, &y).unwrap();
+                        if small_binding {
+                            assert!(rec.dispatches() > 1, "{m}x{n}x{k} {dt}: one dispatch");
+                        }
+                        b.submit(&rec).unwrap();
+                        let got = download_f32(&b, &y);
+                        let what = format!(
+                            "skinny linear {m}x{n}x{k} {dt} {act:?} bias {with_bias} x at {x0} \
+                             binding limit {small_binding}"
+                        );
+                        assert_close(&what, &got, &want, 2e-6 * k as f32, 2e-6);
+                        if dt == DType::F32 && act == Activation::None && !with_bias {
+                            let exact = gemm_f64(xs, &wf, (m, n, k), true);
+                            assert_gemm(&what, &got, &exact, strict_gemm_rel(k), 0.0);
+                        }
+                    }
                 }
             }
         }

@@ -105,6 +105,9 @@ shaders! {
     LinearCm64x64x32_32x32 = "linear_cm_64x64x32_32x32", Linear, 4;
     /// `linear` on workgroup-scope cooperative matrices (`VK_NV_cooperative_matrix2`).
     LinearCm2 = "linear_cm2", Linear, 4;
+    /// `linear` for few rows: workgroups of a few output columns split k
+    /// (`linear_skinny.comp`).
+    LinearSkinny = "linear_skinny", Linear, 4;
     MeanPool = "mean_pool", MeanPool, 3;
     PosEnc = "posenc", PosEnc, 2;
     RmsNorm = "rms_norm", RmsNorm, 3;

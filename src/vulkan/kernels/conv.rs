@@ -4,7 +4,7 @@
 use super::super::recording::Arg::{Absent, In, Out};
 use super::super::recording::{Dispatch, VulkanRecording};
 use super::super::shaders::{Shader, push};
-use super::gemm_policy::conv_tile;
+use super::gemm_policy::{Forced, conv_tile};
 use super::{Ref, elementwise, tile_groups, u32_of};
 use crate::error::Result;
 use crate::ops::{Conv1dParams, UpsampleParams};
@@ -24,7 +24,7 @@ pub(crate) fn conv1d(
     if cols == 0 || p.c_out == 0 {
         return Ok(());
     }
-    let tile = conv_tile(rec.limits());
+    let tile = conv_tile(rec.limits(), &Forced::from_env());
     // The reduction index ci * kernel + kk must fit the shader's u32 arithmetic.
     u32_of(OP, "c_in * kernel", p.c_in * p.kernel)?;
     let push = push::Conv1d {

@@ -1,8 +1,8 @@
 //! Which GEMM kernel and tile runs for which shape on which device: the strict f32 GEMM of
 //! linear and batched_matmul (`gemm_f32.glsl`), the subgroup-scope cooperative-matrix kernels
 //! of fast mode (the compiled fixed-tile variants `linear_cm_*` and the generic
-//! `linear_coopmat`), the workgroup-scope kernel (`linear_cm2`, `VK_NV_cooperative_matrix2`)
-//! and the conv1d tiles. Every choice is a pure function of the shape, the device's limits and
+//! `linear_coopmat`), the workgroup-scope kernel (`linear_cm2`, `VK_NV_cooperative_matrix2`),
+//! the skinny kernel for linears of few rows (`linear_skinny`) and the conv1d tiles. Every choice is a pure function of the shape, the device's limits and
 //! the tuning overrides ([`Forced`]), so each branch is unit-tested here without a device.
 
 use super::super::context::{Coopmat2, Limits};
@@ -61,22 +61,36 @@ const TILE_TINY: LinearTile = LinearTile {
     tn: 4,
 };
 
-/// Tiles of the conv1d shader (an implicit GEMM with c_out rows and batch * out_len columns):
-/// small, because the model's convolutions are 512 x 128 outputs at most and a device needs
-/// many workgroups in flight; the second fits every device's guaranteed minimums.
+/// Tiles of the conv1d shader (an implicit GEMM with c_out rows and batch * out_len columns),
+/// the first that fits the device. The model's convolutions are 512 x 128 outputs at most
+/// over c_in * kernel = 1536 products, and a workgroup walks that reduction BK at a time, each
+/// step a chain of global loads, a barrier and BK fmas with nothing in flight across it: the
+/// first tile, 16 x 32 with BK 64, walks it in 24 steps on 128 workgroups (32 x 32 tiles with
+/// BK 16 took 96 steps on 64 workgroups: the H200 measured ~100 us a dispatch, about 1 us a
+/// step). Each output still sums its products in ascending order with one fma chain, so the
+/// tile does not change the result's bits. The second tile fits every device's guaranteed
+/// minimums. `KINEMA_VK_CONV_TILE=BMxBNxBKxTMxTN` tries others.
 const CONV_TILES: [LinearTile; 2] = [
     LinearTile {
-        bm: 32,
+        bm: 16,
         bn: 32,
-        bk: 16,
-        tm: 2,
+        bk: 64,
+        tm: 1,
         tn: 2,
     },
     TILE_TINY,
 ];
 
-/// The conv1d tile: the first of [`CONV_TILES`] the device fits.
-pub(crate) fn conv_tile(l: &Limits) -> LinearTile {
+/// The conv1d tile: the forced one when valid and fitting, else the first of [`CONV_TILES`]
+/// the device fits.
+pub(crate) fn conv_tile(l: &Limits, f: &Forced) -> LinearTile {
+    if let Some([bm, bn, bk, tm, tn]) = dims(f.conv_tile.as_deref()) {
+        let t = LinearTile { bm, bn, bk, tm, tn };
+        let valid = tm > 0 && tn > 0 && bk > 0 && bm % tm == 0 && bn % tn == 0;
+        if valid && t.invocations() > 0 && t.fits(l) {
+            return t;
+        }
+    }
     CONV_TILES
         .iter()
         .copied()
@@ -143,6 +157,14 @@ pub(crate) struct Forced {
     pub coop_tile: Option<String>,
     /// `KINEMA_VK_CM2_TILE=BMxBNxBKxWG`: the workgroup-scope tile.
     pub cm2_tile: Option<String>,
+    /// `KINEMA_VK_LINEAR=tiled|skinny`: the tiled kernels (strict GEMM or cooperative
+    /// matrices) or the skinny kernel for every linear, whatever the row count.
+    pub linear: Option<String>,
+    /// `KINEMA_VK_SKINNY_TILE=WGxMMAXxNC`: the skinny kernel's workgroup size, rows per block
+    /// and columns per workgroup.
+    pub skinny_tile: Option<String>,
+    /// `KINEMA_VK_CONV_TILE=BMxBNxBKxTMxTN`: the conv1d tile.
+    pub conv_tile: Option<String>,
 }
 
 impl Forced {
@@ -154,6 +176,9 @@ impl Forced {
             coop_shader: var("KINEMA_VK_COOP_SHADER"),
             coop_tile: var("KINEMA_VK_COOP_TILE"),
             cm2_tile: var("KINEMA_VK_CM2_TILE"),
+            linear: var("KINEMA_VK_LINEAR"),
+            skinny_tile: var("KINEMA_VK_SKINNY_TILE"),
+            conv_tile: var("KINEMA_VK_CONV_TILE"),
         }
     }
 }
@@ -396,8 +421,100 @@ fn cm2_tile(m: usize, n: usize, c2: &Coopmat2, l: &Limits, f: &Forced) -> Option
     (t.fits(c2, l) && groups >= GEMM_MIN_WORKGROUPS).then_some(t)
 }
 
+/// Tile of the skinny linear kernel (`linear_skinny.comp`): `nc` output columns per workgroup
+/// of `wg` invocations that split k, each holding `mmax` x `nc` accumulators; the rows are
+/// walked `mmax` at a time inside the workgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SkinnyTile {
+    pub wg: u32,
+    pub mmax: u32,
+    pub nc: u32,
+}
+
+impl SkinnyTile {
+    /// The shader's partials (`wg` rows of `mmax nc + 1` floats) and slice sums.
+    fn shared_bytes(&self) -> u32 {
+        let out = self.mmax * self.nc;
+        let q = if self.wg > out { self.wg / out } else { 1 };
+        (self.wg * (out + 1) + q * out) * 4
+    }
+    /// Nonzero, at most [`SKINNY_MAX_ACC`] accumulators, and fits the device.
+    fn fits(&self, l: &Limits) -> bool {
+        self.wg > 0
+            && self.mmax > 0
+            && self.nc > 0
+            && self.mmax * self.nc <= SKINNY_MAX_ACC
+            && workgroup_fits(self.wg, self.shared_bytes(), l)
+    }
+}
+
+/// Rows at and below which strict linears run the skinny kernel. The tiled GEMM's parallelism
+/// is its output tiles: at m <= 64 `gemm_tile` falls to 16- to 64-row tiles and n / 64 or
+/// n / 32 workgroups (16-32 at n = 1024, on a GPU of 132 SMs), each walking all of k alone, so
+/// the weights (which every row tile reads again) stream through a few SMs. The skinny kernel
+/// reads each weight once per `mmax` rows (the further row blocks from cache) with n / nc
+/// workgroups that split k. Both compute in f32 FMA; the price of the skinny kernel is x, read
+/// once per workgroup (n / nc times, from cache: 16 KiB to 512 KiB at these shapes).
+/// Kimodo's linears (m = 404, 606) stay on the tiled kernels.
+pub(crate) const SKINNY_MAX_M: usize = 64;
+
+/// Rows at and below which fast mode (cooperative matrices) runs the skinny kernel: its f32
+/// FMAs cost as much as streaming 16-bit weights at m ~ 14 on the H200 (67 TFLOP/s f32 FMA,
+/// 4.8 TB/s: 2 m flops per 2-byte weight), above which the matrix cores' ~8x rate wins.
+pub(crate) const SKINNY_MAX_M_FAST: usize = 16;
+
+/// Accumulators an invocation of the skinny kernel holds at most (registers: the strict GEMM
+/// measured 64 as too many with its other state, 32 as fine).
+const SKINNY_MAX_ACC: u32 = 64;
+
+/// Rows per block of the skinny kernel at most.
+const SKINNY_MAX_ROWS: u32 = 16;
+
+/// Workgroup sizes of the skinny kernel, largest first (a workgroup of 4 subgroups of 32 on
+/// the H200 reads 512 consecutive k of each weight row a step).
+const SKINNY_WG: [u32; 3] = [128, 64, 32];
+
+/// The forced skinny tile, when the device fits it.
+fn forced_skinny_tile(forced: Option<&str>, l: &Limits) -> Option<SkinnyTile> {
+    let [wg, mmax, nc] = dims(forced)?;
+    let t = SkinnyTile { wg, mmax, nc };
+    t.fits(l).then_some(t)
+}
+
+/// The skinny tile for an m x n linear: the forced one when the device fits it; else rows per
+/// block m rounded up to a power of two, at most [`SKINNY_MAX_ROWS`]; 4 columns per workgroup,
+/// or 2 or 1 where n / 4 workgroups would not give every SM of a large GPU
+/// ([`GEMM_MIN_WORKGROUPS`] / 2) one; and the largest of [`SKINNY_WG`] the device fits. `None`
+/// when none fits.
+pub(crate) fn skinny_tile(m: usize, n: usize, l: &Limits, f: &Forced) -> Option<SkinnyTile> {
+    if let Some(t) = forced_skinny_tile(f.skinny_tile.as_deref(), l) {
+        return Some(t);
+    }
+    let mmax = (m.max(1).next_power_of_two() as u32).min(SKINNY_MAX_ROWS);
+    let nc = [4u32, 2]
+        .into_iter()
+        .find(|&nc| n.div_ceil(nc as usize) >= GEMM_MIN_WORKGROUPS / 2)
+        .unwrap_or(1);
+    SKINNY_WG
+        .iter()
+        .map(|&wg| SkinnyTile { wg, mmax, nc })
+        .find(|t| t.fits(l))
+}
+
+/// Whether an m-row linear runs the skinny kernel: as `KINEMA_VK_LINEAR` says (`tiled` or
+/// `skinny`), else for m up to [`SKINNY_MAX_M_FAST`] with cooperative matrices (fast mode)
+/// and [`SKINNY_MAX_M`] without.
+fn wants_skinny(m: usize, coopmat: bool, f: &Forced) -> bool {
+    match f.linear.as_deref() {
+        Some("tiled") => false,
+        Some("skinny") => true,
+        _ if coopmat => m <= SKINNY_MAX_M_FAST,
+        _ => m <= SKINNY_MAX_M,
+    }
+}
+
 /// The kernel a linear runs: its shader, specialization constants and BM x BN output tile
-/// (one workgroup each).
+/// (one workgroup each; `bm` 0 for the skinny kernel, whose workgroups walk every row).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LinearKernel {
     pub shader: Shader,
@@ -406,8 +523,9 @@ pub(crate) struct LinearKernel {
     pub bn: u32,
 }
 
-/// The kernel for an m x n linear with weights of dtype `w`: with a cooperative-matrix shape
-/// `coopmat` (fast mode on a device that has one) the workgroup-scope kernel when the device
+/// The kernel for an m x n linear with weights of dtype `w`: the skinny kernel for few rows
+/// ([`wants_skinny`], when a [`skinny_tile`] fits the device); else, with a cooperative-matrix
+/// shape `coopmat` (fast mode on a device that has one) the workgroup-scope kernel when the device
 /// has `coopmat2`, the weights are f32 or f16 (bf16 and q8_0 stay on the subgroup-scope
 /// kernels, which widen them in registers) and [`cm2_tile`] takes the shape, else the
 /// subgroup-scope kernel of [`coop_kernel`]; the strict f32 GEMM ([`gemm_tile`]) otherwise.
@@ -420,6 +538,17 @@ pub(crate) fn linear_kernel(
     f: &Forced,
 ) -> LinearKernel {
     let w_dtype = float_dtype_code(w);
+    let vec_ok = u32::from(l.min_storage_offset_align.is_multiple_of(16));
+    if wants_skinny(m, coopmat.is_some(), f)
+        && let Some(t) = skinny_tile(m, n, l, f)
+    {
+        return LinearKernel {
+            shader: Shader::LinearSkinny,
+            spec: vec![t.wg, t.mmax, t.nc, w_dtype, vec_ok],
+            bm: 0,
+            bn: t.nc,
+        };
+    }
     let coop = coopmat.and_then(|s| Some((s, coop_kernel(m, n, &s, l, f)?)));
     let cm2 = match (coop, coopmat2, w) {
         (Some(_), Some(c2), DType::F32 | DType::F16) => cm2_tile(m, n, &c2, l, f),
@@ -448,7 +577,7 @@ pub(crate) fn linear_kernel(
                 s.n,
                 s.k,
                 sg,
-                u32::from(l.min_storage_offset_align.is_multiple_of(16)),
+                vec_ok,
             ];
             LinearKernel {
                 shader,
@@ -507,12 +636,44 @@ mod tests {
 
     #[test]
     fn conv_tiles_follow_the_device() {
-        assert_eq!(conv_tile(&limits(1024, 32768)), CONV_TILES[0]);
+        let t = |l: &Limits| conv_tile(l, &none());
+        assert_eq!(t(&limits(1024, 32768)), CONV_TILES[0]);
         // 256 invocations of the first tile do not fit 128.
-        assert_eq!(conv_tile(&limits(128, 32768)), TILE_TINY);
+        assert_eq!(t(&limits(128, 32768)), TILE_TINY);
+        // 12 KiB of shared memory do not fit 8.
+        assert_eq!(t(&limits(1024, 8192)), TILE_TINY);
         // Nothing fits: the tiny tile (within every device's guaranteed minimums) still runs.
-        assert_eq!(conv_tile(&limits(16, 1024)), TILE_TINY);
-        assert_eq!(CONV_TILES[0].spec(), [256, 32, 32, 16, 2, 2]);
+        assert_eq!(t(&limits(16, 1024)), TILE_TINY);
+        assert_eq!(CONV_TILES[0].spec(), [256, 16, 32, 64, 1, 2]);
+        assert_eq!(CONV_TILES[0].shared_bytes(), 12288);
+    }
+
+    #[test]
+    fn a_forced_conv_tile_wins_only_when_valid_and_fitting() {
+        let l = limits(1024, 32768);
+        let f = |v: &str| Forced {
+            conv_tile: Some(v.into()),
+            ..none()
+        };
+        let old = LinearTile {
+            bm: 32,
+            bn: 32,
+            bk: 16,
+            tm: 2,
+            tn: 2,
+        };
+        assert_eq!(conv_tile(&l, &f("32x32x16x2x2")), old);
+        // Malformed, a zero, rows not in whole TM, too large for the device.
+        for bad in [
+            "",
+            "32x32x16x2",
+            "32x32x0x2x2",
+            "32x32x16x0x2",
+            "30x32x16x4x2",
+            "64x64x64x1x1",
+        ] {
+            assert_eq!(conv_tile(&l, &f(bad)), CONV_TILES[0], "{bad:?}");
+        }
     }
 
     #[test]
@@ -790,5 +951,120 @@ mod tests {
         tiny.subgroup_size = 32;
         let v = linear_kernel([4096, 4096], DType::F16, Some(s), Some(c2), &tiny, &none());
         assert_eq!(v.shader, Shader::Linear);
+    }
+
+    #[test]
+    fn skinny_tiles_follow_the_rows_the_columns_and_the_device() {
+        let h200 = h200();
+        let lavapipe = limits(1024, 32768);
+        let t = |m, n, l: &Limits| skinny_tile(m, n, l, &none());
+        let tile = |wg, mmax, nc| Some(SkinnyTile { wg, mmax, nc });
+        // Rows per block: m rounded up to a power of two, at most 16.
+        assert_eq!(t(1, 4096, &h200), tile(128, 1, 4));
+        assert_eq!(t(7, 4096, &h200), tile(128, 8, 4));
+        assert_eq!(t(16, 4096, &h200), tile(128, 16, 4));
+        assert_eq!(t(64, 14336, &h200), tile(128, 16, 4));
+        // Columns per workgroup: 4 while n / 4 gives 132 workgroups, else 2, else 1.
+        assert_eq!(t(8, 525, &h200), tile(128, 8, 4));
+        assert_eq!(t(8, 524, &h200), tile(128, 8, 2));
+        assert_eq!(t(8, 263, &h200), tile(128, 8, 2));
+        assert_eq!(t(8, 262, &h200), tile(128, 8, 1));
+        // 128 invocations of 16 x 4 partials (33 KiB) exceed lavapipe's 32 KiB: 64.
+        assert_eq!(t(64, 4096, &lavapipe), tile(64, 16, 4));
+        assert_eq!(t(8, 4096, &lavapipe), tile(128, 8, 4));
+        // 32-invocation workgroups where 64 do not fit; none below that.
+        assert_eq!(t(16, 4096, &limits(32, 32768)), tile(32, 16, 4));
+        assert_eq!(t(16, 4096, &limits(16, 32768)), None);
+        assert_eq!(t(16, 4096, &limits(1024, 1024)), None);
+        for (m, n) in [(1, 1), (64, 1024), (33, 14336)] {
+            for l in [&h200, &lavapipe] {
+                let s = t(m, n, l).unwrap();
+                assert!(
+                    s.fits(l) && s.shared_bytes() <= l.max_shared_memory,
+                    "{s:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_forced_skinny_tile_wins_only_when_it_fits() {
+        let l = limits(1024, 32768);
+        let f = |v: &str| Forced {
+            skinny_tile: Some(v.into()),
+            ..none()
+        };
+        let default = skinny_tile(16, 4096, &l, &none());
+        let t = |v: &str| skinny_tile(16, 4096, &l, &f(v));
+        assert_eq!(
+            t("256x2x8"),
+            Some(SkinnyTile {
+                wg: 256,
+                mmax: 2,
+                nc: 8
+            })
+        );
+        // Malformed, a zero, more than 64 accumulators, or more shared memory than 32 KiB.
+        for bad in [
+            "",
+            "128x8",
+            "128x8x4x1",
+            "0x8x4",
+            "128x0x4",
+            "64x16x8",
+            "256x16x4",
+        ] {
+            assert_eq!(t(bad), default, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn skinny_kernel_for_few_rows_only() {
+        let s = CoopMatShape::f16_16x16x16();
+        let l = h200();
+        let lavapipe = limits(1024, 32768);
+        let k = |m, coop, l: &Limits, f: &Forced| {
+            linear_kernel([m, 4096], DType::F32, coop, None, l, f)
+        };
+        let skinny = Shader::LinearSkinny;
+        // Strict: up to 64 rows; Kimodo's 404 and 606 rows stay on the tiled GEMM.
+        for m in [1, 2, 7, 16, 33, 64] {
+            assert_eq!(k(m, None, &l, &none()).shader, skinny, "{m}");
+            assert_eq!(k(m, None, &lavapipe, &none()).shader, skinny, "{m}");
+        }
+        for m in [65, 404, 606] {
+            assert_eq!(k(m, None, &l, &none()).shader, Shader::Linear, "{m}");
+        }
+        // Fast mode with cooperative matrices: up to 16 rows.
+        assert_eq!(k(16, Some(s), &l, &none()).shader, skinny);
+        assert_eq!(k(17, Some(s), &l, &none()).shader, COOP_FIXED[1].shader);
+        // The constants: workgroup, rows per block, columns, W_DTYPE, VEC_OK; one workgroup per
+        // 4 columns for every row.
+        let v = linear_kernel([7, 4096], DType::Q8_0, None, None, &l, &none());
+        assert_eq!(v.spec, [128, 8, 4, 3, 1].to_vec());
+        assert_eq!((v.bm, v.bn), (0, 4));
+        let mut l4 = l.clone();
+        l4.min_storage_offset_align = 4;
+        let v = linear_kernel([7, 4096], DType::BF16, Some(s), None, &l4, &none());
+        assert_eq!(v.spec, [128, 8, 4, 2, 0].to_vec());
+        // KINEMA_VK_LINEAR overrides the row threshold either way; other values do not.
+        let forced = |v: &str| Forced {
+            linear: Some(v.into()),
+            ..none()
+        };
+        assert_eq!(k(7, None, &l, &forced("tiled")).shader, Shader::Linear);
+        assert_eq!(
+            k(7, Some(s), &l, &forced("tiled")).shader,
+            COOP_FIXED[1].shader
+        );
+        assert_eq!(k(606, None, &l, &forced("skinny")).shader, skinny);
+        assert_eq!(k(606, Some(s), &l, &forced("skinny")).shader, skinny);
+        assert_eq!(k(7, None, &l, &forced("fast")).shader, skinny);
+        assert_eq!(k(606, None, &l, &forced("fast")).shader, Shader::Linear);
+        // No skinny tile fits the device: the tiled GEMM.
+        assert_eq!(
+            k(7, None, &limits(16, 32768), &none()).shader,
+            Shader::Linear
+        );
     }
 }

@@ -12,10 +12,11 @@ use super::{Ref, act_code, rows_per_binding, tile_groups, u32_of};
 use crate::error::Result;
 use crate::ops::LinearParams;
 
-/// `x`, `w`, `bias`, `y` as checked by `check::linear`, on cooperative matrices of shape
-/// `coopmat` when given (fast mode on a device that has them), else on the strict f32
-/// kernel. When the weight matrix does not fit one storage-buffer binding (lavapipe allows
-/// 128 MiB) it is split into groups of output columns (weight rows), one dispatch each.
+/// `x`, `w`, `bias`, `y` as checked by `check::linear`, on the skinny kernel for few rows,
+/// else on cooperative matrices of shape `coopmat` when given (fast mode on a device that has
+/// them), else on the strict f32 kernel ([`linear_kernel`] decides). When the weight matrix
+/// does not fit one storage-buffer binding (lavapipe allows 128 MiB) it is split into groups
+/// of output columns (weight rows), one dispatch each.
 pub(crate) fn linear(
     rec: &mut VulkanRecording,
     p: &LinearParams,
@@ -58,7 +59,9 @@ pub(crate) fn linear(
             slope,
             ..Default::default()
         };
-        let groups = tile_groups(OP, [p.m, nc], [kernel.bm, kernel.bn], 1)?;
+        // The skinny kernel (bm 0) walks every row in each workgroup.
+        let rows = if kernel.bm == 0 { 1 } else { p.m };
+        let groups = tile_groups(OP, [rows, nc], [kernel.bm.max(1), kernel.bn], 1)?;
         rec.dispatch(Dispatch {
             op: OP,
             shader: kernel.shader,
