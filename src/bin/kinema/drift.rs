@@ -9,7 +9,7 @@ use kinema::cpu::{CpuBackend, Isa, ThreadPool, isa};
 use kinema::drift::{Drift, compare, default_cases, run_case};
 use kinema::models::DriftRun;
 use kinema::models::kit::meta;
-use kinema::models::{kimodo, motionbricks};
+use kinema::models::{kimodo, llm2vec, motionbricks};
 use kinema::precision::Precision;
 use kinema::tensor::DType;
 use kinema::vulkan::VulkanBackend;
@@ -20,6 +20,8 @@ use crate::args::op_dtype;
 pub enum Architecture {
     Kimodo,
     MotionBricks,
+    /// A Llama text model (LLM2Vec, or a llama.cpp `llama` file).
+    Llama,
 }
 
 /// The model of the GGUF file `path`, from its `general.architecture` key.
@@ -31,13 +33,15 @@ pub fn architecture(path: &Path) -> kinema::Result<Architecture> {
     match arch {
         Some(kimodo::config::keys::ARCH_NAME) => Ok(Architecture::Kimodo),
         Some(motionbricks::config::keys::ARCH_NAME) => Ok(Architecture::MotionBricks),
+        Some(llm2vec::config::keys::ARCH_NAME) => Ok(Architecture::Llama),
         other => Err(kinema::Error::InvalidArgument(format!(
-            "{}: {} is {}; drift --model compares {:?} and {:?} models",
+            "{}: {} is {}; drift --model compares {:?}, {:?} and {:?} models",
             path.display(),
             kimodo::config::keys::ARCHITECTURE,
             other.map_or("missing".to_string(), |a| format!("{a:?}")),
             kimodo::config::keys::ARCH_NAME,
-            motionbricks::config::keys::ARCH_NAME
+            motionbricks::config::keys::ARCH_NAME,
+            llm2vec::config::keys::ARCH_NAME
         ))),
     }
 }

@@ -1,11 +1,14 @@
-//! `kinema encode`: LLM2Vec embeddings of prompts with a Llama text model.
+//! `kinema encode`: LLM2Vec embeddings of prompts with a Llama text model; `kinema bench
+//! llm2vec` and `kinema drift --model` for a Llama file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use kinema::Backend;
 use kinema::device::BackendVisitor;
+use kinema::models::ModelHarness;
 use kinema::models::llm2vec::encode::{LongText, TemplateChoice};
+use kinema::models::llm2vec::harness::{BenchOptions, DriftOptions, Llm2Vec};
 use kinema::models::llm2vec::run::{self, EncodeReport, EncodeRequest, Prompts};
 
 use crate::args::RunArgs;
@@ -96,4 +99,55 @@ impl BackendVisitor for Encode<'_> {
     fn visit<B: Backend>(self, b: &B) -> Self::Output {
         run::encode_request(self.req, b)
     }
+}
+
+/// `kinema bench llm2vec`'s options.
+#[derive(Args, Clone)]
+pub struct BenchOpts {
+    /// Tokens per prompt.
+    #[arg(long, default_value_t = 32)]
+    tokens: usize,
+    /// Prompts per forward.
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Decoder layers (the real model has 32; fewer fit smaller machines).
+    #[arg(long, default_value_t = 32)]
+    layers: usize,
+    /// Weight dtype of the synthetic model: bf16 (the converter's default), f16, f32 or q8_0.
+    #[arg(long, default_value = "bf16")]
+    dtype: String,
+    /// Timed forwards after one untimed warm-up.
+    #[arg(long, default_value_t = 50)]
+    runs: usize,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// `kinema bench llm2vec`.
+pub fn bench(o: &BenchOpts) -> kinema::Result<()> {
+    let opts = BenchOptions {
+        tokens: o.tokens,
+        batch: o.batch,
+        layers: o.layers,
+        dtype: crate::args::op_dtype(Some(&o.dtype))?.unwrap_or(kinema::DType::BF16),
+        runs: o.runs,
+    };
+    crate::bench::model::<Llm2Vec>(&o.run.select()?, &opts, o.run.json)
+}
+
+/// `kinema drift --model`'s options for a Llama text model.
+#[derive(Args, Clone)]
+#[group(id = "llm2vec_drift")]
+pub struct DriftOpts {
+    /// With a Llama --model: tokens of the synthetic prompt (deterministic ids).
+    #[arg(long, default_value_t = 16)]
+    tokens: usize,
+}
+
+/// `kinema drift --model FILE` for a Llama text model.
+pub fn drift(path: &Path, o: &DriftOpts, json: bool) -> kinema::Result<()> {
+    crate::drift::model(
+        &Llm2Vec::drift(path, &DriftOptions { tokens: o.tokens })?,
+        json,
+    )
 }

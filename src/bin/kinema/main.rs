@@ -71,6 +71,8 @@ enum Cmd {
         kimodo: kimodo::DriftOpts,
         #[command(flatten)]
         motionbricks: motionbricks::DriftOpts,
+        #[command(flatten)]
+        llm2vec: encode::DriftOpts,
     },
     /// Generate motion with a Kimodo model from a text feature (an LLM2Vec embedding).
     Generate(kimodo::GenerateOpts),
@@ -116,6 +118,12 @@ enum BenchCmd {
         #[command(flatten)]
         opts: kimodo::BenchOpts,
     },
+    /// Time the LLM2Vec encoder (bidirectional Llama, mean pooled) at the Llama-3-8B shapes
+    /// on deterministic synthetic weights (no file needed); p50 and p99 per forward.
+    Llm2vec {
+        #[command(flatten)]
+        opts: encode::BenchOpts,
+    },
     /// Time whole MotionBricks plans (argmax and Gumbel; p50 and p99) on deterministic
     /// synthetic weights at the released widths (no file needed), or on --model.
     Motionbricks {
@@ -137,6 +145,10 @@ fn main() -> ExitCode {
             ..
         } => kimodo::bench(&opts),
         Cmd::Bench {
+            what: Some(BenchCmd::Llm2vec { opts }),
+            ..
+        } => encode::bench(&opts),
+        Cmd::Bench {
             what: Some(BenchCmd::Motionbricks { opts }),
             ..
         } => motionbricks::bench(&opts),
@@ -145,6 +157,7 @@ fn main() -> ExitCode {
             model: Some(model),
             kimodo,
             motionbricks,
+            llm2vec,
             json,
             ..
         } => match drift::architecture(&model) {
@@ -152,6 +165,7 @@ fn main() -> ExitCode {
             Ok(drift::Architecture::MotionBricks) => {
                 motionbricks::drift(&model, &motionbricks, json)
             }
+            Ok(drift::Architecture::Llama) => encode::drift(&model, &llm2vec, json),
             Err(e) => Err(e),
         },
         Cmd::Drift {

@@ -13,6 +13,7 @@
 //! - [`encode`]: prompts to embeddings, batched;
 //! - [`decode`]: greedy decoding (the real-weight check on SmolLM2);
 //! - [`run`]: `kinema encode`'s request, outputs and sidecar;
+//! - [`harness`]: `kinema bench llm2vec` (8B shapes, synthetic weights) and `kinema drift`;
 //! - [`hf_config`]: the Llama `config.json`, PEFT `adapter_config.json` and tokenizer files
 //!   the converter reads;
 //! - [`convert`]: `kinema convert llm2vec` (LoRA merged in f32, streamed to a GGUF).
@@ -21,6 +22,7 @@ pub mod config;
 pub mod convert;
 pub mod decode;
 pub mod encode;
+pub mod harness;
 pub mod hf_config;
 pub mod load;
 pub mod model;
