@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 #[path = "common/shared_data.rs"]
 mod shared_data;
 
+#[path = "common/kimodo_fixture.rs"]
+mod kimodo_fixture;
+
 use kinema::formats::{NpzReader, npy};
 use kinema::models::kimodo::export::bvh::{self, SomaBvhRest, change_tpose};
 use kinema::models::kimodo::export::rot::{max_rotation_distance, rotation_distance};
@@ -481,4 +484,126 @@ fn convert_motion_cli_writes_every_output_together() {
     // An unknown extension asks for --format.
     let o = run(&[soma.as_os_str(), "-o".as_ref(), out("c.fbx").as_os_str()]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--format"));
+}
+
+/// `generate` with the extra export flags on the fixtures' small upstream checkpoints: each
+/// file is the export of the motion the npz holds, and a format the model's skeleton does not
+/// have is refused before any work, leaving no file.
+#[test]
+fn generate_writes_the_exports_of_its_motion() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let kinema = || std::process::Command::new(env!("CARGO_BIN_EXE_kinema"));
+    let skin = skin_path().filter(|p| p.is_file());
+    for (fx, flag, ext) in [
+        ("g1", "--csv", "csv"),
+        ("smplx22", "--amass", "npz"),
+        ("soma30", "--bvh", "bvh"),
+    ] {
+        let f = kimodo_fixture::load(fx);
+        let model = p(&format!("{fx}.gguf"));
+        let o = kinema()
+            .args(["convert", "kimodo", "--quiet"])
+            .arg(f.checkpoint_dir())
+            .arg("-o")
+            .arg(&model)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (e, es) = f.f32("embedding");
+        let emb = p(&format!("{fx}_emb.npy"));
+        npy::write_file(&emb, &npy::NpyArray::from_f32(&es, &e).unwrap()).unwrap();
+        let out = p(&format!("{fx}.npz"));
+        let extra = p(&format!("{fx}_extra.{ext}"));
+        let mut cmd = kinema();
+        cmd.args([
+            "generate",
+            "--quiet",
+            "--backend",
+            "cpu",
+            "--frames",
+            "12",
+            "--steps",
+            "3",
+        ])
+        .arg("--model")
+        .arg(&model)
+        .arg("--embedding")
+        .arg(&emb)
+        .arg(flag)
+        .arg(&extra)
+        .arg("-o")
+        .arg(&out);
+        let glb = p(&format!("{fx}.glb"));
+        if fx == "soma30"
+            && let Some(s) = &skin
+        {
+            cmd.arg("--glb").arg(&glb).arg("--skin").arg(s);
+        }
+        let o = cmd.output().unwrap();
+        assert!(
+            o.status.success(),
+            "{fx}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // The extra file is exactly the export of the motion in the npz.
+        let m = import::read_motion(&out).unwrap().motion;
+        let format = match fx {
+            "g1" => Format::Csv,
+            "smplx22" => Format::Amass,
+            _ => Format::Bvh,
+        };
+        let ex = Exports {
+            files: vec![(format, extra.clone(), flag.into())],
+            skin: if fx == "soma30" { skin.clone() } else { None },
+            bvh_standard_tpose: false,
+        };
+        let prepared = ex.prepare(m.skeleton).unwrap();
+        assert_eq!(
+            std::fs::read(&extra).unwrap(),
+            prepared.render(format, &m, 30.0).unwrap(),
+            "{fx}"
+        );
+        if fx == "soma30" && skin.is_some() {
+            assert_eq!(
+                std::fs::read(&glb).unwrap(),
+                prepared.render(Format::Glb, &m, 30.0).unwrap()
+            );
+        }
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.with_extension("json")).unwrap()).unwrap();
+        assert!(
+            json["outputs"]
+                .to_string()
+                .contains(&format!("{fx}_extra.{ext}")),
+            "{json}"
+        );
+        // A format of another skeleton: refused, naming the flag; nothing written.
+        let wrong = p(&format!("{fx}_wrong.npz"));
+        let bad_flag = if fx == "g1" { "--amass" } else { "--csv" };
+        let o = kinema()
+            .args([
+                "generate",
+                "--quiet",
+                "--backend",
+                "cpu",
+                "--frames",
+                "12",
+                "--steps",
+                "3",
+            ])
+            .arg("--model")
+            .arg(&model)
+            .arg("--embedding")
+            .arg(&emb)
+            .arg(bad_flag)
+            .arg(p("bad.out"))
+            .arg("-o")
+            .arg(&wrong)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(bad_flag), "{fx}: {err}");
+        assert!(!wrong.exists() && !p("bad.out").exists());
+    }
 }

@@ -433,7 +433,7 @@ fn check_mesh(m: &SkinnedMesh, joints: usize) -> Result<()> {
         ));
     }
     if m.indices.is_empty()
-        || m.indices.len() % 3 != 0
+        || !m.indices.len().is_multiple_of(3)
         || m.indices.iter().any(|&i| i as usize >= v)
     {
         return bad(format!(
