@@ -107,9 +107,16 @@ fn top4(joints: &[i32], weights: &[f32]) -> ([u8; 4], [f32; 4], f32, bool) {
         js[i] = *j as u8;
         ws[i] = (w / sum) as f32;
     }
-    // The largest weight absorbs the f32 rounding, so the row sums to 1 in f32.
-    if !kept.is_empty() {
-        ws[0] = 1.0 - ws[1..].iter().sum::<f32>();
+    // The last kept weight absorbs the f32 rounding: the sum of the others is at least 1/2
+    // (they include the largest), so `1 - sum` is exact (Sterbenz) and the row sums, in slot
+    // order, to exactly 1 in f32.
+    if let Some(last) = kept.len().checked_sub(1)
+        && last > 0
+    {
+        let head: f32 = ws[..last].iter().sum();
+        ws[last] = 1.0 - head;
+    } else if kept.len() == 1 {
+        ws[0] = 1.0;
     }
     (js, ws, (total - sum) as f32, merged.len() > 4)
 }
