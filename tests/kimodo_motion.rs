@@ -494,7 +494,7 @@ fn smplx_motion(sk: &Skeleton, frames: usize) -> Motion {
 }
 
 /// Writes one GLB per skeleton (SOMA30 and G1 from demo clips, SOMA77 by expansion, SMPL-X
-/// synthetic) into `KINEMA_GLB_DIR` when set, for `reference/validate_glb.js` (the Khronos
+/// synthetic) into `KINEMA_GLB_DIR` when set, for `tools/gltf_validate.mjs` (the Khronos
 /// validator), else into a temporary folder; each must re-read with a valid header.
 #[test]
 fn glb_files_for_the_validator() {

@@ -9,8 +9,11 @@ use kinema::Backend;
 use kinema::device::BackendVisitor;
 use kinema::models::ModelHarness;
 use kinema::models::kimodo::convert::{self, ConvertOptions};
+use kinema::models::kimodo::export::{Exports, Format};
 use kinema::models::kimodo::generate::{self, GenerateReport, GenerateRequest, describe_backend};
+use kinema::models::kimodo::import;
 use kinema::models::kimodo::{Kimodo, SkeletonKind, bench, drift};
+use kinema::models::kit::output::OutputPlan;
 
 use crate::args::RunArgs;
 
@@ -60,12 +63,79 @@ pub struct GenerateOpts {
     /// Add the first step's stage outputs and guided prediction to the npz.
     #[arg(long)]
     diagnostics: bool,
-    /// Also write an animated glTF binary (skeleton only).
+    /// Also write an animated glTF binary (skeleton only; skinned with --skin).
     #[arg(long)]
     glb: Option<PathBuf>,
+    #[command(flatten)]
+    exports: ExportArgs,
     /// Output npz (upstream's keys plus `features`); a JSON sidecar is written beside it.
     #[arg(short, long)]
     output: PathBuf,
+}
+
+/// The extra exports of `generate` and `convert motion` (one file per flag).
+#[derive(Args, Clone, Default)]
+pub struct ExportArgs {
+    /// Also write BVH (SOMA models), upstream's layout.
+    #[arg(long)]
+    bvh: Option<PathBuf>,
+    /// BVH in Kimodo's standard T-pose instead of upstream's BVH rest pose.
+    #[arg(long)]
+    bvh_standard_tpose: bool,
+    /// Also write the MuJoCo qpos CSV (G1 models).
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Also write the AMASS / SMPL-X npz (SMPL-X models).
+    #[arg(long)]
+    amass: Option<PathBuf>,
+    /// Upstream's somaskel77/skin_standard.npz: GLB outputs carry the skinned body (SOMA).
+    #[arg(long)]
+    skin: Option<PathBuf>,
+}
+
+impl ExportArgs {
+    /// The exports these flags ask for.
+    pub fn exports(&self) -> Exports {
+        let mut files = Vec::new();
+        for (f, p, flag) in [
+            (Format::Bvh, &self.bvh, "--bvh"),
+            (Format::Csv, &self.csv, "--csv"),
+            (Format::Amass, &self.amass, "--amass"),
+        ] {
+            if let Some(p) = p {
+                files.push((f, p.clone(), flag.to_string()));
+            }
+        }
+        Exports {
+            files,
+            skin: self.skin.clone(),
+            bvh_standard_tpose: self.bvh_standard_tpose,
+        }
+    }
+}
+
+/// `kinema convert motion`'s options.
+#[derive(Args, Clone)]
+pub struct ConvertMotionOpts {
+    /// The motion: upstream's motion npz (also the shipped demo clips) or a SOMA BVH.
+    input: PathBuf,
+    /// Output file; its extension picks the writer (.npz, .bvh, .csv, .glb) unless --format.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// npz, bvh, csv, amass or glb (amass needs it: its extension is .npz).
+    #[arg(long)]
+    format: Option<String>,
+    /// Frames per second of the output when the input does not say (npz); BVH keeps its own.
+    #[arg(long, default_value_t = 30.0)]
+    fps: f32,
+    /// Also write a GLB.
+    #[arg(long)]
+    glb: Option<PathBuf>,
+    #[command(flatten)]
+    exports: ExportArgs,
+    /// No summary on stderr.
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// `kinema convert kimodo`'s options.
@@ -102,6 +172,9 @@ pub enum ConvertCmd {
     /// LLM2Vec's text encoder: a Hugging Face Llama folder (--base) and PEFT LoRA adapters
     /// (--adapter, merged in the order given).
     Llm2vec(crate::llm2vec_convert::ConvertOpts),
+    /// A Kimodo motion (upstream's motion npz, a demo clip, or a SOMA BVH) into another format:
+    /// npz, BVH (SOMA), MuJoCo CSV (G1), AMASS npz (SMPL-X), GLB (skinned with --skin).
+    Motion(ConvertMotionOpts),
 }
 
 impl ConvertCmd {
@@ -118,6 +191,7 @@ impl ConvertCmd {
             ),
             ConvertCmd::Motionbricks(o) => crate::motionbricks::convert(o),
             ConvertCmd::Llm2vec(o) => crate::llm2vec_convert::convert(o),
+            ConvertCmd::Motion(o) => convert_motion(o),
         }
     }
 }
@@ -215,6 +289,7 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
         diagnostics: o.diagnostics,
         output: o.output.clone(),
         glb: o.glb.clone(),
+        exports: o.exports.exports(),
     };
     if show {
         eprintln!(
@@ -311,6 +386,55 @@ pub fn convert(
             c.tensors,
             c.parameters as f64 / 1e6,
             dtype
+        );
+    }
+    Ok(())
+}
+
+/// `kinema convert motion`: read a motion, write it in every asked format, each checked by
+/// reading it back, all renamed into place together.
+pub fn convert_motion(o: &ConvertMotionOpts) -> kinema::Result<()> {
+    let main = Format::pick(o.format.as_deref(), &o.output)?;
+    let mut exports = o.exports.exports();
+    exports
+        .files
+        .insert(0, (main, o.output.clone(), "--output".into()));
+    if let Some(g) = &o.glb {
+        exports.files.push((Format::Glb, g.clone(), "--glb".into()));
+    }
+    let mut plan = OutputPlan::new();
+    plan.input(&o.input, "the input motion");
+    exports.plan(&mut plan);
+    let mut outputs = plan.check()?;
+    let imported = import::read_motion(&o.input)?;
+    let fps = imported.fps.unwrap_or(o.fps);
+    if !(fps.is_finite() && fps > 0.0) {
+        return Err(kinema::Error::InvalidArgument(format!(
+            "--fps {fps} is not a positive frame rate"
+        )));
+    }
+    let prepared = exports.prepare(imported.motion.skeleton)?;
+    let mut written = Vec::new();
+    for (f, path, _) in &exports.files {
+        let bytes = if *f == Format::Npz {
+            // Only what the input held: no invented contacts or smooth root.
+            let mut b = Vec::new();
+            import::imported_npz(&imported)?.write_to(&mut b)?;
+            kinema::models::kimodo::export::reread(*f, &b, &imported.motion, fps, false)?;
+            b
+        } else {
+            prepared.render(*f, &imported.motion, fps)?
+        };
+        outputs.write(path, |w| w.write_all(&bytes))?;
+        written.push(path.display().to_string());
+    }
+    outputs.commit()?;
+    if !o.quiet {
+        eprintln!(
+            "kinema: wrote {} ({} frames of {} at {fps} fps)",
+            written.join(", "),
+            imported.motion.frames,
+            imported.motion.skeleton.name()
         );
     }
     Ok(())

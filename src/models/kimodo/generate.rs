@@ -13,6 +13,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::config::{KimodoModel, keys, names};
+use super::export::{Exports, Format};
 use super::glb;
 use super::motion::{self, Motion};
 use super::sampler::{self, Sample, SampleOptions};
@@ -44,6 +45,8 @@ pub struct GenerateRequest {
     pub diagnostics: bool,
     pub output: PathBuf,
     pub glb: Option<PathBuf>,
+    /// More formats of the same motion (`--bvh`, `--csv`, `--amass`, `--skin`).
+    pub exports: Exports,
 }
 
 impl GenerateRequest {
@@ -100,6 +103,7 @@ impl GenerateRequest {
         if let Some(g) = &self.glb {
             plan.output(g, "--glb");
         }
+        self.exports.plan(&mut plan);
         plan.output(&self.sidecar(), "the JSON sidecar (--output with .json)");
         plan
     }
@@ -209,6 +213,7 @@ pub fn generate<B: Backend>(
     let model = KimodoModel::load(&req.model)?.for_backend(&info)?;
     let weights = model.weight_dtype()?.name();
     let cfg = &model.config;
+    let exports = req.exports.prepare(cfg.skeleton)?;
     let embedding = read_embedding(&req.embedding, cfg.llm_dim)?;
     check_embedding_scale(&model, &embedding, &req.embedding)?;
     let noise = match &req.noise {
@@ -274,10 +279,15 @@ pub fn generate<B: Backend>(
     outputs.write(&req.output, |w| w.write_all(&npz))?;
     let mut written = vec![req.output.display().to_string()];
     if let Some(g) = &req.glb {
-        let bytes = glb::glb_bytes(&out_skel, &motion, cfg.fps)?;
+        let bytes = if req.exports.skin.is_some() {
+            exports.render(Format::Glb, &motion, cfg.fps)?
+        } else {
+            glb::glb_bytes(&out_skel, &motion, cfg.fps)?
+        };
         outputs.write(g, |w| w.write_all(&bytes))?;
         written.push(g.display().to_string());
     }
+    written.extend(exports.write(&mut outputs, &motion, cfg.fps)?);
     let decode_s = t_dec.elapsed().as_secs_f64();
 
     let details = BTreeMap::from([("skeleton", model.config.skeleton.name().to_string())]);

@@ -73,23 +73,44 @@ struct Bin {
 
 impl Bin {
     fn push(&mut self, values: &[f32], kind: &str, width: usize, with_bounds: bool) -> usize {
+        let bounds = with_bounds.then(|| bounds(values, width));
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.push_bytes(&bytes, FLOAT, values.len() / width, kind, bounds, None)
+    }
+
+    /// One accessor over `bytes` in its own buffer view (`target` for vertex and index data);
+    /// the chunk is padded back to 4-byte alignment after it.
+    fn push_bytes(
+        &mut self,
+        bytes: &[u8],
+        component: u32,
+        count: usize,
+        kind: &str,
+        bounds: Option<(Value, Value)>,
+        target: Option<u32>,
+    ) -> usize {
         let offset = self.bytes.len();
         debug_assert_eq!(offset % 4, 0);
-        self.bytes
-            .extend(values.iter().flat_map(|v| v.to_le_bytes()));
-        self.views.push(json!({
+        self.bytes.extend_from_slice(bytes);
+        while !self.bytes.len().is_multiple_of(4) {
+            self.bytes.push(0);
+        }
+        let mut view = json!({
             "buffer": 0,
             "byteOffset": offset,
-            "byteLength": values.len() * 4,
-        }));
+            "byteLength": bytes.len(),
+        });
+        if let Some(t) = target {
+            view["target"] = json!(t);
+        }
+        self.views.push(view);
         let mut acc = json!({
             "bufferView": self.views.len() - 1,
-            "componentType": FLOAT,
-            "count": values.len() / width,
+            "componentType": component,
+            "count": count,
             "type": kind,
         });
-        if with_bounds {
-            let (lo, hi) = bounds(values, width);
+        if let Some((lo, hi)) = bounds {
             acc["min"] = lo;
             acc["max"] = hi;
         }
@@ -97,6 +118,29 @@ impl Bin {
         self.accessors.len() - 1
     }
 }
+
+/// A body mesh bound to every joint of the skeleton (skin 0), for [`glb_bytes_with_mesh`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct SkinnedMesh {
+    /// `[V, 3]` bind-pose positions, metres.
+    pub positions: Vec<f32>,
+    /// `[V, 3]` unit normals.
+    pub normals: Vec<f32>,
+    /// `[F * 3]` triangle vertex indices.
+    pub indices: Vec<u32>,
+    /// `[V, 4]` joint indices (the skeleton's joint order).
+    pub joints: Vec<u8>,
+    /// `[V, 4]` weights, each row summing to 1.
+    pub weights: Vec<f32>,
+    /// `[J, 16]` column-major inverse bind matrices.
+    pub inverse_bind: Vec<f32>,
+}
+
+const UNSIGNED_BYTE: u32 = 5121;
+const UNSIGNED_SHORT: u32 = 5123;
+const UNSIGNED_INT: u32 = 5125;
+const ARRAY_BUFFER: u32 = 34962;
+const ELEMENT_ARRAY_BUFFER: u32 = 34963;
 
 fn check(skeleton: &Skeleton, motion: &Motion, fps: f32) -> Result<()> {
     if motion.skeleton != skeleton.kind {
@@ -133,6 +177,17 @@ fn check(skeleton: &Skeleton, motion: &Motion, fps: f32) -> Result<()> {
 
 /// The `.glb` bytes of `motion` on `skeleton`, sampled at `fps`.
 pub fn glb_bytes(skeleton: &Skeleton, motion: &Motion, fps: f32) -> Result<Vec<u8>> {
+    glb_bytes_with_mesh(skeleton, motion, fps, None)
+}
+
+/// [`glb_bytes`], plus, with `mesh`, a skinned mesh node (mesh 0, skin 0) whose inverse bind
+/// matrices replace the rest-pose ones. Without a mesh the bytes are exactly [`glb_bytes`]'s.
+pub fn glb_bytes_with_mesh(
+    skeleton: &Skeleton,
+    motion: &Motion,
+    fps: f32,
+    mesh: Option<&SkinnedMesh>,
+) -> Result<Vec<u8>> {
     check(skeleton, motion, fps)?;
     let (frames, nj) = (motion.frames, skeleton.num_joints());
     let mut bin = Bin {
@@ -203,7 +258,13 @@ pub fn glb_bytes(skeleton: &Skeleton, motion: &Motion, fps: f32) -> Result<Vec<u
             ]
         })
         .collect();
-    let ibm_accessor = bin.push(&ibm, "MAT4", 16, false);
+    let ibm_accessor = match mesh {
+        None => bin.push(&ibm, "MAT4", 16, false),
+        Some(m) => {
+            check_mesh(m, nj)?;
+            bin.push(&m.inverse_bind, "MAT4", 16, false)
+        }
+    };
 
     let nodes: Vec<Value> = (0..nj)
         .map(|j| {
@@ -219,10 +280,91 @@ pub fn glb_bytes(skeleton: &Skeleton, motion: &Motion, fps: f32) -> Result<Vec<u
         })
         .collect();
 
-    let doc = json!({
+    let mut nodes = nodes;
+    let mut scene_nodes = vec![skeleton.root];
+    let mut meshes = None;
+    if let Some(m) = mesh {
+        let v = m.positions.len() / 3;
+        let f32_bytes = |x: &[f32]| x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
+        let position = bin.push_bytes(
+            &f32_bytes(&m.positions),
+            FLOAT,
+            v,
+            "VEC3",
+            Some(bounds(&m.positions, 3)),
+            Some(ARRAY_BUFFER),
+        );
+        let normal = bin.push_bytes(
+            &f32_bytes(&m.normals),
+            FLOAT,
+            v,
+            "VEC3",
+            None,
+            Some(ARRAY_BUFFER),
+        );
+        let joints = bin.push_bytes(
+            &m.joints,
+            UNSIGNED_BYTE,
+            v,
+            "VEC4",
+            None,
+            Some(ARRAY_BUFFER),
+        );
+        let weights = bin.push_bytes(
+            &f32_bytes(&m.weights),
+            FLOAT,
+            v,
+            "VEC4",
+            None,
+            Some(ARRAY_BUFFER),
+        );
+        let indices = if v <= usize::from(u16::MAX) {
+            let b: Vec<u8> = m
+                .indices
+                .iter()
+                .flat_map(|&i| (i as u16).to_le_bytes())
+                .collect();
+            bin.push_bytes(
+                &b,
+                UNSIGNED_SHORT,
+                m.indices.len(),
+                "SCALAR",
+                None,
+                Some(ELEMENT_ARRAY_BUFFER),
+            )
+        } else {
+            let b: Vec<u8> = m.indices.iter().flat_map(|&i| i.to_le_bytes()).collect();
+            bin.push_bytes(
+                &b,
+                UNSIGNED_INT,
+                m.indices.len(),
+                "SCALAR",
+                None,
+                Some(ELEMENT_ARRAY_BUFFER),
+            )
+        };
+        meshes = Some(json!([{
+            "name": "body",
+            "primitives": [{
+                "attributes": {
+                    "POSITION": position,
+                    "NORMAL": normal,
+                    "JOINTS_0": joints,
+                    "WEIGHTS_0": weights,
+                },
+                "indices": indices,
+            }],
+        }]));
+        // The skinned mesh node sits at the scene root without a transform (glTF 2.0 §3.7.3.3:
+        // only the joints' transforms move a skinned mesh).
+        nodes.push(json!({"name": "body", "mesh": 0, "skin": 0}));
+        scene_nodes.push(nj);
+    }
+
+    let mut doc = json!({
         "asset": {"version": "2.0", "generator": concat!("kinema ", env!("CARGO_PKG_VERSION"))},
         "scene": 0,
-        "scenes": [{"name": skeleton.kind.name(), "nodes": [skeleton.root]}],
+        "scenes": [{"name": skeleton.kind.name(), "nodes": scene_nodes}],
         "nodes": nodes,
         "animations": [{"name": "motion", "channels": channels, "samplers": samplers}],
         // A skin over all joints, although no mesh uses it: it marks the nodes as joints, so
@@ -238,6 +380,9 @@ pub fn glb_bytes(skeleton: &Skeleton, motion: &Motion, fps: f32) -> Result<Vec<u
         "bufferViews": bin.views,
         "accessors": bin.accessors,
     });
+    if let Some(m) = meshes {
+        doc["meshes"] = m;
+    }
     let mut json_chunk = serde_json::to_vec(&doc)
         .map_err(|e| Error::InvalidArgument(format!("glb: JSON encoding failed: {e}")))?;
     // Chunks are 4-byte aligned: JSON padded with spaces, BIN with zeros (glTF 2.0 §4.4.3).
@@ -262,6 +407,44 @@ pub fn glb_bytes(skeleton: &Skeleton, motion: &Motion, fps: f32) -> Result<Vec<u
         out.extend_from_slice(chunk);
     }
     Ok(out)
+}
+
+fn check_mesh(m: &SkinnedMesh, joints: usize) -> Result<()> {
+    let v = m.positions.len() / 3;
+    let bad = |msg: String| Err(Error::Shape(format!("glb mesh: {msg}")));
+    if v == 0 || m.positions.len() != v * 3 || m.normals.len() != v * 3 {
+        return bad(format!(
+            "{} position and {} normal values",
+            m.positions.len(),
+            m.normals.len()
+        ));
+    }
+    if m.joints.len() != v * 4 || m.weights.len() != v * 4 {
+        return bad(format!(
+            "joints/weights hold {}/{} values for {v} vertices",
+            m.joints.len(),
+            m.weights.len()
+        ));
+    }
+    if m.inverse_bind.len() != joints * 16 {
+        return bad(format!(
+            "{} inverse bind values for {joints} joints",
+            m.inverse_bind.len()
+        ));
+    }
+    if m.indices.is_empty()
+        || !m.indices.len().is_multiple_of(3)
+        || m.indices.iter().any(|&i| i as usize >= v)
+    {
+        return bad(format!(
+            "{} indices are not whole triangles over {v} vertices",
+            m.indices.len()
+        ));
+    }
+    if m.joints.iter().any(|&j| usize::from(j) >= joints) {
+        return bad(format!("a joint index is not below {joints}"));
+    }
+    Ok(())
 }
 
 /// Write [`glb_bytes`] to `path` atomically (never a partial file).
