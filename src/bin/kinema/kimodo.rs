@@ -44,9 +44,14 @@ pub struct GenerateOpts {
     /// Constraint guidance weight (default: the model's, 2).
     #[arg(long)]
     cfg_constraint: Option<f32>,
-    /// Guidance rows: 2 (exact without constraints) or 3 (upstream's [text, constraint, uncond]).
-    #[arg(long, default_value_t = 2)]
-    cfg_rows: usize,
+    /// Guidance rows: 2 (exact without constraints) or 3 (upstream's [text, constraint,
+    /// uncond]); default 2, or 3 with --constraints.
+    #[arg(long)]
+    cfg_rows: Option<usize>,
+    /// Upstream's constraints.json (root2d, fullbody, left/right-hand, left/right-foot,
+    /// end-effector); runs the constraint guidance row.
+    #[arg(long)]
+    constraints: Option<PathBuf>,
     /// Seed of the initial noise (SplitMix64 + Box-Muller, see the README).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -205,7 +210,10 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
         steps: o.steps,
         cfg_text: o.cfg_text,
         cfg_constraint: o.cfg_constraint,
-        cfg_rows: o.cfg_rows,
+        cfg_rows: o
+            .cfg_rows
+            .unwrap_or(if o.constraints.is_some() { 3 } else { 2 }),
+        constraints: o.constraints.clone(),
         seed: o.seed,
         heading: o.heading,
         diagnostics: o.diagnostics,

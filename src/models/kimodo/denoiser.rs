@@ -4,9 +4,11 @@
 //! that share the noisy motion `x`.
 //!
 //! Row 0 carries the text; every other row is "unconditional", a zero text feature, so its 50
-//! text tokens are `embed_text.bias` (`kimodo/model/cfg.py#L94-129`). Constraints are not
-//! implemented: the constraint mask is an all-zero constant, which makes the constraint row
-//! (row 1 of 3) identical to the unconditional one.
+//! text tokens are `embed_text.bias` (`kimodo/model/cfg.py#L94-129`). Only the constraint row
+//! (row 1 of 3) sees the constraints: `x (1 - m) + observed m` and the mask `m` concatenated
+//! (`kimodo/model/twostage_denoiser.py#L98-105`, #L133-139); the other rows get a zero mask,
+//! which leaves `x` as it is. Without constraints the mask is an all-zero constant, which makes
+//! the constraint row identical to the unconditional one, and every row shares one input.
 //!
 //! Everything that does not change between DDIM steps, the text tokens, the heading token and
 //! the positional-encoding tables, depends only on weights and [`Graph::constant`]s, so the
@@ -34,9 +36,11 @@ pub struct Denoiser {
     pub embedding: TensorId,
     /// Constant `[1, 2]`: `[cos a, sin a]` of the first heading angle `a`.
     pub heading: TensorId,
-    /// Constant `[frames, dim]`: the constraint mask, all zero (constraints are not
-    /// implemented).
+    /// Constant `[frames, dim]`: the constraint mask as 0/1 (all zero without constraints).
     pub mask: TensorId,
+    /// With constraints, constants `[frames, dim]` the caller writes: `[1 - mask,
+    /// observed * mask, zeros]` (the zeros are the other rows' mask).
+    pub imputation: Option<[TensorId; 3]>,
     /// `[rows, frames, 5]`: the root stage's normalised global root.
     pub root_out: TensorId,
     /// `[rows, frames, 4]`: the bridge's normalised local root.
@@ -227,13 +231,31 @@ impl Stage<'_> {
     }
 }
 
-/// Adds one denoiser call over `rows` CFG rows (2 or 3) and `frames` frames to `g`.
+/// Adds one denoiser call over `rows` CFG rows (2 or 3) and `frames` frames to `g`, without
+/// constraints.
 pub fn build(g: &mut Graph, model: &KimodoModel, rows: usize, frames: usize) -> Result<Denoiser> {
+    build_with(g, model, rows, frames, false)
+}
+
+/// [`build`]; `constrained` (3 rows only) gives row 1 the constraint mask and the imputed
+/// motion (the constants `mask` and `imputation` are written by the caller).
+pub fn build_with(
+    g: &mut Graph,
+    model: &KimodoModel,
+    rows: usize,
+    frames: usize,
+    constrained: bool,
+) -> Result<Denoiser> {
     let c = &model.config;
     check_config(c)?;
     if !(rows == 2 || rows == 3) {
         return Err(Error::InvalidArgument(format!(
             "{rows} guidance rows: Kimodo's classifier-free guidance takes 2 or 3"
+        )));
+    }
+    if constrained && rows != 3 {
+        return Err(Error::InvalidArgument(format!(
+            "{rows} guidance rows with constraints: the constraint row needs upstream's 3 rows"
         )));
     }
     if !(2..=c.max_frames()).contains(&frames) {
@@ -263,6 +285,7 @@ pub fn build(g: &mut Graph, model: &KimodoModel, rows: usize, frames: usize) -> 
         embedding,
         heading,
         mask,
+        imputation: None,
         root_out: x,
         bridge_out: x,
         body_in: x,
@@ -271,9 +294,42 @@ pub fn build(g: &mut Graph, model: &KimodoModel, rows: usize, frames: usize) -> 
         layers: Vec::new(),
     };
     let mut layers = Vec::new();
-    // Root stage on cat(x, mask), the same for every row when no row has constraints.
-    let root_in = g.concat(&[x, mask], 1)?;
-    let root_in = g.reshape(root_in, &[1, frames, 2 * dim])?;
+    // Root stage on cat(x, mask), the same for every row when no row has constraints; with
+    // them, rows [text, constraint, uncond] get [cat(x, 0), cat(x_imputed, m), cat(x, 0)].
+    let constraint_x = if constrained {
+        let keep = g.constant("kimodo.mask_keep", DType::F32, &[frames, dim])?;
+        let observed = g.constant("kimodo.observed_masked", DType::F32, &[frames, dim])?;
+        let zero = g.constant("kimodo.mask_zero", DType::F32, &[frames, dim])?;
+        d.imputation = Some([keep, observed, zero]);
+        // x (1 - m) + observed m, two roundings as upstream's separate multiply and add.
+        let kept = g.mul(x, keep)?;
+        Some(g.add(kept, observed)?)
+    } else {
+        None
+    };
+    let zero_mask = d.imputation.map(|[_, _, z]| z);
+    let per_row = |g: &mut Graph, plain: TensorId, with_mask: Option<TensorId>, width: usize| {
+        let plain = g.reshape(plain, &[1, frames, width])?;
+        match with_mask {
+            None => Ok(plain),
+            Some(c) => {
+                let c = g.reshape(c, &[1, frames, width])?;
+                g.concat(&[plain, c, plain], 0)
+            }
+        }
+    };
+    let root_in = match constraint_x {
+        None => {
+            let r = g.concat(&[x, mask], 1)?;
+            per_row(g, r, None, 2 * dim)?
+        }
+        Some(cx) => {
+            let zm = zero_mask.expect("constrained");
+            let plain = g.concat(&[x, zm], 1)?;
+            let cons = g.concat(&[cx, mask], 1)?;
+            per_row(g, plain, Some(cons), 2 * dim)?
+        }
+    };
     let root = Stage {
         model,
         prefix: "root_model",
@@ -291,10 +347,22 @@ pub fn build(g: &mut Graph, model: &KimodoModel, rows: usize, frames: usize) -> 
     };
     d.bridge_out = g.root_bridge(d.root_out, &bp)?;
     // Body stage on cat(local_root, x[..., 5:], mask) (twostage_denoiser.py#L133-139).
-    let body_x = g.slice(x, 1, 5, dim - 5)?;
-    let body_x = g.concat(&[body_x, mask], 1)?;
-    let body_x = g.reshape(body_x, &[1, frames, 2 * dim - 5])?;
-    let body_x = repeat_rows(g, body_x, rows)?;
+    let body_x = match constraint_x {
+        None => {
+            let b = g.slice(x, 1, 5, dim - 5)?;
+            let b = g.concat(&[b, mask], 1)?;
+            let b = per_row(g, b, None, 2 * dim - 5)?;
+            repeat_rows(g, b, rows)?
+        }
+        Some(cx) => {
+            let zm = zero_mask.expect("constrained");
+            let b = g.slice(x, 1, 5, dim - 5)?;
+            let plain = g.concat(&[b, zm], 1)?;
+            let cb = g.slice(cx, 1, 5, dim - 5)?;
+            let cons = g.concat(&[cb, mask], 1)?;
+            per_row(g, plain, Some(cons), 2 * dim - 5)?
+        }
+    };
     d.body_in = g.concat(&[d.bridge_out, body_x], 2)?;
     let body = Stage {
         model,

@@ -13,6 +13,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::config::{KimodoModel, keys, names};
+use super::constraints::{self, Conditions};
 use super::glb;
 use super::motion::{self, Motion};
 use super::sampler::{self, Sample, SampleOptions};
@@ -37,8 +38,10 @@ pub struct GenerateRequest {
     /// Default: the model's (2, 2).
     pub cfg_text: Option<f32>,
     pub cfg_constraint: Option<f32>,
-    /// 2 (exact without constraints) or 3 (upstream's rows).
+    /// 2 (exact without constraints) or 3 (upstream's rows; required with constraints).
     pub cfg_rows: usize,
+    /// Upstream's `constraints.json` (see [`constraints`]).
+    pub constraints: Option<PathBuf>,
     pub seed: u64,
     pub heading: f32,
     pub diagnostics: bool,
@@ -84,6 +87,13 @@ impl GenerateRequest {
                 self.cfg_rows
             )));
         }
+        if self.constraints.is_some() && self.cfg_rows != 3 {
+            return Err(Error::InvalidArgument(
+                "--cfg-rows 2 with --constraints: the 2-row shortcut is exact only without \
+                 constraints; constraints need upstream's 3 rows [text, constraint, uncond]"
+                    .into(),
+            ));
+        }
         Ok(())
     }
 
@@ -95,6 +105,9 @@ impl GenerateRequest {
             .input(&self.embedding, "--embedding");
         if let Some(n) = &self.noise {
             plan.input(n, "--noise");
+        }
+        if let Some(c) = &self.constraints {
+            plan.input(c, "--constraints");
         }
         plan.output(&self.output, "--output");
         if let Some(g) = &self.glb {
@@ -170,6 +183,12 @@ pub struct GenerateReport {
     pub cfg_text: f32,
     pub cfg_constraint: f32,
     pub cfg_rows: usize,
+    /// The constraints file, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constraints: Option<String>,
+    /// Constrained feature entries (with `constraints`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constrained_entries: Option<usize>,
     pub heading: f32,
     pub backend: &'static str,
     /// CPU ISA or Vulkan device.
@@ -257,20 +276,31 @@ pub fn generate<B: Backend>(
     }
     let seeded = noise.is_none();
     opts.noise = noise.map(|(x, _)| x);
+    let skel = Skeleton::load(cfg.skeleton)?;
+    if let Some(p) = &req.constraints {
+        let (_, cond) = constraints::load(p, &skel, &model.stats, frames)?;
+        opts.constraints = Some(cond);
+    }
     let load_s = t0.elapsed().as_secs_f64();
 
     let sample = sampler::sample(backend, &model, &embedding, &opts, progress)?;
     check_sampled(&sample.features, cfg.motion_dim, &embedding, &opts)?;
 
     let t_dec = Instant::now();
-    let skel = Skeleton::load(cfg.skeleton)?;
     let motion = motion::decode_output(&sample.features, frames, &skel, &model.stats)?;
     let out_skel = if motion.skeleton == skel.kind {
         skel
     } else {
         Skeleton::load(motion.skeleton)?
     };
-    let npz = npz_bytes(&motion, &sample, frames, cfg.motion_dim, opts.cfg_rows)?;
+    let npz = npz_bytes(
+        &motion,
+        &sample,
+        opts.constraints.as_ref(),
+        frames,
+        cfg.motion_dim,
+        opts.cfg_rows,
+    )?;
     outputs.write(&req.output, |w| w.write_all(&npz))?;
     let mut written = vec![req.output.display().to_string()];
     if let Some(g) = &req.glb {
@@ -301,6 +331,8 @@ pub fn generate<B: Backend>(
         cfg_text: opts.cfg_text,
         cfg_constraint: opts.cfg_constraint,
         cfg_rows: opts.cfg_rows,
+        constraints: req.constraints.as_ref().map(|p| p.display().to_string()),
+        constrained_entries: opts.constraints.as_ref().map(Conditions::count),
         heading: opts.heading,
         backend: info.kind,
         device: info.device.clone(),
@@ -404,10 +436,12 @@ fn check_sampled(
 
 /// The npz: upstream's motion keys, `features` `[T, dim]` (normalised), and with diagnostics
 /// `root_stage_step0` `[rows, T, 5]`, `body_stage_step0` `[rows, T, dim - 5]`, `x0_step0`
-/// `[T, dim]`.
+/// `[T, dim]`, and with constraints also `constraint_features` `[T, dim]` (the normalised
+/// observed motion) and `constraint_mask` `[T, dim]` bool.
 fn npz_bytes(
     motion: &Motion,
     sample: &Sample,
+    cond: Option<&Conditions>,
     frames: usize,
     dim: usize,
     rows: usize,
@@ -430,6 +464,16 @@ fn npz_bytes(
             "x0_step0",
             &NpyArray::from_f32(&[frames, dim], &d.x0_step0)?,
         )?;
+        if let Some(c) = cond {
+            w.add(
+                "constraint_features",
+                &NpyArray::from_f32(&[frames, dim], &c.features)?,
+            )?;
+            w.add(
+                "constraint_mask",
+                &NpyArray::from_bool(&[frames, dim], &c.mask)?,
+            )?;
+        }
     }
     let mut bytes = Vec::new();
     w.write_to(&mut bytes)?;

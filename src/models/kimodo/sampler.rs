@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use super::config::KimodoModel;
+use super::constraints::Conditions;
 use super::denoiser::{self, Denoiser};
 use super::schedule::Schedule;
 use crate::backend::Backend;
@@ -37,6 +38,9 @@ pub struct SampleOptions {
     pub seed: u64,
     /// Keep the first step's stage outputs and guided prediction.
     pub diagnostics: bool,
+    /// The constraints' observed motion and mask (needs 3 rows; see
+    /// [`super::constraints`]).
+    pub constraints: Option<Conditions>,
 }
 
 impl SampleOptions {
@@ -53,6 +57,7 @@ impl SampleOptions {
             noise: None,
             seed: 0,
             diagnostics: false,
+            constraints: None,
         }
     }
 }
@@ -112,8 +117,29 @@ pub fn step_graph(
     cfg_constraint: f32,
     diagnostics: bool,
 ) -> Result<StepGraph> {
+    step_graph_with(
+        model,
+        frames,
+        cfg_rows,
+        cfg_text,
+        cfg_constraint,
+        diagnostics,
+        false,
+    )
+}
+
+/// [`step_graph`], with the constraint row when `constrained` (see [`denoiser::build_with`]).
+pub fn step_graph_with(
+    model: &KimodoModel,
+    frames: usize,
+    cfg_rows: usize,
+    cfg_text: f32,
+    cfg_constraint: f32,
+    diagnostics: bool,
+    constrained: bool,
+) -> Result<StepGraph> {
     let mut g = Graph::new();
-    let den = denoiser::build(&mut g, model, cfg_rows, frames)?;
+    let den = denoiser::build_with(&mut g, model, cfg_rows, frames, constrained)?;
     let coef = g.input("kimodo.ddim_coef", crate::DType::F32, &[4])?;
     let x0 = g.cfg(den.out, cfg_text, cfg_constraint)?;
     let x_next = g.ddim(den.x, x0, coef)?;
@@ -215,6 +241,26 @@ pub fn sample_traced<B: Backend>(
             opts.cfg_rows
         )));
     }
+    if let Some(cond) = &opts.constraints {
+        if opts.cfg_rows != 3 {
+            return Err(Error::InvalidArgument(format!(
+                "{} guidance rows with constraints: the 2-row shortcut is exact only without \
+                 constraints; use 3 (upstream's [text, constraint, uncond])",
+                opts.cfg_rows
+            )));
+        }
+        if cond.frames != frames
+            || cond.dim != dim
+            || cond.features.len() != frames * dim
+            || cond.mask.len() != frames * dim
+        {
+            return Err(Error::Shape(format!(
+                "the constraint conditions are [{}, {}]; the sample is [{frames}, {dim}]",
+                cond.frames, cond.dim
+            )));
+        }
+        check_finite("the constraints' observed motion", &cond.features)?;
+    }
     let schedule = Schedule::new(c.num_base_steps, opts.steps)?;
     let noise = match &opts.noise {
         Some(n) => {
@@ -238,13 +284,14 @@ pub fn sample_traced<B: Backend>(
     }
 
     let t0 = Instant::now();
-    let sg = step_graph(
+    let sg = step_graph_with(
         model,
         frames,
         opts.cfg_rows,
         opts.cfg_text,
         opts.cfg_constraint,
         opts.diagnostics,
+        opts.constraints.is_some(),
     )?;
     let den = sg.den;
     let mut graph = sg.graph;
@@ -257,7 +304,15 @@ pub fn sample_traced<B: Backend>(
     exe.write_f32(den.embedding, embedding)?;
     // `torch.cos` / `torch.sin` of the f32 angle (backbone.py#L189-208).
     exe.write_f32(den.heading, &[opts.heading.cos(), opts.heading.sin()])?;
-    exe.write_f32(den.mask, &vec![0.0; frames * dim])?;
+    match (&opts.constraints, den.imputation) {
+        (Some(cond), Some([keep, observed, zero])) => {
+            exe.write_f32(den.mask, &cond.mask_f32())?;
+            exe.write_f32(keep, &cond.keep_f32())?;
+            exe.write_f32(observed, &cond.observed_masked())?;
+            exe.write_f32(zero, &vec![0.0; frames * dim])?;
+        }
+        _ => exe.write_f32(den.mask, &vec![0.0; frames * dim])?,
+    }
     exe.write_f32(den.x, &noise)?;
     // The text tokens, heading token and tables: once per generation.
     exe.prepare()?;
