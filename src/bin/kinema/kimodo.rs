@@ -52,6 +52,10 @@ pub struct GenerateOpts {
     /// end-effector); runs the constraint guidance row.
     #[arg(long)]
     constraints: Option<PathBuf>,
+    /// Motions from seeds seed..seed+N-1 in one batched graph; N > 1 writes
+    /// <stem>/<stem>_00.npz, ... as upstream does.
+    #[arg(long, default_value_t = 1)]
+    samples: usize,
     /// Seed of the initial noise (SplitMix64 + Box-Muller, see the README).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -214,6 +218,7 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
             .cfg_rows
             .unwrap_or(if o.constraints.is_some() { 3 } else { 2 }),
         constraints: o.constraints.clone(),
+        samples: o.samples,
         seed: o.seed,
         heading: o.heading,
         diagnostics: o.diagnostics,
@@ -265,7 +270,11 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
             r.steps,
             r.timings.per_step_ms,
             r.timings.total_s,
-            req.sidecar().display()
+            if req.samples > 1 {
+                "a JSON sidecar beside each npz".to_string()
+            } else {
+                req.sidecar().display().to_string()
+            }
         );
     }
     Ok(())

@@ -26,9 +26,13 @@ const LN_EPS: f32 = 1e-5;
 /// The tensors of one denoiser call inside a graph.
 #[derive(Clone, Debug)]
 pub struct Denoiser {
+    /// Rows of every stage tensor: guidance rows x samples, guidance-row major (all samples'
+    /// text rows, then their constraint rows, then their unconditional rows).
     pub rows: usize,
+    /// Samples run side by side (each its own `x_t`).
+    pub samples: usize,
     pub frames: usize,
-    /// Input `[frames, dim]`: the noisy motion `x_t`, normalised.
+    /// Input `[samples * frames, dim]`: the noisy motion `x_t` of each sample, normalised.
     pub x: TensorId,
     /// Input u32 `[1]`: the network's timestep (`use_timesteps[i]`, 0..num_base_steps).
     pub timestep: TensorId,
@@ -36,9 +40,10 @@ pub struct Denoiser {
     pub embedding: TensorId,
     /// Constant `[1, 2]`: `[cos a, sin a]` of the first heading angle `a`.
     pub heading: TensorId,
-    /// Constant `[frames, dim]`: the constraint mask as 0/1 (all zero without constraints).
+    /// Constant `[samples * frames, dim]`: the constraint mask as 0/1 (all zero without
+    /// constraints), repeated per sample.
     pub mask: TensorId,
-    /// With constraints, constants `[frames, dim]` the caller writes: `[1 - mask,
+    /// With constraints, constants `[samples * frames, dim]` the caller writes: `[1 - mask,
     /// observed * mask, zeros]` (the zeros are the other rows' mask).
     pub imputation: Option<[TensorId; 3]>,
     /// `[rows, frames, 5]`: the root stage's normalised global root.
@@ -133,8 +138,10 @@ impl Stage<'_> {
             real
         };
         let cond = g.reshape(cond, &[1, nt, dm])?;
+        let samples = d.samples;
+        let cond = repeat_rows(g, cond, samples)?;
         let uncond = g.reshape(uncond, &[1, nt, dm])?;
-        let uncond = repeat_rows(g, uncond, rows - 1)?;
+        let uncond = repeat_rows(g, uncond, rows - samples)?;
         let text = g.concat(&[cond, uncond], 0)?;
         // Time token: time_embed(PE[t]) + PE[nt] (`TimestepEmbedder`, backbone.py#L283-312).
         let w0 = self.w(g, "embed_timestep.time_embed.0.weight")?;
@@ -167,7 +174,7 @@ impl Stage<'_> {
         let m = if m_rows == rows {
             m
         } else {
-            repeat_rows(g, m, rows)?
+            repeat_rows(g, m, rows / m_rows)?
         };
         pieces.push(m);
         let mut x = g.concat(&pieces, 1)?;
@@ -246,16 +253,37 @@ pub fn build_with(
     frames: usize,
     constrained: bool,
 ) -> Result<Denoiser> {
+    build_batch(g, model, rows, 1, frames, constrained)
+}
+
+/// [`build_with`] for `samples` motions side by side: one graph whose stage tensors hold
+/// `rows * samples` rows (guidance-row major), every sample with its own `x_t`.
+pub fn build_batch(
+    g: &mut Graph,
+    model: &KimodoModel,
+    rows: usize,
+    samples: usize,
+    frames: usize,
+    constrained: bool,
+) -> Result<Denoiser> {
+    if samples == 0 {
+        return Err(Error::InvalidArgument(
+            "0 samples: a batch holds at least one".into(),
+        ));
+    }
+    let cfg_rows = rows;
+    let rows = cfg_rows * samples;
     let c = &model.config;
     check_config(c)?;
-    if !(rows == 2 || rows == 3) {
+    if !(cfg_rows == 2 || cfg_rows == 3) {
         return Err(Error::InvalidArgument(format!(
-            "{rows} guidance rows: Kimodo's classifier-free guidance takes 2 or 3"
+            "{cfg_rows} guidance rows: Kimodo's classifier-free guidance takes 2 or 3"
         )));
     }
-    if constrained && rows != 3 {
+    if constrained && cfg_rows != 3 {
         return Err(Error::InvalidArgument(format!(
-            "{rows} guidance rows with constraints: the constraint row needs upstream's 3 rows"
+            "{cfg_rows} guidance rows with constraints: the constraint row needs upstream's 3 \
+             rows"
         )));
     }
     if !(2..=c.max_frames()).contains(&frames) {
@@ -268,17 +296,19 @@ pub fn build_with(
         )));
     }
     let (dim, dm) = (c.motion_dim, c.latent_dim);
-    let x = g.input("kimodo.x", DType::F32, &[frames, dim])?;
+    let n = samples * frames;
+    let x = g.input("kimodo.x", DType::F32, &[n, dim])?;
     let timestep = g.input("kimodo.timestep", DType::U32, &[1])?;
     let embedding = g.constant("kimodo.embedding", DType::F32, &[1, c.llm_dim])?;
     let heading = g.constant("kimodo.heading", DType::F32, &[1, 2])?;
-    let mask = g.constant("kimodo.mask", DType::F32, &[frames, dim])?;
+    let mask = g.constant("kimodo.mask", DType::F32, &[n, dim])?;
     let seq = g.posenc(0, c.prefix_len() + frames, dm)?;
     let steps_pe = g.posenc(0, c.num_base_steps, dm)?;
     let time = g.embedding(timestep, steps_pe)?;
     let tables = Tables { seq, time };
     let mut d = Denoiser {
         rows,
+        samples,
         frames,
         x,
         timestep,
@@ -297,9 +327,9 @@ pub fn build_with(
     // Root stage on cat(x, mask), the same for every row when no row has constraints; with
     // them, rows [text, constraint, uncond] get [cat(x, 0), cat(x_imputed, m), cat(x, 0)].
     let constraint_x = if constrained {
-        let keep = g.constant("kimodo.mask_keep", DType::F32, &[frames, dim])?;
-        let observed = g.constant("kimodo.observed_masked", DType::F32, &[frames, dim])?;
-        let zero = g.constant("kimodo.mask_zero", DType::F32, &[frames, dim])?;
+        let keep = g.constant("kimodo.mask_keep", DType::F32, &[n, dim])?;
+        let observed = g.constant("kimodo.observed_masked", DType::F32, &[n, dim])?;
+        let zero = g.constant("kimodo.mask_zero", DType::F32, &[n, dim])?;
         d.imputation = Some([keep, observed, zero]);
         // x (1 - m) + observed m, two roundings as upstream's separate multiply and add.
         let kept = g.mul(x, keep)?;
@@ -309,11 +339,11 @@ pub fn build_with(
     };
     let zero_mask = d.imputation.map(|[_, _, z]| z);
     let per_row = |g: &mut Graph, plain: TensorId, with_mask: Option<TensorId>, width: usize| {
-        let plain = g.reshape(plain, &[1, frames, width])?;
+        let plain = g.reshape(plain, &[samples, frames, width])?;
         match with_mask {
             None => Ok(plain),
             Some(c) => {
-                let c = g.reshape(c, &[1, frames, width])?;
+                let c = g.reshape(c, &[samples, frames, width])?;
                 g.concat(&[plain, c, plain], 0)
             }
         }
@@ -352,7 +382,7 @@ pub fn build_with(
             let b = g.slice(x, 1, 5, dim - 5)?;
             let b = g.concat(&[b, mask], 1)?;
             let b = per_row(g, b, None, 2 * dim - 5)?;
-            repeat_rows(g, b, rows)?
+            repeat_rows(g, b, cfg_rows)?
         }
         Some(cx) => {
             let zm = zero_mask.expect("constrained");

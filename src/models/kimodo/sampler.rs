@@ -39,8 +39,11 @@ pub struct SampleOptions {
     /// Keep the first step's stage outputs and guided prediction.
     pub diagnostics: bool,
     /// The constraints' observed motion and mask (needs 3 rows; see
-    /// [`super::constraints`]).
+    /// [`super::constraints`]), shared by every sample.
     pub constraints: Option<Conditions>,
+    /// Motions generated side by side in one batched graph (default 1): sample `i` starts
+    /// from the noise of seed `seed + i` (or from the `i`-th `[T, dim]` block of `noise`).
+    pub samples: usize,
 }
 
 impl SampleOptions {
@@ -58,19 +61,21 @@ impl SampleOptions {
             seed: 0,
             diagnostics: false,
             constraints: None,
+            samples: 1,
         }
     }
 }
 
 /// The first denoiser call's intermediate values (rows in the order text, constraint, uncond;
-/// with 2 rows, text and uncond).
+/// with 2 rows, text and uncond; with several samples, guidance-row major: every sample's
+/// text row, then their constraint rows, then their unconditional rows).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Diagnostics {
-    /// `[rows, T, 5]`.
+    /// `[rows * samples, T, 5]`.
     pub root_stage_step0: Vec<f32>,
-    /// `[rows, T, dim - 5]`.
+    /// `[rows * samples, T, dim - 5]`.
     pub body_stage_step0: Vec<f32>,
-    /// `[T, dim]`: the guided clean prediction of the first step.
+    /// `[samples * T, dim]`: the guided clean prediction of the first step.
     pub x0_step0: Vec<f32>,
 }
 
@@ -89,7 +94,7 @@ pub struct Timings {
 /// A generation's result.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
-    /// `[T, dim]`: the final clean prediction, normalised features.
+    /// `[samples * T, dim]`: the final clean prediction, normalised features.
     pub features: Vec<f32>,
     pub diagnostics: Option<Diagnostics>,
     pub timings: Timings,
@@ -138,10 +143,42 @@ pub fn step_graph_with(
     diagnostics: bool,
     constrained: bool,
 ) -> Result<StepGraph> {
+    step_graph_batch(
+        model,
+        &SampleOptions {
+            cfg_rows,
+            cfg_text,
+            cfg_constraint,
+            diagnostics,
+            constraints: None,
+            ..SampleOptions::new(model, frames)
+        },
+        constrained,
+    )
+}
+
+/// The step graph of `opts` (frames, rows, weights, diagnostics, samples); `constrained`
+/// builds the constraint row.
+pub fn step_graph_batch(
+    model: &KimodoModel,
+    opts: &SampleOptions,
+    constrained: bool,
+) -> Result<StepGraph> {
+    let (frames, cfg_rows, samples) = (opts.frames, opts.cfg_rows, opts.samples);
+    let diagnostics = opts.diagnostics;
     let mut g = Graph::new();
-    let den = denoiser::build_with(&mut g, model, cfg_rows, frames, constrained)?;
+    let den = denoiser::build_batch(&mut g, model, cfg_rows, samples, frames, constrained)?;
     let coef = g.input("kimodo.ddim_coef", crate::DType::F32, &[4])?;
-    let x0 = g.cfg(den.out, cfg_text, cfg_constraint)?;
+    // The guidance combines row r of every sample: [rows, samples * T, dim].
+    let out = if samples > 1 {
+        g.reshape(
+            den.out,
+            &[cfg_rows, samples * frames, model.config.motion_dim],
+        )?
+    } else {
+        den.out
+    };
+    let x0 = g.cfg(out, opts.cfg_text, opts.cfg_constraint)?;
     let x_next = g.ddim(den.x, x0, coef)?;
     g.carry(x_next, den.x)?;
     g.output(x0);
@@ -262,19 +299,38 @@ pub fn sample_traced<B: Backend>(
         check_finite("the constraints' observed motion", &cond.features)?;
     }
     let schedule = Schedule::new(c.num_base_steps, opts.steps)?;
+    let samples = opts.samples;
+    if samples == 0 {
+        return Err(Error::InvalidArgument(
+            "0 samples: generate at least one".into(),
+        ));
+    }
     let noise = match &opts.noise {
         Some(n) => {
-            if n.len() != frames * dim {
+            if n.len() != samples * frames * dim {
                 return Err(Error::InvalidArgument(format!(
-                    "the noise has {} values; {frames} frames of {dim} features need {}",
+                    "the noise has {} values; {samples} sample(s) of {frames} frames of {dim} \
+                     features need {}",
                     n.len(),
-                    frames * dim
+                    samples * frames * dim
                 )));
             }
             check_finite("the noise", n)?;
             n.clone()
         }
-        None => gaussian_noise(opts.seed, frames * dim),
+        None => {
+            let mut all = Vec::with_capacity(samples * frames * dim);
+            for i in 0..samples as u64 {
+                let seed = opts.seed.checked_add(i).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "--seed {} with {samples} samples runs past the largest seed",
+                        opts.seed
+                    ))
+                })?;
+                all.extend(gaussian_noise(seed, frames * dim));
+            }
+            all
+        }
     };
     if !opts.heading.is_finite() {
         return Err(Error::InvalidArgument(format!(
@@ -284,15 +340,7 @@ pub fn sample_traced<B: Backend>(
     }
 
     let t0 = Instant::now();
-    let sg = step_graph_with(
-        model,
-        frames,
-        opts.cfg_rows,
-        opts.cfg_text,
-        opts.cfg_constraint,
-        opts.diagnostics,
-        opts.constraints.is_some(),
-    )?;
+    let sg = step_graph_batch(model, opts, opts.constraints.is_some())?;
     let den = sg.den;
     let mut graph = sg.graph;
     if trace.is_some() {
@@ -304,14 +352,15 @@ pub fn sample_traced<B: Backend>(
     exe.write_f32(den.embedding, embedding)?;
     // `torch.cos` / `torch.sin` of the f32 angle (backbone.py#L189-208).
     exe.write_f32(den.heading, &[opts.heading.cos(), opts.heading.sin()])?;
+    let per_sample = |v: Vec<f32>| v.repeat(samples);
     match (&opts.constraints, den.imputation) {
         (Some(cond), Some([keep, observed, zero])) => {
-            exe.write_f32(den.mask, &cond.mask_f32())?;
-            exe.write_f32(keep, &cond.keep_f32())?;
-            exe.write_f32(observed, &cond.observed_masked())?;
-            exe.write_f32(zero, &vec![0.0; frames * dim])?;
+            exe.write_f32(den.mask, &per_sample(cond.mask_f32()))?;
+            exe.write_f32(keep, &per_sample(cond.keep_f32()))?;
+            exe.write_f32(observed, &per_sample(cond.observed_masked()))?;
+            exe.write_f32(zero, &vec![0.0; samples * frames * dim])?;
         }
-        _ => exe.write_f32(den.mask, &vec![0.0; frames * dim])?,
+        _ => exe.write_f32(den.mask, &vec![0.0; samples * frames * dim])?,
     }
     exe.write_f32(den.x, &noise)?;
     // The text tokens, heading token and tables: once per generation.
