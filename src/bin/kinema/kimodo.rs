@@ -47,9 +47,18 @@ pub struct GenerateOpts {
     /// Constraint guidance weight (default: the model's, 2).
     #[arg(long)]
     cfg_constraint: Option<f32>,
-    /// Guidance rows: 2 (exact without constraints) or 3 (upstream's [text, constraint, uncond]).
-    #[arg(long, default_value_t = 2)]
-    cfg_rows: usize,
+    /// Guidance rows: 2 (exact without constraints) or 3 (upstream's [text, constraint,
+    /// uncond]); default 2, or 3 with --constraints.
+    #[arg(long)]
+    cfg_rows: Option<usize>,
+    /// Upstream's constraints.json (root2d, fullbody, left/right-hand, left/right-foot,
+    /// end-effector); runs the constraint guidance row.
+    #[arg(long)]
+    constraints: Option<PathBuf>,
+    /// Motions from seeds seed..seed+N-1 in one batched graph; N > 1 writes
+    /// <stem>/<stem>_00.npz, ... as upstream does.
+    #[arg(long, default_value_t = 1)]
+    samples: usize,
     /// Seed of the initial noise (SplitMix64 + Box-Muller, see the README).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -283,7 +292,11 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
         steps: o.steps,
         cfg_text: o.cfg_text,
         cfg_constraint: o.cfg_constraint,
-        cfg_rows: o.cfg_rows,
+        cfg_rows: o
+            .cfg_rows
+            .unwrap_or(if o.constraints.is_some() { 3 } else { 2 }),
+        constraints: o.constraints.clone(),
+        samples: o.samples,
         seed: o.seed,
         heading: o.heading,
         diagnostics: o.diagnostics,
@@ -336,7 +349,11 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
             r.steps,
             r.timings.per_step_ms,
             r.timings.total_s,
-            req.sidecar().display()
+            if req.samples > 1 {
+                "a JSON sidecar beside each npz".to_string()
+            } else {
+                req.sidecar().display().to_string()
+            }
         );
     }
     Ok(())

@@ -4,9 +4,11 @@
 //! that share the noisy motion `x`.
 //!
 //! Row 0 carries the text; every other row is "unconditional", a zero text feature, so its 50
-//! text tokens are `embed_text.bias` (`kimodo/model/cfg.py#L94-129`). Constraints are not
-//! implemented: the constraint mask is an all-zero constant, which makes the constraint row
-//! (row 1 of 3) identical to the unconditional one.
+//! text tokens are `embed_text.bias` (`kimodo/model/cfg.py#L94-129`). Only the constraint row
+//! (row 1 of 3) sees the constraints: `x (1 - m) + observed m` and the mask `m` concatenated
+//! (`kimodo/model/twostage_denoiser.py#L98-105`, #L133-139); the other rows get a zero mask,
+//! which leaves `x` as it is. Without constraints the mask is an all-zero constant, which makes
+//! the constraint row identical to the unconditional one, and every row shares one input.
 //!
 //! Everything that does not change between DDIM steps, the text tokens, the heading token and
 //! the positional-encoding tables, depends only on weights and [`Graph::constant`]s, so the
@@ -24,9 +26,13 @@ const LN_EPS: f32 = 1e-5;
 /// The tensors of one denoiser call inside a graph.
 #[derive(Clone, Debug)]
 pub struct Denoiser {
+    /// Rows of every stage tensor: guidance rows x samples, guidance-row major (all samples'
+    /// text rows, then their constraint rows, then their unconditional rows).
     pub rows: usize,
+    /// Samples run side by side (each its own `x_t`).
+    pub samples: usize,
     pub frames: usize,
-    /// Input `[frames, dim]`: the noisy motion `x_t`, normalised.
+    /// Input `[samples * frames, dim]`: the noisy motion `x_t` of each sample, normalised.
     pub x: TensorId,
     /// Input u32 `[1]`: the network's timestep (`use_timesteps[i]`, 0..num_base_steps).
     pub timestep: TensorId,
@@ -34,9 +40,12 @@ pub struct Denoiser {
     pub embedding: TensorId,
     /// Constant `[1, 2]`: `[cos a, sin a]` of the first heading angle `a`.
     pub heading: TensorId,
-    /// Constant `[frames, dim]`: the constraint mask, all zero (constraints are not
-    /// implemented).
+    /// Constant `[samples * frames, dim]`: the constraint mask as 0/1 (all zero without
+    /// constraints), repeated per sample.
     pub mask: TensorId,
+    /// With constraints, constants `[samples * frames, dim]` the caller writes: `[1 - mask,
+    /// observed * mask, zeros]` (the zeros are the other rows' mask).
+    pub imputation: Option<[TensorId; 3]>,
     /// `[rows, frames, 5]`: the root stage's normalised global root.
     pub root_out: TensorId,
     /// `[rows, frames, 4]`: the bridge's normalised local root.
@@ -129,8 +138,10 @@ impl Stage<'_> {
             real
         };
         let cond = g.reshape(cond, &[1, nt, dm])?;
+        let samples = d.samples;
+        let cond = repeat_rows(g, cond, samples)?;
         let uncond = g.reshape(uncond, &[1, nt, dm])?;
-        let uncond = repeat_rows(g, uncond, rows - 1)?;
+        let uncond = repeat_rows(g, uncond, rows - samples)?;
         let text = g.concat(&[cond, uncond], 0)?;
         // Time token: time_embed(PE[t]) + PE[nt] (`TimestepEmbedder`, backbone.py#L283-312).
         let w0 = self.w(g, "embed_timestep.time_embed.0.weight")?;
@@ -163,7 +174,7 @@ impl Stage<'_> {
         let m = if m_rows == rows {
             m
         } else {
-            repeat_rows(g, m, rows)?
+            repeat_rows(g, m, rows / m_rows)?
         };
         pieces.push(m);
         let mut x = g.concat(&pieces, 1)?;
@@ -227,13 +238,52 @@ impl Stage<'_> {
     }
 }
 
-/// Adds one denoiser call over `rows` CFG rows (2 or 3) and `frames` frames to `g`.
+/// Adds one denoiser call over `rows` CFG rows (2 or 3) and `frames` frames to `g`, without
+/// constraints.
 pub fn build(g: &mut Graph, model: &KimodoModel, rows: usize, frames: usize) -> Result<Denoiser> {
+    build_with(g, model, rows, frames, false)
+}
+
+/// [`build`]; `constrained` (3 rows only) gives row 1 the constraint mask and the imputed
+/// motion (the constants `mask` and `imputation` are written by the caller).
+pub fn build_with(
+    g: &mut Graph,
+    model: &KimodoModel,
+    rows: usize,
+    frames: usize,
+    constrained: bool,
+) -> Result<Denoiser> {
+    build_batch(g, model, rows, 1, frames, constrained)
+}
+
+/// [`build_with`] for `samples` motions side by side: one graph whose stage tensors hold
+/// `rows * samples` rows (guidance-row major), every sample with its own `x_t`.
+pub fn build_batch(
+    g: &mut Graph,
+    model: &KimodoModel,
+    rows: usize,
+    samples: usize,
+    frames: usize,
+    constrained: bool,
+) -> Result<Denoiser> {
+    if samples == 0 {
+        return Err(Error::InvalidArgument(
+            "0 samples: a batch holds at least one".into(),
+        ));
+    }
+    let cfg_rows = rows;
+    let rows = cfg_rows * samples;
     let c = &model.config;
     check_config(c)?;
-    if !(rows == 2 || rows == 3) {
+    if !(cfg_rows == 2 || cfg_rows == 3) {
         return Err(Error::InvalidArgument(format!(
-            "{rows} guidance rows: Kimodo's classifier-free guidance takes 2 or 3"
+            "{cfg_rows} guidance rows: Kimodo's classifier-free guidance takes 2 or 3"
+        )));
+    }
+    if constrained && cfg_rows != 3 {
+        return Err(Error::InvalidArgument(format!(
+            "{cfg_rows} guidance rows with constraints: the constraint row needs upstream's 3 \
+             rows"
         )));
     }
     if !(2..=c.max_frames()).contains(&frames) {
@@ -246,23 +296,26 @@ pub fn build(g: &mut Graph, model: &KimodoModel, rows: usize, frames: usize) -> 
         )));
     }
     let (dim, dm) = (c.motion_dim, c.latent_dim);
-    let x = g.input("kimodo.x", DType::F32, &[frames, dim])?;
+    let n = samples * frames;
+    let x = g.input("kimodo.x", DType::F32, &[n, dim])?;
     let timestep = g.input("kimodo.timestep", DType::U32, &[1])?;
     let embedding = g.constant("kimodo.embedding", DType::F32, &[1, c.llm_dim])?;
     let heading = g.constant("kimodo.heading", DType::F32, &[1, 2])?;
-    let mask = g.constant("kimodo.mask", DType::F32, &[frames, dim])?;
+    let mask = g.constant("kimodo.mask", DType::F32, &[n, dim])?;
     let seq = g.posenc(0, c.prefix_len() + frames, dm)?;
     let steps_pe = g.posenc(0, c.num_base_steps, dm)?;
     let time = g.embedding(timestep, steps_pe)?;
     let tables = Tables { seq, time };
     let mut d = Denoiser {
         rows,
+        samples,
         frames,
         x,
         timestep,
         embedding,
         heading,
         mask,
+        imputation: None,
         root_out: x,
         bridge_out: x,
         body_in: x,
@@ -271,9 +324,42 @@ pub fn build(g: &mut Graph, model: &KimodoModel, rows: usize, frames: usize) -> 
         layers: Vec::new(),
     };
     let mut layers = Vec::new();
-    // Root stage on cat(x, mask), the same for every row when no row has constraints.
-    let root_in = g.concat(&[x, mask], 1)?;
-    let root_in = g.reshape(root_in, &[1, frames, 2 * dim])?;
+    // Root stage on cat(x, mask), the same for every row when no row has constraints; with
+    // them, rows [text, constraint, uncond] get [cat(x, 0), cat(x_imputed, m), cat(x, 0)].
+    let constraint_x = if constrained {
+        let keep = g.constant("kimodo.mask_keep", DType::F32, &[n, dim])?;
+        let observed = g.constant("kimodo.observed_masked", DType::F32, &[n, dim])?;
+        let zero = g.constant("kimodo.mask_zero", DType::F32, &[n, dim])?;
+        d.imputation = Some([keep, observed, zero]);
+        // x (1 - m) + observed m, two roundings as upstream's separate multiply and add.
+        let kept = g.mul(x, keep)?;
+        Some(g.add(kept, observed)?)
+    } else {
+        None
+    };
+    let zero_mask = d.imputation.map(|[_, _, z]| z);
+    let per_row = |g: &mut Graph, plain: TensorId, with_mask: Option<TensorId>, width: usize| {
+        let plain = g.reshape(plain, &[samples, frames, width])?;
+        match with_mask {
+            None => Ok(plain),
+            Some(c) => {
+                let c = g.reshape(c, &[samples, frames, width])?;
+                g.concat(&[plain, c, plain], 0)
+            }
+        }
+    };
+    let root_in = match constraint_x {
+        None => {
+            let r = g.concat(&[x, mask], 1)?;
+            per_row(g, r, None, 2 * dim)?
+        }
+        Some(cx) => {
+            let zm = zero_mask.expect("constrained");
+            let plain = g.concat(&[x, zm], 1)?;
+            let cons = g.concat(&[cx, mask], 1)?;
+            per_row(g, plain, Some(cons), 2 * dim)?
+        }
+    };
     let root = Stage {
         model,
         prefix: "root_model",
@@ -291,10 +377,22 @@ pub fn build(g: &mut Graph, model: &KimodoModel, rows: usize, frames: usize) -> 
     };
     d.bridge_out = g.root_bridge(d.root_out, &bp)?;
     // Body stage on cat(local_root, x[..., 5:], mask) (twostage_denoiser.py#L133-139).
-    let body_x = g.slice(x, 1, 5, dim - 5)?;
-    let body_x = g.concat(&[body_x, mask], 1)?;
-    let body_x = g.reshape(body_x, &[1, frames, 2 * dim - 5])?;
-    let body_x = repeat_rows(g, body_x, rows)?;
+    let body_x = match constraint_x {
+        None => {
+            let b = g.slice(x, 1, 5, dim - 5)?;
+            let b = g.concat(&[b, mask], 1)?;
+            let b = per_row(g, b, None, 2 * dim - 5)?;
+            repeat_rows(g, b, cfg_rows)?
+        }
+        Some(cx) => {
+            let zm = zero_mask.expect("constrained");
+            let b = g.slice(x, 1, 5, dim - 5)?;
+            let plain = g.concat(&[b, zm], 1)?;
+            let cb = g.slice(cx, 1, 5, dim - 5)?;
+            let cons = g.concat(&[cb, mask], 1)?;
+            per_row(g, plain, Some(cons), 2 * dim - 5)?
+        }
+    };
     d.body_in = g.concat(&[d.bridge_out, body_x], 2)?;
     let body = Stage {
         model,

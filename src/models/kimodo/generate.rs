@@ -13,6 +13,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::config::{KimodoModel, keys, names};
+use super::constraints::{self, Conditions};
 use super::export::{Exports, Format};
 use super::glb;
 use super::motion::{self, Motion};
@@ -38,8 +39,14 @@ pub struct GenerateRequest {
     /// Default: the model's (2, 2).
     pub cfg_text: Option<f32>,
     pub cfg_constraint: Option<f32>,
-    /// 2 (exact without constraints) or 3 (upstream's rows).
+    /// 2 (exact without constraints) or 3 (upstream's rows; required with constraints).
     pub cfg_rows: usize,
+    /// Upstream's `constraints.json` (see [`constraints`]).
+    pub constraints: Option<PathBuf>,
+    /// Motions from seeds `seed ..= seed + samples - 1`, run as one batched graph; more than
+    /// one is written as upstream does: `<stem>/<stem>_00.npz`, ... (see
+    /// [`GenerateRequest::sample_outputs`]).
+    pub samples: usize,
     pub seed: u64,
     pub heading: f32,
     pub diagnostics: bool,
@@ -53,6 +60,32 @@ impl GenerateRequest {
     /// The JSON sidecar's path: the output's with the extension `.json`.
     pub fn sidecar(&self) -> PathBuf {
         self.output.with_extension("json")
+    }
+
+    /// Each sample's `(npz, glb)` paths. One sample: `--output` and `--glb` as given. More:
+    /// upstream's layout (`kimodo/scripts/generate.py#L150-160`, #L337-345): the folder
+    /// `<stem>` (the path without its extension) holding `<stem>_00.npz`, `<stem>_01.npz`, ...,
+    /// and likewise for the GLB; each npz has its JSON sidecar beside it.
+    pub fn sample_outputs(&self) -> Vec<(PathBuf, Option<PathBuf>)> {
+        if self.samples <= 1 {
+            return vec![(self.output.clone(), self.glb.clone())];
+        }
+        let numbered = |p: &Path, ext: &str, i: usize| {
+            let folder = p.with_extension("");
+            let base = folder
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            folder.join(format!("{base}_{i:02}.{ext}"))
+        };
+        (0..self.samples)
+            .map(|i| {
+                (
+                    numbered(&self.output, "npz", i),
+                    self.glb.as_ref().map(|g| numbered(g, "glb", i)),
+                )
+            })
+            .collect()
     }
 
     /// Checks the numeric options that need no model: finite guidance weights and heading,
@@ -81,11 +114,44 @@ impl GenerateRequest {
                 "--steps 0: the sampler needs at least one DDIM step".into(),
             ));
         }
+        if self.samples > 1
+            && let Some((_, _, flag)) = self.exports.files.first()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{flag} with --samples {}: each sample is written as <stem>/<stem>_NN.npz (and                  .glb); convert the one you want with `kinema convert motion`",
+                self.samples
+            )));
+        }
         if !(self.cfg_rows == 2 || self.cfg_rows == 3) {
             return Err(Error::InvalidArgument(format!(
                 "--cfg-rows {}: guidance rows are 2 (the exact shortcut) or 3 (upstream's rows)",
                 self.cfg_rows
             )));
+        }
+        if self.samples == 0 {
+            return Err(Error::InvalidArgument(
+                "--samples 0: generate at least one motion".into(),
+            ));
+        }
+        if self.samples > 1 && self.noise.is_some() {
+            return Err(Error::InvalidArgument(
+                "--noise gives one motion's x_T; --samples N draws each sample's noise from \
+                 its seed (seed + i)"
+                    .into(),
+            ));
+        }
+        if self.samples > 1 && self.seed.checked_add(self.samples as u64 - 1).is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "--seed {} with --samples {} runs past the largest seed",
+                self.seed, self.samples
+            )));
+        }
+        if self.constraints.is_some() && self.cfg_rows != 3 {
+            return Err(Error::InvalidArgument(
+                "--cfg-rows 2 with --constraints: the 2-row shortcut is exact only without \
+                 constraints; constraints need upstream's 3 rows [text, constraint, uncond]"
+                    .into(),
+            ));
         }
         Ok(())
     }
@@ -99,12 +165,20 @@ impl GenerateRequest {
         if let Some(n) = &self.noise {
             plan.input(n, "--noise");
         }
-        plan.output(&self.output, "--output");
-        if let Some(g) = &self.glb {
-            plan.output(g, "--glb");
+        if let Some(c) = &self.constraints {
+            plan.input(c, "--constraints");
+        }
+        for (npz, glb) in self.sample_outputs() {
+            plan.output(&npz, "--output");
+            if let Some(g) = &glb {
+                plan.output(g, "--glb");
+            }
+            plan.output(
+                &npz.with_extension("json"),
+                "the JSON sidecar (--output with .json)",
+            );
         }
         self.exports.plan(&mut plan);
-        plan.output(&self.sidecar(), "the JSON sidecar (--output with .json)");
         plan
     }
 }
@@ -168,12 +242,24 @@ pub struct GenerateReport {
     /// `"seed"` or the noise file.
     pub noise: String,
     pub seed: Option<u64>,
+    /// With `--samples N > 1`: N, and which sample this sidecar describes (its seed is
+    /// `seed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample: Option<usize>,
     pub frames: usize,
     pub fps: f32,
     pub steps: usize,
     pub cfg_text: f32,
     pub cfg_constraint: f32,
     pub cfg_rows: usize,
+    /// The constraints file, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constraints: Option<String>,
+    /// Constrained feature entries (with `constraints`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constrained_entries: Option<usize>,
     pub heading: f32,
     pub backend: &'static str,
     /// CPU ISA or Vulkan device.
@@ -207,6 +293,16 @@ pub fn generate<B: Backend>(
 ) -> Result<GenerateReport> {
     let t0 = Instant::now();
     req.validate()?;
+    if req.samples > 1 {
+        // Upstream makes the `<stem>` folders too (`os.makedirs`, generate.py#L156).
+        for (npz, glb) in req.sample_outputs().iter().take(1) {
+            for p in std::iter::once(npz).chain(glb) {
+                if let Some(dir) = p.parent() {
+                    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+                }
+            }
+        }
+    }
     let mut outputs = req.output_plan().check()?;
     let info = backend.info();
     // Fast precision runs 16-bit weights: an f32 file is narrowed in memory.
@@ -254,6 +350,7 @@ pub fn generate<B: Backend>(
     opts.heading = req.heading;
     opts.seed = req.seed;
     opts.diagnostics = req.diagnostics;
+    opts.samples = req.samples;
     if let Some(w) = req.cfg_text {
         opts.cfg_text = w;
     }
@@ -262,36 +359,58 @@ pub fn generate<B: Backend>(
     }
     let seeded = noise.is_none();
     opts.noise = noise.map(|(x, _)| x);
+    let skel = Skeleton::load(cfg.skeleton)?;
+    if let Some(p) = &req.constraints {
+        let (_, cond) = constraints::load(p, &skel, &model.stats, frames)?;
+        opts.constraints = Some(cond);
+    }
     let load_s = t0.elapsed().as_secs_f64();
 
     let sample = sampler::sample(backend, &model, &embedding, &opts, progress)?;
     check_sampled(&sample.features, cfg.motion_dim, &embedding, &opts)?;
 
     let t_dec = Instant::now();
-    let skel = Skeleton::load(cfg.skeleton)?;
-    let motion = motion::decode_output(&sample.features, frames, &skel, &model.stats)?;
-    let out_skel = if motion.skeleton == skel.kind {
-        skel
-    } else {
-        Skeleton::load(motion.skeleton)?
-    };
-    let npz = npz_bytes(&motion, &sample, frames, cfg.motion_dim, opts.cfg_rows)?;
-    outputs.write(&req.output, |w| w.write_all(&npz))?;
-    let mut written = vec![req.output.display().to_string()];
-    if let Some(g) = &req.glb {
-        let bytes = if req.exports.skin.is_some() {
-            exports.render(Format::Glb, &motion, cfg.fps)?
+    let dim = cfg.motion_dim;
+    let mut written = Vec::new();
+    let mut out_skel_name = "";
+    let per = frames * dim;
+    let rows = opts.cfg_rows;
+    for (i, (npz_path, glb_path)) in req.sample_outputs().into_iter().enumerate() {
+        let one = if req.samples > 1 {
+            sample_slice(&sample, i, req.samples, rows, frames, dim)
         } else {
-            glb::glb_bytes(&out_skel, &motion, cfg.fps)?
+            sample.clone()
         };
-        outputs.write(g, |w| w.write_all(&bytes))?;
-        written.push(g.display().to_string());
+        debug_assert_eq!(one.features.len(), per);
+        let motion = motion::decode_output(&one.features, frames, &skel, &model.stats)?;
+        let out_skel = if motion.skeleton == skel.kind {
+            skel.clone()
+        } else {
+            Skeleton::load(motion.skeleton)?
+        };
+        out_skel_name = motion.skeleton.name();
+        let npz = npz_bytes(&motion, &one, opts.constraints.as_ref(), frames, dim, rows)?;
+        outputs.write(&npz_path, |w| w.write_all(&npz))?;
+        written.push(npz_path.display().to_string());
+        if let Some(g) = &glb_path {
+            let bytes = if req.exports.skin.is_some() {
+                exports.render(Format::Glb, &motion, cfg.fps)?
+            } else {
+                glb::glb_bytes(&out_skel, &motion, cfg.fps)?
+            };
+            outputs.write(g, |w| w.write_all(&bytes))?;
+            written.push(g.display().to_string());
+        }
+        // --bvh/--csv/--amass write the one motion of a single-sample run (validate refuses
+        // them with --samples).
+        if req.samples <= 1 {
+            written.extend(exports.write(&mut outputs, &motion, cfg.fps)?);
+        }
     }
-    written.extend(exports.write(&mut outputs, &motion, cfg.fps)?);
     let decode_s = t_dec.elapsed().as_secs_f64();
 
     let details = BTreeMap::from([("skeleton", model.config.skeleton.name().to_string())]);
-    let report = GenerateReport {
+    let mut report = GenerateReport {
         kinema_version: env!("CARGO_PKG_VERSION"),
         model: ModelIdentity::read(
             &req.model,
@@ -305,19 +424,23 @@ pub fn generate<B: Backend>(
             None => "seed".into(),
         },
         seed: seeded.then_some(req.seed),
+        samples: (req.samples > 1).then_some(req.samples),
+        sample: None,
         frames,
         fps: cfg.fps,
         steps: opts.steps,
         cfg_text: opts.cfg_text,
         cfg_constraint: opts.cfg_constraint,
         cfg_rows: opts.cfg_rows,
+        constraints: req.constraints.as_ref().map(|p| p.display().to_string()),
+        constrained_entries: opts.constraints.as_ref().map(Conditions::count),
         heading: opts.heading,
         backend: info.kind,
         device: info.device.clone(),
         precision: info.precision.name(),
         weights,
         threads: info.threads,
-        output_skeleton: motion.skeleton.name(),
+        output_skeleton: out_skel_name,
         outputs: written,
         timings: ReportTimings {
             load_s,
@@ -328,10 +451,42 @@ pub fn generate<B: Backend>(
             total_s: t0.elapsed().as_secs_f64(),
         },
     };
-    let json = sidecar_json(&report)?;
-    outputs.write(&req.sidecar(), |w| w.write_all(&json))?;
+    if req.samples > 1 {
+        for (i, (npz_path, _)) in req.sample_outputs().into_iter().enumerate() {
+            let mut r = report.clone();
+            r.sample = Some(i);
+            r.seed = Some(req.seed + i as u64);
+            let json = sidecar_json(&r)?;
+            outputs.write(&npz_path.with_extension("json"), |w| w.write_all(&json))?;
+        }
+        report.timings.total_s = t0.elapsed().as_secs_f64();
+    } else {
+        let json = sidecar_json(&report)?;
+        outputs.write(&req.sidecar(), |w| w.write_all(&json))?;
+    }
     outputs.commit()?;
     Ok(report)
+}
+
+/// Sample `i` of a batch of `n`: its features and, with diagnostics, its rows of the stage
+/// outputs (guidance-row major in the batch: row `r` of sample `i` is batch row `r n + i`).
+fn sample_slice(s: &Sample, i: usize, n: usize, rows: usize, frames: usize, dim: usize) -> Sample {
+    let per = frames * dim;
+    let pick = |v: &[f32], width: usize| -> Vec<f32> {
+        let blk = frames * width;
+        (0..rows)
+            .flat_map(|r| v[(r * n + i) * blk..(r * n + i + 1) * blk].to_vec())
+            .collect()
+    };
+    Sample {
+        features: s.features[i * per..(i + 1) * per].to_vec(),
+        diagnostics: s.diagnostics.as_ref().map(|d| sampler::Diagnostics {
+            root_stage_step0: pick(&d.root_stage_step0, 5),
+            body_stage_step0: pick(&d.body_stage_step0, dim - 5),
+            x0_step0: d.x0_step0[i * per..(i + 1) * per].to_vec(),
+        }),
+        timings: s.timings,
+    }
 }
 
 /// The largest magnitude in `v` (NaN counts as infinite).
@@ -414,10 +569,12 @@ fn check_sampled(
 
 /// The npz: upstream's motion keys, `features` `[T, dim]` (normalised), and with diagnostics
 /// `root_stage_step0` `[rows, T, 5]`, `body_stage_step0` `[rows, T, dim - 5]`, `x0_step0`
-/// `[T, dim]`.
+/// `[T, dim]`, and with constraints also `constraint_features` `[T, dim]` (the normalised
+/// observed motion) and `constraint_mask` `[T, dim]` bool.
 fn npz_bytes(
     motion: &Motion,
     sample: &Sample,
+    cond: Option<&Conditions>,
     frames: usize,
     dim: usize,
     rows: usize,
@@ -440,6 +597,16 @@ fn npz_bytes(
             "x0_step0",
             &NpyArray::from_f32(&[frames, dim], &d.x0_step0)?,
         )?;
+        if let Some(c) = cond {
+            w.add(
+                "constraint_features",
+                &NpyArray::from_f32(&[frames, dim], &c.features)?,
+            )?;
+            w.add(
+                "constraint_mask",
+                &NpyArray::from_bool(&[frames, dim], &c.mask)?,
+            )?;
+        }
     }
     let mut bytes = Vec::new();
     w.write_to(&mut bytes)?;

@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod config;
+pub mod constraints;
 pub mod convert;
 pub mod denoiser;
 pub mod drift;

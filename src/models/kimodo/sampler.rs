@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use super::config::KimodoModel;
+use super::constraints::Conditions;
 use super::denoiser::{self, Denoiser};
 use super::schedule::Schedule;
 use crate::backend::Backend;
@@ -37,6 +38,12 @@ pub struct SampleOptions {
     pub seed: u64,
     /// Keep the first step's stage outputs and guided prediction.
     pub diagnostics: bool,
+    /// The constraints' observed motion and mask (needs 3 rows; see
+    /// [`super::constraints`]), shared by every sample.
+    pub constraints: Option<Conditions>,
+    /// Motions generated side by side in one batched graph (default 1): sample `i` starts
+    /// from the noise of seed `seed + i` (or from the `i`-th `[T, dim]` block of `noise`).
+    pub samples: usize,
 }
 
 impl SampleOptions {
@@ -53,19 +60,22 @@ impl SampleOptions {
             noise: None,
             seed: 0,
             diagnostics: false,
+            constraints: None,
+            samples: 1,
         }
     }
 }
 
 /// The first denoiser call's intermediate values (rows in the order text, constraint, uncond;
-/// with 2 rows, text and uncond).
+/// with 2 rows, text and uncond; with several samples, guidance-row major: every sample's
+/// text row, then their constraint rows, then their unconditional rows).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Diagnostics {
-    /// `[rows, T, 5]`.
+    /// `[rows * samples, T, 5]`.
     pub root_stage_step0: Vec<f32>,
-    /// `[rows, T, dim - 5]`.
+    /// `[rows * samples, T, dim - 5]`.
     pub body_stage_step0: Vec<f32>,
-    /// `[T, dim]`: the guided clean prediction of the first step.
+    /// `[samples * T, dim]`: the guided clean prediction of the first step.
     pub x0_step0: Vec<f32>,
 }
 
@@ -84,7 +94,7 @@ pub struct Timings {
 /// A generation's result.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
-    /// `[T, dim]`: the final clean prediction, normalised features.
+    /// `[samples * T, dim]`: the final clean prediction, normalised features.
     pub features: Vec<f32>,
     pub diagnostics: Option<Diagnostics>,
     pub timings: Timings,
@@ -112,10 +122,63 @@ pub fn step_graph(
     cfg_constraint: f32,
     diagnostics: bool,
 ) -> Result<StepGraph> {
+    step_graph_with(
+        model,
+        frames,
+        cfg_rows,
+        cfg_text,
+        cfg_constraint,
+        diagnostics,
+        false,
+    )
+}
+
+/// [`step_graph`], with the constraint row when `constrained` (see [`denoiser::build_with`]).
+pub fn step_graph_with(
+    model: &KimodoModel,
+    frames: usize,
+    cfg_rows: usize,
+    cfg_text: f32,
+    cfg_constraint: f32,
+    diagnostics: bool,
+    constrained: bool,
+) -> Result<StepGraph> {
+    step_graph_batch(
+        model,
+        &SampleOptions {
+            cfg_rows,
+            cfg_text,
+            cfg_constraint,
+            diagnostics,
+            constraints: None,
+            ..SampleOptions::new(model, frames)
+        },
+        constrained,
+    )
+}
+
+/// The step graph of `opts` (frames, rows, weights, diagnostics, samples); `constrained`
+/// builds the constraint row.
+pub fn step_graph_batch(
+    model: &KimodoModel,
+    opts: &SampleOptions,
+    constrained: bool,
+) -> Result<StepGraph> {
+    let (frames, cfg_rows, samples) = (opts.frames, opts.cfg_rows, opts.samples);
+    let diagnostics = opts.diagnostics;
     let mut g = Graph::new();
-    let den = denoiser::build(&mut g, model, cfg_rows, frames)?;
+    let den = denoiser::build_batch(&mut g, model, cfg_rows, samples, frames, constrained)?;
     let coef = g.input("kimodo.ddim_coef", crate::DType::F32, &[4])?;
-    let x0 = g.cfg(den.out, cfg_text, cfg_constraint)?;
+    // The guidance combines row r of every sample: [rows, samples * T, dim].
+    let out = if samples > 1 {
+        g.reshape(
+            den.out,
+            &[cfg_rows, samples * frames, model.config.motion_dim],
+        )?
+    } else {
+        den.out
+    };
+    let x0 = g.cfg(out, opts.cfg_text, opts.cfg_constraint)?;
     let x_next = g.ddim(den.x, x0, coef)?;
     g.carry(x_next, den.x)?;
     g.output(x0);
@@ -215,20 +278,59 @@ pub fn sample_traced<B: Backend>(
             opts.cfg_rows
         )));
     }
+    if let Some(cond) = &opts.constraints {
+        if opts.cfg_rows != 3 {
+            return Err(Error::InvalidArgument(format!(
+                "{} guidance rows with constraints: the 2-row shortcut is exact only without \
+                 constraints; use 3 (upstream's [text, constraint, uncond])",
+                opts.cfg_rows
+            )));
+        }
+        if cond.frames != frames
+            || cond.dim != dim
+            || cond.features.len() != frames * dim
+            || cond.mask.len() != frames * dim
+        {
+            return Err(Error::Shape(format!(
+                "the constraint conditions are [{}, {}]; the sample is [{frames}, {dim}]",
+                cond.frames, cond.dim
+            )));
+        }
+        check_finite("the constraints' observed motion", &cond.features)?;
+    }
     let schedule = Schedule::new(c.num_base_steps, opts.steps)?;
+    let samples = opts.samples;
+    if samples == 0 {
+        return Err(Error::InvalidArgument(
+            "0 samples: generate at least one".into(),
+        ));
+    }
     let noise = match &opts.noise {
         Some(n) => {
-            if n.len() != frames * dim {
+            if n.len() != samples * frames * dim {
                 return Err(Error::InvalidArgument(format!(
-                    "the noise has {} values; {frames} frames of {dim} features need {}",
+                    "the noise has {} values; {samples} sample(s) of {frames} frames of {dim} \
+                     features need {}",
                     n.len(),
-                    frames * dim
+                    samples * frames * dim
                 )));
             }
             check_finite("the noise", n)?;
             n.clone()
         }
-        None => gaussian_noise(opts.seed, frames * dim),
+        None => {
+            let mut all = Vec::with_capacity(samples * frames * dim);
+            for i in 0..samples as u64 {
+                let seed = opts.seed.checked_add(i).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "--seed {} with {samples} samples runs past the largest seed",
+                        opts.seed
+                    ))
+                })?;
+                all.extend(gaussian_noise(seed, frames * dim));
+            }
+            all
+        }
     };
     if !opts.heading.is_finite() {
         return Err(Error::InvalidArgument(format!(
@@ -238,14 +340,7 @@ pub fn sample_traced<B: Backend>(
     }
 
     let t0 = Instant::now();
-    let sg = step_graph(
-        model,
-        frames,
-        opts.cfg_rows,
-        opts.cfg_text,
-        opts.cfg_constraint,
-        opts.diagnostics,
-    )?;
+    let sg = step_graph_batch(model, opts, opts.constraints.is_some())?;
     let den = sg.den;
     let mut graph = sg.graph;
     if trace.is_some() {
@@ -257,7 +352,16 @@ pub fn sample_traced<B: Backend>(
     exe.write_f32(den.embedding, embedding)?;
     // `torch.cos` / `torch.sin` of the f32 angle (backbone.py#L189-208).
     exe.write_f32(den.heading, &[opts.heading.cos(), opts.heading.sin()])?;
-    exe.write_f32(den.mask, &vec![0.0; frames * dim])?;
+    let per_sample = |v: Vec<f32>| v.repeat(samples);
+    match (&opts.constraints, den.imputation) {
+        (Some(cond), Some([keep, observed, zero])) => {
+            exe.write_f32(den.mask, &per_sample(cond.mask_f32()))?;
+            exe.write_f32(keep, &per_sample(cond.keep_f32()))?;
+            exe.write_f32(observed, &per_sample(cond.observed_masked()))?;
+            exe.write_f32(zero, &vec![0.0; samples * frames * dim])?;
+        }
+        _ => exe.write_f32(den.mask, &vec![0.0; samples * frames * dim])?,
+    }
     exe.write_f32(den.x, &noise)?;
     // The text tokens, heading token and tables: once per generation.
     exe.prepare()?;
