@@ -15,7 +15,7 @@
 //! - [`formats`]: GGUF, safetensors and npy/npz readers and writers for untrusted input;
 //! - [`device`]: picking a backend at run time (`--backend`), and the one visitor that runs
 //!   generic code on the chosen one;
-//! - [`bench`], [`drift`]: kernel timings and op-level cross-backend comparison;
+//! - [`mod@bench`], [`drift`]: kernel timings and op-level cross-backend comparison;
 //! - [`models`]: the models, generic over the trait (they import neither backend), and the
 //!   per-model harness of `kinema bench <model>` and `kinema drift --model`.
 //!

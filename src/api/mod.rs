@@ -2,7 +2,7 @@
 //! root, so `kinema::Engine`, `kinema::Kimodo`, `kinema::MotionBricks`.
 //!
 //! ```no_run
-//! use kinema::{Engine, EngineOptions, GenerateRequest, Kimodo};
+//! use kinema::{Engine, EngineOptions, GenerateRequest, Kimodo, Noise};
 //!
 //! # fn main() -> kinema::Result<()> {
 //! let engine = Engine::new(EngineOptions::default())?;
@@ -10,7 +10,7 @@
 //! let embedding = vec![0.0f32; kimodo.embedding_dim()]; // an LLM2Vec text feature
 //! let motion = kimodo.generate(&GenerateRequest {
 //!     steps: 50,
-//!     seed: 7,
+//!     noise: Noise::Seed(7),
 //!     ..GenerateRequest::new(embedding, 120)
 //! })?;
 //! println!("{} frames of {} joints", motion.frames(), motion.joints());

@@ -101,7 +101,7 @@ fn unknown(name: &str, kind: &str, known: &[&str]) -> Error {
     ))
 }
 
-fn set<T: Copy>(slot: &mut Vec<T>, values: &[T], name: &str) -> Result<()> {
+fn set<T: Copy>(slot: &mut [T], values: &[T], name: &str) -> Result<()> {
     if values.len() != slot.len() {
         return Err(Error::Shape(format!(
             "PlanRequest: {name} takes {} values for this batch, {} given",
