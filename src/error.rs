@@ -39,8 +39,11 @@ pub enum Error {
     /// `Progress::Cancel`); nothing was produced.
     #[error("cancelled: the progress callback asked to stop (at {stage} step {step} of {total})")]
     Cancelled {
+        /// The phase that was running (`sample`, `decode`, `plan`).
         stage: &'static str,
+        /// Steps done when the callback asked to stop.
         step: usize,
+        /// Steps in the phase.
         total: usize,
     },
     #[error("{path}: {source}")]
