@@ -458,20 +458,8 @@ fuzz_target!(|data: &[u8]| {
                         ep,
                         ec,
                     ));
-                    e.check(mb_command_get_sampling_argmax(
-                        null(),
-                        null_mut(),
-                        ep,
-                        ec,
-                    ));
-                    e.check(mb_plan(
-                        null(),
-                        null(),
-                        null(),
-                        null_mut(),
-                        ep,
-                        ec,
-                    ));
+                    e.check(mb_command_get_sampling_argmax(null(), null_mut(), ep, ec));
+                    e.check(mb_plan(null(), null(), null(), null_mut(), ep, ec));
                     e.check(mb_plan_result_get(null(), null_mut(), ep, ec));
                     assert_eq!(kimodo_model_embedding_dim(null()), 0);
                     assert_eq!(
