@@ -89,6 +89,27 @@ impl BackendChoice {
             (choice, _) => choice.select(precision)?,
         })
     }
+
+    /// The Vulkan device `index` (as `kinema info` lists them) with the other settings of
+    /// [`VulkanOptions::from_env`]: what a host asks for by device index. `Cpu` refuses an
+    /// index.
+    pub fn select_device(
+        self,
+        precision: impl Into<PrecisionChoice>,
+        index: usize,
+    ) -> Result<Selection> {
+        if self == BackendChoice::Cpu {
+            return Err(Error::InvalidArgument(format!(
+                "Vulkan device {index} asked for with the CPU backend: choose vulkan or auto"
+            )));
+        }
+        let mut opts = VulkanOptions::from_env(precision)?;
+        opts.device = Some(index);
+        Ok(Selection {
+            backend: AnyBackend::Vulkan(VulkanBackend::with_options(opts)?),
+            vulkan_unavailable: None,
+        })
+    }
 }
 
 /// The Vulkan backend for `--backend auto`, or why it is not used.

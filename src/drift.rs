@@ -80,7 +80,7 @@ pub struct Drift {
     pub op: String,
     pub shape: String,
     pub dtype: String,
-    /// "cpu/avx2/strict", "vulkan/<device>/strict", ...
+    /// "cpu/avx2/strict", `"vulkan/<device>/strict"`, ...
     pub backend: String,
     pub elements: usize,
     pub max_abs: f64,

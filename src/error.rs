@@ -35,6 +35,17 @@ pub enum Error {
     /// A backend that cannot do what was asked (unavailable device, unsupported feature).
     #[error("backend {backend}: {msg}")]
     Backend { backend: &'static str, msg: String },
+    /// A run stopped because its progress callback asked to cancel (the host API's
+    /// `Progress::Cancel`); nothing was produced.
+    #[error("cancelled: the progress callback asked to stop (at {stage} step {step} of {total})")]
+    Cancelled {
+        /// The phase that was running (`sample`, `decode`, `plan`).
+        stage: &'static str,
+        /// Steps done when the callback asked to stop.
+        step: usize,
+        /// Steps in the phase.
+        total: usize,
+    },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

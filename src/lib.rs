@@ -15,14 +15,20 @@
 //! - [`formats`]: GGUF, safetensors and npy/npz readers and writers for untrusted input;
 //! - [`device`]: picking a backend at run time (`--backend`), and the one visitor that runs
 //!   generic code on the chosen one;
-//! - [`bench`], [`drift`]: kernel timings and op-level cross-backend comparison;
+//! - [`mod@bench`], [`drift`]: kernel timings and op-level cross-backend comparison;
 //! - [`models`]: the models, generic over the trait (they import neither backend), and the
 //!   per-model harness of `kinema bench <model>` and `kinema drift --model`.
 //!
+//! - [`api`]: the host API (re-exported here: [`Engine`], [`Kimodo`], [`MotionBricks`], their
+//!   requests and results), which programs embedding kinema use, and [`capi`], the same as
+//!   a flat C ABI (`include/kinema.h`).
+//!
 //! The `kinema` command line (`src/bin/kinema/`) sits on top: one file per command family.
 
+pub mod api;
 pub mod backend;
 pub mod bench;
+pub mod capi;
 pub mod cpu;
 pub mod device;
 pub mod drift;
@@ -37,6 +43,11 @@ pub mod sampling;
 pub mod tensor;
 pub mod vulkan;
 
+pub use api::{
+    BackendChoice, Draws, Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo, Motion,
+    MotionBricks, Noise, Plan, PlanRequest, PrecisionChoice, Progress, ProgressFn, Sampling, Stage,
+    TextInput,
+};
 pub use backend::{Backend, BufRef};
 pub use error::{Error, Result};
 pub use precision::Precision;

@@ -1,6 +1,6 @@
 //! The op table and the backend-independent op descriptions.
 //!
-//! [`for_each_op!`] lists every op once: its [`Op`] variant, its parameter struct, its name
+//! `for_each_op!` lists every op once: its [`Op`] variant, its parameter struct, its name
 //! and its operands by role (required inputs, then optional inputs, then the output). That one
 //! list generates the [`Op`] enum the graph stores, [`OpKind`] and its role table, the [`Call`]
 //! enum every backend matches on (exhaustively, so a missing op is a compile error), the

@@ -56,7 +56,17 @@ const RULES: &[(&str, &[&str])] = &[
     ),
     ("bench.rs", &["cpu", "vulkan", "models", "device"]),
     ("drift.rs", &["cpu", "vulkan", "models", "device"]),
-    ("models/", &["cpu", "vulkan", "device"]),
+    ("models/", &["cpu", "vulkan", "device", "api", "capi"]),
+    ("device.rs", &["models", "api", "capi"]),
+    // The host API reaches a backend only through `device` (AnyBackend::visit).
+    ("api/", &["cpu", "vulkan", "capi"]),
+    // The C ABI wraps the host API and nothing below it.
+    (
+        "capi/",
+        &[
+            "backend", "cpu", "vulkan", "graph", "models", "device", "ops", "formats",
+        ],
+    ),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

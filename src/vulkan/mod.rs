@@ -2,17 +2,17 @@
 //! without Vulkan still runs the CPU path and can say why Vulkan is unavailable.
 //!
 //! Layers, bottom to top:
-//! - [`context`]: instance, device selection, queue, timeline semaphore, limits;
-//! - [`memory`]: buffers (gpu-allocator), zero fill, uploads and readbacks (mapped memory on
+//! - `context`: instance, device selection, queue, timeline semaphore, limits;
+//! - `memory`: buffers (gpu-allocator), zero fill, uploads and readbacks (mapped memory on
 //!   UMA devices, a staging buffer otherwise);
-//! - [`shaders`]: the embedded SPIR-V table and each shader's push-constant struct;
-//! - [`pipeline`]: lazily created compute pipelines keyed by (shader, specialization
+//! - `shaders`: the embedded SPIR-V table and each shader's push-constant struct;
+//! - `pipeline`: lazily created compute pipelines keyed by (shader, specialization
 //!   constants), their layouts, and the on-disk pipeline cache;
 //! - `shared`: the device state a backend shares with its recordings;
-//! - [`recording`]: a [`VulkanRecording`] (one command buffer, hazard-tracked barriers,
+//! - `recording`: a [`VulkanRecording`] (one command buffer, hazard-tracked barriers,
 //!   timestamps) and the generic dispatch helper every op uses;
-//! - [`kernels`]: each op's host side (push constants, tile choice, splitting);
-//! - [`backend`]: [`VulkanBackend`], the [`crate::backend::Backend`] implementation.
+//! - `kernels`: each op's host side (push constants, tile choice, splitting);
+//! - `backend`: [`VulkanBackend`], the [`crate::backend::Backend`] implementation.
 //!
 //! Environment ([`VulkanOptions::from_env`]): `KINEMA_VK_DEVICE=N` picks device N as
 //! `kinema info` lists them (default: a discrete GPU first); `KINEMA_PROFILE=1` prints per-op

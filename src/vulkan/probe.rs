@@ -19,7 +19,7 @@ pub struct DeviceSummary {
     /// `VK_KHR_cooperative_matrix` is listed.
     pub cooperative_matrix: bool,
     /// What vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR reports, as
-    /// [`CoopMatShape::describe`] writes it (empty without the extension).
+    /// `CoopMatShape::describe` writes it (empty without the extension).
     pub cooperative_matrix_shapes: Vec<String>,
     /// Every device extension, sorted.
     pub extensions: Vec<String>,

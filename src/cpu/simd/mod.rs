@@ -1,7 +1,7 @@
 //! Vector building blocks shared by the elementwise, normalisation and reduction kernels.
 //!
 //! [`Simd`] is a zero-sized token per instruction set ([`avx2::Avx2`], [`avx512::Avx512`],
-//! [`neon::Neon`]) whose methods are the primitive lane operations. A token can only be
+//! `neon::Neon`) whose methods are the primitive lane operations. A token can only be
 //! made inside a function compiled for its target features (its constructor is itself a
 //! `#[target_feature]` function), so holding one proves the CPU runs those instructions.
 //! Kernels are written once, generic over the token, and [`dispatch`] instantiates them

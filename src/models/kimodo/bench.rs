@@ -22,7 +22,7 @@ pub struct BenchOptions {
     pub layers: usize,
 }
 
-/// The result of [`bench`].
+/// The result of [`bench()`].
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct KimodoBench {
     pub backend: String,

@@ -7,6 +7,7 @@
 //! binary.
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -17,7 +18,7 @@ use super::constraints::{self, Conditions};
 use super::export::{Exports, Format};
 use super::glb;
 use super::motion::{self, Motion};
-use super::sampler::{self, Sample, SampleOptions};
+use super::sampler::{self, Diagnostics, Sample, SampleOptions};
 use super::skeleton::Skeleton;
 use crate::backend::{Backend, BackendInfo};
 use crate::formats::{NpyArray, NpyDType, npy};
@@ -311,7 +312,8 @@ pub fn generate<B: Backend>(
     let cfg = &model.config;
     let exports = req.exports.prepare(cfg.skeleton)?;
     let embedding = read_embedding(&req.embedding, cfg.llm_dim)?;
-    check_embedding_scale(&model, &embedding, &req.embedding)?;
+    let label = format!("embedding {}", req.embedding.display());
+    check_embedding_scale(&model, &embedding, &label)?;
     let noise = match &req.noise {
         Some(p) => {
             let (x, t) = read_noise(p, cfg.motion_dim)?;
@@ -389,7 +391,14 @@ pub fn generate<B: Backend>(
             Skeleton::load(motion.skeleton)?
         };
         out_skel_name = motion.skeleton.name();
-        let npz = npz_bytes(&motion, &one, opts.constraints.as_ref(), frames, dim, rows)?;
+        let npz = npz_bytes(
+            &motion,
+            &one.features,
+            one.diagnostics.as_ref(),
+            opts.constraints.as_ref(),
+            dim,
+            rows,
+        )?;
         outputs.write(&npz_path, |w| w.write_all(&npz))?;
         written.push(npz_path.display().to_string());
         if let Some(g) = &glb_path {
@@ -489,6 +498,49 @@ fn sample_slice(s: &Sample, i: usize, n: usize, rows: usize, frames: usize, dim:
     }
 }
 
+/// What [`run_model`] produced: the sampler's result, the decoded motion (SOMA30 expanded to
+/// SOMA77, as upstream returns it) and the skeleton it is posed on.
+pub struct Generation {
+    /// The sampler's result: normalised features `[T, dim]`, diagnostics, timings.
+    pub sample: Sample,
+    /// The decoded motion.
+    pub motion: Motion,
+    /// The skeleton of `motion` (SOMA77 for a SOMA30 model).
+    pub skeleton: Skeleton,
+    /// Seconds spent decoding the features.
+    pub decode_s: f64,
+}
+
+/// One generation on a loaded model, the part `kinema generate` and the host API share:
+/// [`sampler::sample_cancellable`], the overflow check of the result and the decode
+/// ([`motion::decode_output`]). Callers check the text feature with [`check_embedding_scale`]
+/// first. `progress(done, steps)` is called after every step and may cancel.
+pub fn run_model<B: Backend>(
+    backend: &B,
+    model: &KimodoModel,
+    embedding: &[f32],
+    opts: &SampleOptions,
+    progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
+) -> Result<Generation> {
+    let sample = sampler::sample_cancellable(backend, model, embedding, opts, progress, None)?;
+    let cfg = &model.config;
+    check_sampled(&sample.features, cfg.motion_dim, embedding, opts)?;
+    let t_dec = Instant::now();
+    let skel = Skeleton::load(cfg.skeleton)?;
+    let motion = motion::decode_output(&sample.features, opts.frames, &skel, &model.stats)?;
+    let skeleton = if motion.skeleton == skel.kind {
+        skel
+    } else {
+        Skeleton::load(motion.skeleton)?
+    };
+    Ok(Generation {
+        sample,
+        motion,
+        skeleton,
+        decode_s: t_dec.elapsed().as_secs_f64(),
+    })
+}
+
 /// The largest magnitude in `v` (NaN counts as infinite).
 fn max_abs(v: &[f32]) -> f32 {
     v.iter()
@@ -496,12 +548,12 @@ fn max_abs(v: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
-/// Refuses, before sampling, a text feature whose projection into the text token cannot be
+/// Refuses, before sampling (errors start with `label`), a text feature whose projection into the text token cannot be
 /// carried through the denoiser's f32 arithmetic: each stage's `embed_text(e)` (computed here
 /// in f64) must stay below `sqrt(f32::MAX / D)`, so that the token's LayerNorm variance and
 /// its attention dot products are finite. Upstream's LLM2Vec features hold values of order 1;
 /// a file of huge values would otherwise fail only after sampling, as non-finite motion.
-fn check_embedding_scale(model: &KimodoModel, embedding: &[f32], path: &Path) -> Result<()> {
+pub fn check_embedding_scale(model: &KimodoModel, embedding: &[f32], label: &str) -> Result<()> {
     let d = model.config.latent_dim;
     let bound = (f32::MAX as f64 / d as f64).sqrt();
     for stage in names::STAGES {
@@ -526,11 +578,10 @@ fn check_embedding_scale(model: &KimodoModel, embedding: &[f32], path: &Path) ->
             .fold(0.0, f64::max);
         if worst.is_nan() || worst >= bound {
             return Err(Error::InvalidArgument(format!(
-                "embedding {}: its values (largest magnitude {:e}) project to text-token values \
+                "{label}: its values (largest magnitude {:e}) project to text-token values \
                  of {worst:.3e} in {stage}.embed_text, beyond what the denoiser's f32 arithmetic \
                  can carry (below {bound:.2e} for width {d}); an LLM2Vec text feature holds \
                  values of order 1: check the file",
-                path.display(),
                 max_abs(embedding),
             )));
         }
@@ -567,24 +618,23 @@ fn check_sampled(
     )))
 }
 
-/// The npz: upstream's motion keys, `features` `[T, dim]` (normalised), and with diagnostics
-/// `root_stage_step0` `[rows, T, 5]`, `body_stage_step0` `[rows, T, dim - 5]`, `x0_step0`
-/// `[T, dim]`, and with constraints also `constraint_features` `[T, dim]` (the normalised
-/// observed motion) and `constraint_mask` `[T, dim]` bool.
-fn npz_bytes(
+/// The npz of `kinema generate`: upstream's motion keys, `features` `[T, dim]` (normalised),
+/// and with diagnostics `root_stage_step0` `[rows, T, 5]`, `body_stage_step0`
+/// `[rows, T, dim - 5]`, `x0_step0` `[T, dim]` (`rows`: the guidance rows), and with
+/// constraints also `constraint_features` `[T, dim]` (the normalised observed motion) and
+/// `constraint_mask` `[T, dim]` bool.
+pub fn npz_bytes(
     motion: &Motion,
-    sample: &Sample,
+    features: &[f32],
+    diagnostics: Option<&Diagnostics>,
     cond: Option<&Conditions>,
-    frames: usize,
     dim: usize,
     rows: usize,
 ) -> Result<Vec<u8>> {
+    let frames = motion.frames;
     let mut w = motion.npz()?;
-    w.add(
-        "features",
-        &NpyArray::from_f32(&[frames, dim], &sample.features)?,
-    )?;
-    if let Some(d) = &sample.diagnostics {
+    w.add("features", &NpyArray::from_f32(&[frames, dim], features)?)?;
+    if let Some(d) = diagnostics {
         w.add(
             "root_stage_step0",
             &NpyArray::from_f32(&[rows, frames, 5], &d.root_stage_step0)?,

@@ -4,6 +4,7 @@
 //! the four DDIM coefficients; the state `x_t` stays on the device (a graph carry copies the
 //! DDIM result into the next step's input), and nothing is read back until the end.
 
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use super::config::KimodoModel;
@@ -254,6 +255,24 @@ pub fn sample_traced<B: Backend>(
     embedding: &[f32],
     opts: &SampleOptions,
     progress: &mut dyn FnMut(usize, usize),
+    trace: Option<&mut Trace>,
+) -> Result<Sample> {
+    let mut go_on = |done, n| {
+        progress(done, n);
+        ControlFlow::Continue(())
+    };
+    sample_cancellable(backend, model, embedding, opts, &mut go_on, trace)
+}
+
+/// [`sample_traced`] whose `progress(done, steps)`, called after every step, may stop the
+/// loop: `ControlFlow::Break` returns [`Error::Cancelled`] before the next step starts (the
+/// host API's cancel).
+pub fn sample_cancellable<B: Backend>(
+    backend: &B,
+    model: &KimodoModel,
+    embedding: &[f32],
+    opts: &SampleOptions,
+    progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
     mut trace: Option<&mut Trace>,
 ) -> Result<Sample> {
     let c = &model.config;
@@ -390,7 +409,13 @@ pub fn sample_traced<B: Backend>(
                 x0_step0: exe.read_f32(sg.x0)?,
             });
         }
-        progress(done + 1, n);
+        if progress(done + 1, n).is_break() {
+            return Err(Error::Cancelled {
+                stage: "sample",
+                step: done + 1,
+                total: n,
+            });
+        }
     }
     // The last step's update has prev = 1 and returns x0 (diffusion.py#L113-133); read x0
     // itself, as upstream's final x is that prediction.

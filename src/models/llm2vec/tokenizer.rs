@@ -8,7 +8,7 @@
 //!    their ids;
 //! 2. the text between them is cut by the pre-tokenizer regex ([`pretokenize`]);
 //! 3. each piece is one vocabulary hit when merges are ignored for whole pieces (tiktoken,
-//!    `"ignore_merges": true`), else byte-level BPE ([`bpe`]);
+//!    `"ignore_merges": true`), else byte-level BPE (`bpe`);
 //! 4. BOS is prepended only when asked (Llama-3's `TemplateProcessing` post-processor).
 //!
 //! No normaliser, no prefix space; decoding concatenates token bytes.

@@ -66,6 +66,52 @@ pub fn released() -> MotionBricksConfig {
     }
 }
 
+/// A small configuration with the released structure (token counts, 8 heads x 10 codes,
+/// layer kinds, convolution depth and dilations) at the parity fixtures' reduced widths
+/// (`tests/fixtures/motionbricks/meta.json` `reduced_widths`): what the host-API tests and
+/// examples run on, a few MB of weights.
+pub fn reduced() -> MotionBricksConfig {
+    let r = released();
+    let conv = ConvShape {
+        width: 64,
+        depth: 4,
+        dilation_growth_rate: 3,
+        down_t: r.down_t,
+    };
+    MotionBricksConfig {
+        root_n_embd: 64,
+        root_n_head: 2,
+        root_layers_shared: 2,
+        root_layers_token: 2,
+        root_pose_feat: 32,
+        root_local_feat: 16,
+        root_global_feat: 16,
+        root_conv: ConvDecoderConfig::root_head(64, conv),
+        pose_n_embd: 128,
+        pose_n_head: 2,
+        pose_layers: 2,
+        pose_feat_width: 64,
+        pose_root_width: 32,
+        pose_length_width: 16,
+        code_dim: 8,
+        decoder: ConvDecoderConfig::vq_decoder(64, conv),
+        ..r
+    }
+}
+
+/// Writes `m` as a model file [`MotionBricksModel::load`] reads (metadata and tensors as
+/// `kinema convert motionbricks` lays them out, without source hashes), atomically.
+pub fn write_model(m: &MotionBricksModel, path: &Path) -> Result<()> {
+    let mut w = crate::formats::GgufWriter::new();
+    m.config.write_metadata(&mut w)?;
+    for (name, t) in &m.tensors {
+        w.add_tensor(name.clone(), t)?;
+    }
+    crate::formats::write_atomic(path, |sink| {
+        crate::models::kit::convert::write_gguf(&w, sink, 0, &mut |_| {})
+    })
+}
+
 /// A model of `config` with the parity tests' synthetic weights ([`synthetic::tensor_values`]),
 /// statistics mean 0 and deviation 1, and synthetic G1 constants (hinge `i` turns joint
 /// `i + 1` about axis `i mod 3`, no rotation offsets): the arithmetic of a real model, not

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::config::dims;
+use super::config::{MotionBricksConfig, dims};
 use super::model::MotionBricksModel;
 use super::plan::{PlanInputs, PlanOutput, Planner, Randomness};
 use super::sampler::Sampling;
@@ -144,6 +144,31 @@ pub fn read_inputs_npz(
     })
 }
 
+/// The seeds of a batch of `batch` plans asked for with seed `seed`: plan `b` draws from the
+/// stream of `seed + b` (wrapping), so plan 0 of any batch repeats a single plan's draws.
+pub fn plan_seeds(seed: u64, batch: usize) -> Vec<u64> {
+    (0..batch as u64).map(|i| seed.wrapping_add(i)).collect()
+}
+
+/// The shape of given Gumbel uniforms for `batch` plans: `[batch, max_tokens, heads, codes]`,
+/// `[max_tokens, heads, codes]` for one plan.
+pub fn uniforms_shape(c: &MotionBricksConfig, batch: usize) -> Vec<usize> {
+    shaped(batch, &[c.max_tokens, c.code_heads, c.codes])
+}
+
+/// One batch of plans on a loaded model with checked inputs, the part `kinema plan` and the
+/// host API share: the graphs for the batch size and sampling mode, then the plan.
+pub fn run_plan<B: Backend>(
+    backend: &B,
+    m: &MotionBricksModel,
+    inputs: &PlanInputs,
+    sampling: Sampling,
+    random: Option<&Randomness>,
+) -> Result<PlanOutput> {
+    let planner = Planner::new(backend, m, inputs.batch, sampling)?;
+    planner.plan(inputs, random)
+}
+
 /// The shape with the batch dimension dropped when there is one plan.
 fn shaped(b: usize, rest: &[usize]) -> Vec<usize> {
     let mut s = if b == 1 { vec![] } else { vec![b] };
@@ -246,7 +271,7 @@ pub fn plan_file<B: Backend>(backend: &B, req: &PlanRequest) -> Result<PlanOutpu
         }
         (Sampling::Gumbel, Some(p), None) => {
             let a = npy::read_file(p)?;
-            let want = shaped(b, &[c.max_tokens, c.code_heads, c.codes]);
+            let want = uniforms_shape(c, b);
             if a.shape != want || a.dtype != NpyDType::F32 {
                 return Err(bad(format!(
                     "--uniforms {}: {} {:?}, expected float32 {want:?}",
@@ -257,15 +282,9 @@ pub fn plan_file<B: Backend>(backend: &B, req: &PlanRequest) -> Result<PlanOutpu
             }
             Some(Randomness::Uniforms(a.to_f32()?))
         }
-        (Sampling::Gumbel, None, seed) => {
-            let s = seed.unwrap_or(0);
-            Some(Randomness::Seeds(
-                (0..b as u64).map(|i| s.wrapping_add(i)).collect(),
-            ))
-        }
+        (Sampling::Gumbel, None, seed) => Some(Randomness::Seeds(plan_seeds(seed.unwrap_or(0), b))),
     };
-    let planner = Planner::new(backend, &m, b, req.sampling)?;
-    let out = planner.plan(&inputs, random.as_ref())?;
+    let out = run_plan(backend, &m, &inputs, req.sampling, random.as_ref())?;
     debug_assert_eq!(out.pose_logits.len(), b * n);
     write_output(&mut outputs, &req.output, &m, &out, b, req.diagnostics)?;
     outputs.commit()?;

@@ -7,7 +7,7 @@
 //! which is why Meta's `Tokenizer.encode` cuts its input into 25,000-character runs,
 //! `llama_models/llama3/tokenizer.py#L152-158`). So the scan runs on the `regex` crate with
 //! the look-ahead alternative removed, and the look-ahead is applied to each match instead
-//! ([`PreTokenizer::split`]); the tests check the result against `fancy-regex` running the
+//! (`PreTokenizer::split`); the tests check the result against `fancy-regex` running the
 //! original pattern, and against upstream ids.
 
 use regex::Regex;

@@ -1,0 +1,224 @@
+/* kinema from C: a Kimodo generation and a MotionBricks plan on one engine, hostile calls
+ * that must fail cleanly, and both models run at once from two threads with the results of
+ * the single-threaded runs. Usage: kinema_example KIMODO.gguf MOTIONBRICKS.gguf
+ * (examples/c/run.sh builds the library, the tiny models and this program, then runs it). */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kinema.h"
+
+static char error[512];
+
+#define CHECK(call)                                                              \
+    do {                                                                         \
+        int32_t status_ = (call);                                                \
+        if (status_ != KINEMA_OK) {                                              \
+            fprintf(stderr, "%s:%d: %s -> %d: %s\n", __FILE__, __LINE__, #call,  \
+                    status_, error);                                             \
+            exit(1);                                                             \
+        }                                                                        \
+    } while (0)
+
+#define EXPECT_ERROR(call, code, needle)                                         \
+    do {                                                                         \
+        int32_t status_ = (call);                                                \
+        if (status_ != (code) || strstr(error, (needle)) == NULL) {              \
+            fprintf(stderr, "%s:%d: %s -> %d (%s), expected %d with \"%s\"\n",   \
+                    __FILE__, __LINE__, #call, status_, error, (code), (needle)); \
+            exit(1);                                                             \
+        }                                                                        \
+    } while (0)
+
+static int32_t count_steps(void *user, const char *stage, uint64_t step, uint64_t total) {
+    (void)total;
+    if (strcmp(stage, "sample") == 0) *(uint64_t *)user = step;
+    return 0;
+}
+
+static int32_t cancel_at_two(void *user, const char *stage, uint64_t step, uint64_t total) {
+    (void)user;
+    (void)total;
+    return strcmp(stage, "sample") == 0 && step == 2;
+}
+
+struct job {
+    const kimodo_model *kimodo;
+    const mb_model *mb;
+    const float *embedding;
+    size_t embedding_len;
+    const kimodo_generate_options *options;
+    const mb_command *command;
+    kimodo_motion *motion;
+    mb_plan_result *plan;
+    int32_t status;
+    char error[512];
+};
+
+static void *run_job(void *arg) {
+    struct job *j = arg;
+    if (j->kimodo != NULL) {
+        j->status = kimodo_generate_embedding(j->kimodo, j->embedding, j->embedding_len,
+                                              j->options, &j->motion, j->error,
+                                              sizeof j->error);
+    } else {
+        j->status = mb_plan(j->mb, j->command, NULL, &j->plan, j->error, sizeof j->error);
+    }
+    return NULL;
+}
+
+static kimodo_motion_view motion_view(const kimodo_motion *m) {
+    kimodo_motion_view v = {.size = sizeof v, .version = KINEMA_ABI_VERSION};
+    CHECK(kimodo_motion_get(m, &v, error, sizeof error));
+    return v;
+}
+
+static mb_plan_view plan_view(const mb_plan_result *p) {
+    mb_plan_view v = {.size = sizeof v, .version = KINEMA_ABI_VERSION};
+    CHECK(mb_plan_result_get(p, &v, error, sizeof error));
+    return v;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s KIMODO.gguf MOTIONBRICKS.gguf\n", argv[0]);
+        return 2;
+    }
+
+    kinema_engine_options eo;
+    CHECK(kinema_engine_options_init(&eo));
+    eo.backend = KINEMA_BACKEND_CPU;
+    eo.precision = KINEMA_PRECISION_STRICT;
+    eo.threads = 2;
+    kinema_engine *engine = NULL;
+    CHECK(kinema_engine_create(&eo, &engine, error, sizeof error));
+
+    /* Hostile calls fail with a message, never a crash. */
+    kinema_engine *bad = NULL;
+    kinema_engine_options wrong = eo;
+    wrong.size = 7;
+    EXPECT_ERROR(kinema_engine_create(&wrong, &bad, error, sizeof error), KINEMA_ERROR_ARGUMENT,
+                 "size 7");
+    wrong = eo;
+    wrong.version = 99;
+    EXPECT_ERROR(kinema_engine_create(&wrong, &bad, error, sizeof error), KINEMA_ERROR_ARGUMENT,
+                 "version 99");
+    EXPECT_ERROR(kinema_engine_create(&eo, NULL, error, sizeof error), KINEMA_ERROR_ARGUMENT,
+                 "out is null");
+    kimodo_model *kimodo = NULL;
+    EXPECT_ERROR(kimodo_model_load(engine, argv[1], "llm2vec.gguf", &kimodo, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "text encoder");
+    EXPECT_ERROR(kimodo_model_load(engine, "/nonexistent.gguf", NULL, &kimodo, error, sizeof error),
+                 KINEMA_ERROR_IO, "/nonexistent.gguf");
+    char last[512];
+    if (kinema_engine_last_error(engine, last, sizeof last) == 0 || strstr(last, "/nonexistent") == NULL) {
+        fprintf(stderr, "the engine's last error is %s\n", last);
+        return 1;
+    }
+
+    /* Kimodo: a text feature in (an LLM2Vec embedding of the prompt), motion out. */
+    CHECK(kimodo_model_load(engine, argv[1], NULL, &kimodo, error, sizeof error));
+    size_t dim = kimodo_model_embedding_dim(kimodo);
+    float *embedding = malloc(dim * sizeof *embedding);
+    for (size_t i = 0; i < dim; i++) embedding[i] = sinf(0.37f * (float)i);
+    kimodo_generate_options go;
+    CHECK(kimodo_generate_options_init(&go, 12));
+    go.steps = 4;
+    go.seed = 5;
+    uint64_t steps_seen = 0;
+    go.progress = count_steps;
+    go.progress_user = &steps_seen;
+    kimodo_motion *motion = NULL;
+    EXPECT_ERROR(kimodo_generate_embedding(kimodo, embedding, dim - 1, &go, &motion, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "needed");
+    EXPECT_ERROR(kimodo_generate_embedding(kimodo, embedding, SIZE_MAX, &go, &motion, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "needed");
+    CHECK(kimodo_generate_embedding(kimodo, embedding, dim, &go, &motion, error, sizeof error));
+    kimodo_motion_view mv = motion_view(motion);
+    printf("kimodo: %zu frames of %zu joints at %.0f fps after %llu steps; joint 0 of the last frame at "
+           "(%.4f, %.4f, %.4f)\n",
+           mv.frames, mv.joints, mv.fps, (unsigned long long)steps_seen,
+           mv.posed_joints[(mv.frames - 1) * mv.joints * 3], mv.posed_joints[(mv.frames - 1) * mv.joints * 3 + 1],
+           mv.posed_joints[(mv.frames - 1) * mv.joints * 3 + 2]);
+    if (steps_seen != 4 || mv.frames != 12) return 1;
+    go.progress = cancel_at_two;
+    kimodo_motion *cancelled = NULL;
+    EXPECT_ERROR(kimodo_generate_embedding(kimodo, embedding, dim, &go, &cancelled, error, sizeof error),
+                 KINEMA_ERROR_CANCELLED, "cancelled");
+    go.progress = NULL;
+
+    /* MotionBricks: a command (nothing given: the model chooses the length), a plan. */
+    mb_model *mb = NULL;
+    CHECK(mb_model_load(engine, argv[2], &mb, error, sizeof error));
+    mb_command *command = NULL;
+    EXPECT_ERROR(mb_command_create(mb, 0, &command, error, sizeof error), KINEMA_ERROR_ARGUMENT, "batch 0");
+    CHECK(mb_command_create(mb, 1, &command, error, sizeof error));
+    int32_t argmax = -1;
+    CHECK(mb_command_get_sampling_argmax(command, &argmax, error, sizeof error));
+    if (argmax != 0) return 1; /* Gumbel is the default */
+    EXPECT_ERROR(mb_command_set_sampling_argmax(command, 2, error, sizeof error), KINEMA_ERROR_ARGUMENT,
+                 "argmax = 2");
+    EXPECT_ERROR(mb_command_set_sampling_argmax(NULL, 1, error, sizeof error), KINEMA_ERROR_ARGUMENT,
+                 "command is null");
+    CHECK(mb_command_set_sampling_argmax(command, 1, error, sizeof error));
+    CHECK(mb_command_get_sampling_argmax(command, &argmax, error, sizeof error));
+    if (argmax != 1) return 1;
+    CHECK(mb_command_set_sampling_argmax(command, 0, error, sizeof error));
+    CHECK(mb_command_set_seed(command, 7, error, sizeof error));
+    float root[8 * 5] = {0};
+    uint8_t has_root[8] = {1, 0, 0, 0, 0, 0, 0, 1};
+    root[7 * 5 + 0] = 1.5f; /* the last keyframe 1.5 m ahead */
+    CHECK(mb_command_set_floats(command, "global_root_values", root, 8 * 5, error, sizeof error));
+    CHECK(mb_command_set_flags(command, "has_global_root_values", has_root, 8, error, sizeof error));
+    EXPECT_ERROR(mb_command_set_floats(command, "global_root_values", root, 3, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "3 values given");
+    EXPECT_ERROR(mb_command_set_floats(command, "no_such_input", root, 1, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "no float input");
+    mb_plan_result *plan = NULL;
+    CHECK(mb_plan(mb, command, NULL, &plan, error, sizeof error));
+    mb_plan_view pv = plan_view(plan);
+    printf("motionbricks: %zu plan, %u tokens, %zu frames; qpos of frame 0: root z %.4f, quaternion w %.4f\n",
+           pv.batch, pv.num_tokens[0], pv.frames, pv.qpos[2], pv.qpos[3]);
+
+    /* Both models at once from two threads: the same results as above. */
+    struct job jobs[2] = {
+        {.kimodo = kimodo, .embedding = embedding, .embedding_len = dim, .options = &go},
+        {.mb = mb, .command = command},
+    };
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++) pthread_create(&threads[i], NULL, run_job, &jobs[i]);
+    for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+    for (int i = 0; i < 2; i++) {
+        if (jobs[i].status != KINEMA_OK) {
+            fprintf(stderr, "thread %d: %s\n", i, jobs[i].error);
+            return 1;
+        }
+    }
+    kimodo_motion_view mv2 = motion_view(jobs[0].motion);
+    mb_plan_view pv2 = plan_view(jobs[1].plan);
+    size_t n = mv.frames * mv.joints * 3;
+    size_t q = pv.batch * pv.frames * 36;
+    if (memcmp(mv.posed_joints, mv2.posed_joints, n * sizeof(float)) != 0 ||
+        memcmp(mv.features, mv2.features, mv.frames * mv.feature_dim * sizeof(float)) != 0 ||
+        memcmp(pv.qpos, pv2.qpos, q * sizeof(float)) != 0 ||
+        memcmp(pv.pose_tokens, pv2.pose_tokens, pv.batch * pv.max_tokens * pv.heads * sizeof(uint32_t)) != 0) {
+        fprintf(stderr, "the two-thread results differ from the single-threaded ones\n");
+        return 1;
+    }
+    printf("two threads: the same motion and plan, bit for bit\n");
+
+    kimodo_motion_free(jobs[0].motion);
+    mb_plan_result_free(jobs[1].plan);
+    mb_plan_result_free(plan);
+    mb_command_free(command);
+    mb_model_free(mb);
+    kimodo_motion_free(motion);
+    kimodo_model_free(kimodo);
+    free(embedding);
+    kinema_engine_destroy(engine);
+    kinema_engine_destroy(NULL); /* null handles are ignored */
+    printf("ok\n");
+    return 0;
+}

@@ -1,0 +1,393 @@
+//! [`Kimodo`]: text feature in, skeleton motion out, through the same
+//! [`run_model`] as `kinema generate`.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+use super::engine::Engine;
+use super::{ProgressFn, Stage, report};
+use crate::backend::Backend;
+use crate::device::BackendVisitor;
+use crate::formats::write_atomic;
+use crate::models::kimodo::generate::{Generation, check_embedding_scale, npz_bytes, run_model};
+use crate::models::kimodo::sampler::{Diagnostics, SampleOptions};
+use crate::models::kimodo::{KimodoConfig, KimodoModel};
+use crate::{Error, Result};
+
+/// Text features: `rows` vectors of `dim` floats, row-major. What a text encoder returns for
+/// a list of prompts (one row each) and what [`GenerateRequest::text`] takes one row of.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Embeddings {
+    dim: usize,
+    values: Vec<f32>,
+}
+
+impl Embeddings {
+    /// `values.len() / dim` rows of `dim` floats; an error when `dim` is 0 or does not divide
+    /// the length.
+    pub fn new(dim: usize, values: Vec<f32>) -> Result<Embeddings> {
+        if dim == 0 || !values.len().is_multiple_of(dim) {
+            return Err(Error::Shape(format!(
+                "Embeddings: {} values are not whole rows of {dim}",
+                values.len()
+            )));
+        }
+        Ok(Embeddings { dim, values })
+    }
+
+    /// The width of a row.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// How many rows.
+    pub fn rows(&self) -> usize {
+        self.values.len() / self.dim
+    }
+
+    /// Row `i`, or `None` past the end.
+    pub fn row(&self, i: usize) -> Option<&[f32]> {
+        self.values.chunks_exact(self.dim).nth(i)
+    }
+
+    /// All values, row-major.
+    pub fn as_slice(&self) -> &[f32] {
+        &self.values
+    }
+}
+
+/// What a generation is conditioned on. A prompt joins this enum when the text encoder lands
+/// (the enum is `non_exhaustive` for that reason).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum TextInput {
+    /// One text feature of the model's width ([`Kimodo::embedding_dim`], 4096 for LLM2Vec),
+    /// as upstream's LLM2Vec encoder returns it for the prompt.
+    Embedding(Vec<f32>),
+}
+
+/// Where the initial noise `x_T` comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Noise {
+    /// Drawn from this seed: SplitMix64 uniforms through Box-Muller
+    /// ([`crate::models::kimodo::sampler::gaussian_noise`]), as `kinema generate --seed`.
+    Seed(u64),
+    /// Given: `[frames, feature_dim]` floats (for parity with a PyTorch run, as `--noise`).
+    Values(Vec<f32>),
+}
+
+/// One Kimodo generation. Build it with [`GenerateRequest::new`] and struct update:
+/// `GenerateRequest { steps: 50, ..GenerateRequest::new(embedding, 120) }`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenerateRequest {
+    /// The text condition.
+    pub text: TextInput,
+    /// Frames at the model's frame rate (30 fps), 2 to the model's maximum (4948).
+    pub frames: usize,
+    /// DDIM steps, 1 to the model's base steps (upstream's default 100).
+    pub steps: usize,
+    /// The initial noise (default: seed 0).
+    pub noise: Noise,
+    /// Text guidance weight; `None` takes the model's (2).
+    pub cfg_text: Option<f32>,
+    /// Constraint guidance weight; `None` takes the model's (2).
+    pub cfg_constraint: Option<f32>,
+    /// Guidance rows: 2 (the exact shortcut without constraints, default) or 3 (upstream's
+    /// `[text, constraint, uncond]`).
+    pub cfg_rows: usize,
+    /// First heading angle in radians (default 0).
+    pub heading: f32,
+    /// Keep the first step's stage outputs and guided prediction ([`Motion::diagnostics`]).
+    pub diagnostics: bool,
+}
+
+impl GenerateRequest {
+    /// `frames` frames from one text feature, with `kinema generate`'s defaults: 100 steps,
+    /// seed 0, the model's guidance weights, 2 rows, heading 0, no diagnostics.
+    pub fn new(embedding: impl Into<Vec<f32>>, frames: usize) -> GenerateRequest {
+        GenerateRequest {
+            text: TextInput::Embedding(embedding.into()),
+            frames,
+            steps: 100,
+            noise: Noise::Seed(0),
+            cfg_text: None,
+            cfg_constraint: None,
+            cfg_rows: 2,
+            heading: 0.0,
+            diagnostics: false,
+        }
+    }
+}
+
+/// A generated motion: upstream's arrays (the npz keys of `kinema generate`, batch dropped)
+/// and the normalised features. SOMA30 models return SOMA77 motion, as upstream does.
+#[derive(Clone, Debug)]
+pub struct Motion {
+    motion: crate::models::kimodo::Motion,
+    features: Vec<f32>,
+    feature_dim: usize,
+    fps: f32,
+    cfg_rows: usize,
+    diagnostics: Option<Diagnostics>,
+}
+
+impl Motion {
+    /// Frames T.
+    pub fn frames(&self) -> usize {
+        self.motion.frames
+    }
+
+    /// Joints J of the output skeleton.
+    pub fn joints(&self) -> usize {
+        self.motion.num_joints()
+    }
+
+    /// Frames per second.
+    pub fn fps(&self) -> f32 {
+        self.fps
+    }
+
+    /// The output skeleton's name (`soma77`, `g1`, `smplx22`).
+    pub fn skeleton(&self) -> &'static str {
+        self.motion.skeleton.name()
+    }
+
+    /// `[T, J, 3, 3]` local joint rotations.
+    pub fn local_rot_mats(&self) -> &[f32] {
+        &self.motion.local_rot_mats
+    }
+
+    /// `[T, J, 3, 3]` global joint rotations.
+    pub fn global_rot_mats(&self) -> &[f32] {
+        &self.motion.global_rot_mats
+    }
+
+    /// `[T, J, 3]` joint positions in metres, Y up.
+    pub fn posed_joints(&self) -> &[f32] {
+        &self.motion.posed_joints
+    }
+
+    /// `[T, 3]` root positions.
+    pub fn root_positions(&self) -> &[f32] {
+        &self.motion.root_positions
+    }
+
+    /// `[T, 3]` smoothed root positions.
+    pub fn smooth_root_pos(&self) -> &[f32] {
+        &self.motion.smooth_root_pos
+    }
+
+    /// `[T, 4]` foot contacts: left heel, left toe, right heel, right toe.
+    pub fn foot_contacts(&self) -> &[bool] {
+        &self.motion.foot_contacts
+    }
+
+    /// `[T, 2]` the raw predicted heading (cos, sin).
+    pub fn global_root_heading(&self) -> &[f32] {
+        &self.motion.global_root_heading
+    }
+
+    /// `[T, feature_dim]` the sampler's normalised features.
+    pub fn features(&self) -> &[f32] {
+        &self.features
+    }
+
+    /// The model's motion feature width.
+    pub fn feature_dim(&self) -> usize {
+        self.feature_dim
+    }
+
+    /// The first step's intermediate values when the request asked for them.
+    pub fn diagnostics(&self) -> Option<&Diagnostics> {
+        self.diagnostics.as_ref()
+    }
+
+    /// The decoded motion as the internals hold it (for drift studies and the GLB writer).
+    pub fn inner(&self) -> &crate::models::kimodo::Motion {
+        &self.motion
+    }
+
+    /// The npz `kinema generate` writes for the same request, byte for byte: upstream's keys,
+    /// `features`, and the diagnostics when asked for.
+    pub fn npz_bytes(&self) -> Result<Vec<u8>> {
+        npz_bytes(
+            &self.motion,
+            &self.features,
+            self.diagnostics.as_ref(),
+            None,
+            self.feature_dim,
+            self.cfg_rows,
+        )
+    }
+
+    /// Writes [`Motion::npz_bytes`] to `path` atomically (never a partial file).
+    pub fn write_npz(&self, path: impl AsRef<Path>) -> Result<()> {
+        let bytes = self.npz_bytes()?;
+        write_atomic(path, |w| w.write_all(&bytes))
+    }
+}
+
+/// A loaded Kimodo model on an [`Engine`]. `Send + Sync`: requests may run from several
+/// threads at once.
+pub struct Kimodo {
+    engine: Engine,
+    model: KimodoModel,
+    path: PathBuf,
+}
+
+impl Kimodo {
+    /// Opens a model written by `kinema convert kimodo` (memory-mapped and checked). In fast
+    /// precision, f32 weight matrices are narrowed to the engine's 16-bit type, as
+    /// `kinema generate` does.
+    pub fn load(engine: &Engine, path: impl AsRef<Path>) -> Result<Kimodo> {
+        let path = path.as_ref();
+        let model = KimodoModel::load(path)?.for_backend(&engine.info())?;
+        Ok(Kimodo {
+            engine: engine.clone(),
+            model,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The width of the text feature the model takes (4096 for LLM2Vec).
+    pub fn embedding_dim(&self) -> usize {
+        self.model.config.llm_dim
+    }
+
+    /// The most frames one generation may have.
+    pub fn max_frames(&self) -> usize {
+        self.model.config.max_frames()
+    }
+
+    /// The model's hyperparameters.
+    pub fn config(&self) -> &KimodoConfig {
+        &self.model.config
+    }
+
+    /// The model as the internals hold it (weights, statistics).
+    pub fn model(&self) -> &KimodoModel {
+        &self.model
+    }
+
+    /// The file it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The engine it runs on.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Generates one motion.
+    pub fn generate(&self, req: &GenerateRequest) -> Result<Motion> {
+        self.generate_with_progress(req, &mut |_, _, _| super::Progress::Continue)
+    }
+
+    /// [`Kimodo::generate`], calling `progress(Stage::Sample, step, steps)` after every DDIM
+    /// step and `progress(Stage::Decode, 1, 1)` after the decode; a
+    /// [`super::Progress::Cancel`] stops before the next step and returns
+    /// [`Error::Cancelled`].
+    pub fn generate_with_progress(
+        &self,
+        req: &GenerateRequest,
+        progress: &mut ProgressFn<'_>,
+    ) -> Result<Motion> {
+        let c = &self.model.config;
+        let TextInput::Embedding(embedding) = &req.text;
+        if embedding.len() != c.llm_dim {
+            return Err(Error::Shape(format!(
+                "GenerateRequest.text: the embedding has {} values; this model takes text \
+                 features of {} (an LLM2Vec embedding of the prompt)",
+                embedding.len(),
+                c.llm_dim
+            )));
+        }
+        for (name, w) in [
+            ("cfg_text", req.cfg_text),
+            ("cfg_constraint", req.cfg_constraint),
+        ] {
+            if let Some(w) = w
+                && !w.is_finite()
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "GenerateRequest.{name} = {w} is not a finite guidance weight"
+                )));
+            }
+        }
+        if req.steps == 0 {
+            return Err(Error::InvalidArgument(
+                "GenerateRequest.steps = 0: the sampler needs at least one DDIM step".into(),
+            ));
+        }
+        if !(2..=c.max_frames()).contains(&req.frames) {
+            return Err(Error::InvalidArgument(format!(
+                "GenerateRequest.frames = {}: expected 2 to {} (the positional-encoding table \
+                 holds 5000 tokens, {} of them the prefix; the root bridge needs two frames)",
+                req.frames,
+                c.max_frames(),
+                c.prefix_len()
+            )));
+        }
+        check_embedding_scale(&self.model, embedding, "GenerateRequest.text")?;
+        let mut opts = SampleOptions::new(&self.model, req.frames);
+        opts.steps = req.steps;
+        opts.cfg_rows = req.cfg_rows;
+        opts.heading = req.heading;
+        opts.diagnostics = req.diagnostics;
+        if let Some(w) = req.cfg_text {
+            opts.cfg_text = w;
+        }
+        if let Some(w) = req.cfg_constraint {
+            opts.cfg_constraint = w;
+        }
+        match &req.noise {
+            Noise::Seed(s) => opts.seed = *s,
+            Noise::Values(v) => opts.noise = Some(v.clone()),
+        }
+        let g = self.engine.backend().visit(Run {
+            model: &self.model,
+            embedding,
+            opts: &opts,
+            progress,
+        })?;
+        report(progress, Stage::Decode, 1, 1)?;
+        Ok(Motion {
+            motion: g.motion,
+            features: g.sample.features,
+            feature_dim: c.motion_dim,
+            fps: c.fps,
+            cfg_rows: opts.cfg_rows,
+            diagnostics: g.sample.diagnostics,
+        })
+    }
+}
+
+impl std::fmt::Debug for Kimodo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kimodo")
+            .field("path", &self.path)
+            .field("engine", &self.engine)
+            .finish()
+    }
+}
+
+/// [`run_model`] on the engine's backend.
+struct Run<'a, 'p> {
+    model: &'a KimodoModel,
+    embedding: &'a [f32],
+    opts: &'a SampleOptions,
+    progress: &'a mut ProgressFn<'p>,
+}
+
+impl BackendVisitor for Run<'_, '_> {
+    type Output = Result<Generation>;
+    fn visit<B: Backend>(self, b: &B) -> Result<Generation> {
+        let progress = self.progress;
+        let mut step = |done, n| match report(progress, Stage::Sample, done, n) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(_) => ControlFlow::Break(()),
+        };
+        run_model(b, self.model, self.embedding, self.opts, &mut step)
+    }
+}

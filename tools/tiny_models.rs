@@ -1,0 +1,26 @@
+//! Writes the tiny models the host-API examples and the C example run on (a fixture tool,
+//! not an API example): `cargo run --example tiny_models -- DIR` leaves
+//! `DIR/kimodo-soma30-tiny.gguf` (the Kimodo SOMA30 parity checkpoint, converted) and
+//! `DIR/motionbricks-tiny.gguf` (MotionBricks at the parity fixtures' reduced widths with
+//! synthetic weights).
+
+#[path = "../tests/common/tiny_models.rs"]
+mod tiny_models;
+
+fn main() {
+    let Some(dir) = std::env::args_os().nth(1) else {
+        eprintln!("usage: tiny_models DIR");
+        std::process::exit(2);
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let made = std::fs::create_dir_all(&dir)
+        .map_err(|e| kinema::Error::io(&dir, e))
+        .and_then(|()| tiny_models::write(&dir));
+    match made {
+        Ok((k, m)) => println!("{}\n{}", k.display(), m.display()),
+        Err(e) => {
+            eprintln!("tiny_models: {e}");
+            std::process::exit(1);
+        }
+    }
+}
