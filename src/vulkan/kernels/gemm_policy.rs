@@ -456,7 +456,14 @@ impl SkinnyTile {
 /// workgroups that split k. Both compute in f32 FMA; the price of the skinny kernel is x, read
 /// once per workgroup (n / nc times, from cache: 16 KiB to 512 KiB at these shapes).
 /// Kimodo's linears (m = 404, 606) stay on the tiled kernels.
-pub(crate) const SKINNY_MAX_M: usize = 64;
+pub(crate) const SKINNY_MAX_M: usize = 32;
+
+/// Elements of x (m * k) at and below which the skinny kernel runs: every workgroup reads all
+/// of x, so its traffic is (n / nc) * m * k. Measured on the H200 (2026-12-02, GPU time,
+/// strict): m x 1024 x 1024 f32, skinny / tiled 6 / 61 us at m = 1, 17 / 63 at 16, 31 / 62 at
+/// 32, 70 / 62 at 64; at 32 x 4096 x 4096 bf16 the x re-reads made skinny the slower, 559 /
+/// 299 us (and 2.1 / 0.6-1.4 ms at 32 x 14336 x 4096 and 32 x 4096 x 14336).
+pub(crate) const SKINNY_MAX_X: usize = 32 * 1024;
 
 /// Rows at and below which fast mode (cooperative matrices) runs the skinny kernel: its f32
 /// FMAs cost as much as streaming 16-bit weights at m ~ 14 on the H200 (67 TFLOP/s f32 FMA,
@@ -501,13 +508,14 @@ pub(crate) fn skinny_tile(m: usize, n: usize, l: &Limits, f: &Forced) -> Option<
         .find(|t| t.fits(l))
 }
 
-/// Whether an m-row linear runs the skinny kernel: as `KINEMA_VK_LINEAR` says (`tiled` or
-/// `skinny`), else for m up to [`SKINNY_MAX_M_FAST`] with cooperative matrices (fast mode)
-/// and [`SKINNY_MAX_M`] without.
-fn wants_skinny(m: usize, coopmat: bool, f: &Forced) -> bool {
+/// Whether an m x k linear runs the skinny kernel: as `KINEMA_VK_LINEAR` says (`tiled` or
+/// `skinny`), else when x holds at most [`SKINNY_MAX_X`] elements and m is at most
+/// [`SKINNY_MAX_M_FAST`] with cooperative matrices (fast mode) or [`SKINNY_MAX_M`] without.
+fn wants_skinny(m: usize, k: usize, coopmat: bool, f: &Forced) -> bool {
     match f.linear.as_deref() {
         Some("tiled") => false,
         Some("skinny") => true,
+        _ if m.saturating_mul(k) > SKINNY_MAX_X => false,
         _ if coopmat => m <= SKINNY_MAX_M_FAST,
         _ => m <= SKINNY_MAX_M,
     }
@@ -530,7 +538,7 @@ pub(crate) struct LinearKernel {
 /// kernels, which widen them in registers) and [`cm2_tile`] takes the shape, else the
 /// subgroup-scope kernel of [`coop_kernel`]; the strict f32 GEMM ([`gemm_tile`]) otherwise.
 pub(crate) fn linear_kernel(
-    [m, n]: [usize; 2],
+    [m, n, k]: [usize; 3],
     w: DType,
     coopmat: Option<CoopMatShape>,
     coopmat2: Option<Coopmat2>,
@@ -539,7 +547,7 @@ pub(crate) fn linear_kernel(
 ) -> LinearKernel {
     let w_dtype = float_dtype_code(w);
     let vec_ok = u32::from(l.min_storage_offset_align.is_multiple_of(16));
-    if wants_skinny(m, coopmat.is_some(), f)
+    if wants_skinny(m, k, coopmat.is_some(), f)
         && let Some(t) = skinny_tile(m, n, l, f)
     {
         return LinearKernel {
@@ -904,7 +912,7 @@ mod tests {
         let c2 = Coopmat2 {
             max_workgroup_size: 256,
         };
-        let k = |mn, w, s, c2| linear_kernel(mn, w, s, c2, &l, &none());
+        let k = |[m, n]: [usize; 2], w, s, c2| linear_kernel([m, n, 1024], w, s, c2, &l, &none());
         // Strict: the f32 GEMM, W_DTYPE last.
         let strict = k([606, 3072], DType::BF16, None, None);
         let t = gemm_tile(606, 3072, 1, &l, &none());
@@ -928,7 +936,7 @@ mod tests {
         // VEC_OK is 0 when bindings may start off a 16-byte boundary.
         let mut l4 = l.clone();
         l4.min_storage_offset_align = 4;
-        let v = linear_kernel([606, 3072], DType::F16, Some(s), None, &l4, &none());
+        let v = linear_kernel([606, 3072, 1024], DType::F16, Some(s), None, &l4, &none());
         assert_eq!(v.spec[11], 0);
         // Workgroup scope for large f32 and f16 weights only.
         for w in [DType::F32, DType::F16] {
@@ -949,7 +957,14 @@ mod tests {
         // A cooperative-matrix shape no kernel fits: the strict GEMM.
         let mut tiny = limits(1024, 8192);
         tiny.subgroup_size = 32;
-        let v = linear_kernel([4096, 4096], DType::F16, Some(s), Some(c2), &tiny, &none());
+        let v = linear_kernel(
+            [4096, 4096, 1024],
+            DType::F16,
+            Some(s),
+            Some(c2),
+            &tiny,
+            &none(),
+        );
         assert_eq!(v.shader, Shader::Linear);
     }
 
@@ -1024,28 +1039,36 @@ mod tests {
         let l = h200();
         let lavapipe = limits(1024, 32768);
         let k = |m, coop, l: &Limits, f: &Forced| {
-            linear_kernel([m, 4096], DType::F32, coop, None, l, f)
+            linear_kernel([m, 4096, 1024], DType::F32, coop, None, l, f)
         };
         let skinny = Shader::LinearSkinny;
-        // Strict: up to 64 rows; Kimodo's 404 and 606 rows stay on the tiled GEMM.
-        for m in [1, 2, 7, 16, 33, 64] {
+        // Strict: up to 32 rows; Kimodo's 404 and 606 rows stay on the tiled GEMM.
+        for m in [1, 2, 7, 16, 32] {
             assert_eq!(k(m, None, &l, &none()).shader, skinny, "{m}");
             assert_eq!(k(m, None, &lavapipe, &none()).shader, skinny, "{m}");
         }
-        for m in [65, 404, 606] {
+        for m in [33, 64, 404, 606] {
             assert_eq!(k(m, None, &l, &none()).shader, Shader::Linear, "{m}");
         }
+        // x over SKINNY_MAX_X elements (read by every workgroup): tiled, even for few rows;
+        // one row of a 14336-wide input is still skinny.
+        let wide = |m, kk| linear_kernel([m, 4096, kk], DType::BF16, None, None, &l, &none());
+        assert_eq!(wide(32, 4096).shader, Shader::Linear);
+        assert_eq!(wide(8, 4096).shader, skinny);
+        assert_eq!(wide(16, 4096).shader, Shader::Linear);
+        assert_eq!(wide(1, 14336).shader, skinny);
+        assert_eq!(wide(3, 14336).shader, Shader::Linear);
         // Fast mode with cooperative matrices: up to 16 rows.
         assert_eq!(k(16, Some(s), &l, &none()).shader, skinny);
         assert_eq!(k(17, Some(s), &l, &none()).shader, COOP_FIXED[1].shader);
         // The constants: workgroup, rows per block, columns, W_DTYPE, VEC_OK; one workgroup per
         // 4 columns for every row.
-        let v = linear_kernel([7, 4096], DType::Q8_0, None, None, &l, &none());
+        let v = linear_kernel([7, 4096, 1024], DType::Q8_0, None, None, &l, &none());
         assert_eq!(v.spec, [128, 8, 4, 3, 1].to_vec());
         assert_eq!((v.bm, v.bn), (0, 4));
         let mut l4 = l.clone();
         l4.min_storage_offset_align = 4;
-        let v = linear_kernel([7, 4096], DType::BF16, Some(s), None, &l4, &none());
+        let v = linear_kernel([7, 4096, 1024], DType::BF16, Some(s), None, &l4, &none());
         assert_eq!(v.spec, [128, 8, 4, 2, 0].to_vec());
         // KINEMA_VK_LINEAR overrides the row threshold either way; other values do not.
         let forced = |v: &str| Forced {

@@ -33,7 +33,7 @@ pub(crate) fn linear(
     }
     let limits = rec.limits();
     let kernel = linear_kernel(
-        [p.m, p.n],
+        [p.m, p.n, p.k],
         w.dtype,
         coopmat,
         coopmat2,
