@@ -27,10 +27,24 @@ pub struct GenerateOpts {
     /// output for the prompt).
     #[arg(long)]
     embedding: Option<PathBuf>,
-    /// A text prompt (needs the LLM2Vec text model, which kinema does not run yet: use
-    /// --embedding).
-    #[arg(long)]
+    /// A text prompt, embedded with --text-model (LLM2Vec) before the motion model loads;
+    /// instead of --embedding.
+    #[arg(long, conflicts_with = "embedding", requires = "text_model")]
     prompt: Option<String>,
+    /// The LLM2Vec text model for --prompt (`kinema convert llm2vec`).
+    #[arg(long, requires = "prompt")]
+    text_model: Option<PathBuf>,
+    /// With --prompt: the Llama-3 chat template on, off, or auto (the text model's default,
+    /// decided at conversion as upstream decides it).
+    #[arg(long, default_value = "auto")]
+    chat_template: String,
+    /// With --prompt: do not read or write the embedding cache.
+    #[arg(long)]
+    no_cache: bool,
+    /// With --prompt: the embedding cache folder (default: $KINEMA_CACHE_DIR/embeddings,
+    /// $XDG_CACHE_HOME/kinema/embeddings or ~/.cache/kinema/embeddings).
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
     /// Initial noise x_T: float32 .npy [1, T, dim] (for parity with a PyTorch run); default:
     /// drawn from --seed.
     #[arg(long)]
@@ -268,21 +282,112 @@ pub fn drift(path: &Path, o: &DriftOpts, json: bool) -> kinema::Result<()> {
     crate::drift::model(&Kimodo::drift(path, &opts)?, json)
 }
 
+/// Embeds `prompt` with the text model on the selected backend (the text model is dropped
+/// before the motion model loads) and returns the embedding's `.npy`: the cache entry, or a
+/// temporary file (with the folder that holds it) when the cache is off.
+fn embed_prompt(
+    o: &GenerateOpts,
+    selection: &kinema::device::Selection,
+    prompt: &str,
+    text_model: &Path,
+) -> kinema::Result<(PathBuf, Option<ScratchDir>)> {
+    use kinema::models::llm2vec::encode::TemplateChoice;
+    use kinema::models::llm2vec::prompt_cache::{self, PromptEmbedding};
+    let template = TemplateChoice::parse(&o.chat_template)?;
+    let llm_dim = kinema::models::kimodo::config::KimodoModel::load(&o.model)?
+        .config
+        .llm_dim;
+    let cache = if o.no_cache {
+        None
+    } else {
+        o.cache_dir.clone().or_else(prompt_cache::default_cache_dir)
+    };
+    struct Run<'a>(&'a Path, &'a str, TemplateChoice, usize, Option<&'a Path>);
+    impl BackendVisitor for Run<'_> {
+        type Output = kinema::Result<PromptEmbedding>;
+        fn visit<B: Backend>(self, b: &B) -> Self::Output {
+            prompt_cache::embed_prompt(b, self.0, self.1, self.2, self.3, self.4)
+        }
+    }
+    let e =
+        selection
+            .backend
+            .visit(Run(text_model, prompt, template, llm_dim, cache.as_deref()))?;
+    if !o.run.quiet {
+        for n in &e.notes {
+            eprintln!("note: {n}");
+        }
+        eprintln!(
+            "kinema: prompt embedded ({} tokens, chat template {}): {}",
+            e.tokens,
+            if e.template { "on" } else { "off" },
+            if e.cache_hit {
+                "from the cache".to_string()
+            } else {
+                format!("{:.2} s", e.encode_s)
+            }
+        );
+    }
+    match e.cache_entry {
+        Some(p) if p.exists() => Ok((p, None)),
+        _ => {
+            let dir = ScratchDir::new()?;
+            let p = dir.0.join("embedding.npy");
+            let a = kinema::formats::NpyArray::from_f32(&[1, e.embedding.len()], &e.embedding)?;
+            kinema::formats::npy::write_file(&p, &a)?;
+            Ok((p, Some(dir)))
+        }
+    }
+}
+
+/// A private temporary folder, removed on drop.
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new() -> kinema::Result<ScratchDir> {
+        let base = std::env::temp_dir();
+        for i in 0..100u32 {
+            let p = base.join(format!("kinema-prompt-{}-{i}", std::process::id()));
+            match std::fs::create_dir(&p) {
+                Ok(()) => return Ok(ScratchDir(p)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(kinema::Error::io(&p, e)),
+            }
+        }
+        Err(kinema::Error::InvalidArgument(format!(
+            "could not make a temporary folder in {}",
+            base.display()
+        )))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// `kinema generate`.
 pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
-    if o.prompt.is_some() {
-        return Err(kinema::Error::InvalidArgument(
-            "--prompt needs the LLM2Vec text model, which kinema cannot run yet; embed the \
-             prompt with upstream's LLM2Vec and pass the [1, 4096] float32 .npy with --embedding"
-                .into(),
-        ));
-    }
-    let Some(embedding) = o.embedding.clone() else {
-        return Err(kinema::Error::InvalidArgument(
-            "--embedding FILE.npy is required (the text feature of the prompt)".into(),
-        ));
-    };
     let selection = o.run.select()?;
+    // With --prompt, the embedding is a cache entry (or, with --no-cache, a temporary file
+    // removed when `_scratch` drops).
+    let mut _scratch = None;
+    let embedding = match (&o.embedding, &o.prompt, &o.text_model) {
+        (Some(e), None, _) => e.clone(),
+        (None, Some(prompt), Some(text_model)) => {
+            let (path, scratch) = embed_prompt(o, &selection, prompt, text_model)?;
+            _scratch = scratch;
+            path
+        }
+        _ => {
+            return Err(kinema::Error::InvalidArgument(
+                "give --embedding FILE.npy (the text feature of the prompt) or --prompt TEXT \
+                 with --text-model text.gguf"
+                    .into(),
+            ));
+        }
+    };
     let show = !o.run.quiet && std::io::stderr().is_terminal();
     let req = GenerateRequest {
         model: o.model.clone(),

@@ -13,6 +13,7 @@
 //! - [`encode`]: prompts to embeddings, batched;
 //! - [`decode`]: greedy decoding (the real-weight check on SmolLM2);
 //! - [`run`]: `kinema encode`'s request, outputs and sidecar;
+//! - [`prompt_cache`]: one prompt to one embedding for `generate --prompt`, cached on disk;
 //! - [`harness`]: `kinema bench llm2vec` (8B shapes, synthetic weights) and `kinema drift`;
 //! - [`hf_config`]: the Llama `config.json`, PEFT `adapter_config.json` and tokenizer files
 //!   the converter reads;
@@ -27,6 +28,7 @@ pub mod hf_config;
 pub mod load;
 pub mod model;
 pub mod prompt;
+pub mod prompt_cache;
 pub mod run;
 pub mod sanitize;
 pub mod tokenizer;

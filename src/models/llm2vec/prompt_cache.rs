@@ -1,0 +1,185 @@
+//! One prompt to one embedding for `kinema generate --prompt` (issue 11, part 6), with an
+//! on-disk cache: the text model is loaded, run and dropped here, before the motion model is
+//! loaded, so the encoder and the denoiser are never resident together.
+//!
+//! Cache entries are `<dir>/<key>.npy` (float32 `[1, hidden]`), `key` = SHA-256 of the text
+//! model's identity (its size, converter version, source hashes and name, as the GGUF records
+//! them), the template mode and the exact UTF-8 prompt. An entry that does not parse, has
+//! another shape or holds a non-finite value is ignored and rewritten, never trusted. Entries
+//! are written atomically (a temporary file, then a rename).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+use super::config::keys;
+use super::encode::{self, LongText, TemplateChoice};
+use super::load::LlamaModel;
+use crate::backend::Backend;
+use crate::formats::{NpyArray, npy};
+use crate::models::kit::identity::ModelIdentity;
+use crate::{Error, Result};
+
+/// Where the cache lives by default: `$KINEMA_CACHE_DIR`, else `$XDG_CACHE_HOME/kinema`, else
+/// `$HOME/.cache/kinema`; embeddings go to its `embeddings/` folder. `None` when none is set.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let root = var("KINEMA_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|p| p.join("kinema")))
+        .or_else(|| var("HOME").map(|p| p.join(".cache").join("kinema")))?;
+    Some(root.join("embeddings"))
+}
+
+/// What [`embed_prompt`] did.
+#[derive(Clone, Debug)]
+pub struct PromptEmbedding {
+    /// `[hidden]` f32.
+    pub embedding: Vec<f32>,
+    /// The chat template was applied.
+    pub template: bool,
+    /// Token ids run through the model (0 for an empty prompt, which embeds to zeros).
+    pub tokens: usize,
+    /// The cache entry (read or written), when a cache was used.
+    pub cache_entry: Option<PathBuf>,
+    /// The entry was read, not computed.
+    pub cache_hit: bool,
+    /// Seconds spent loading, compiling and running the text model (0 on a cache hit).
+    pub encode_s: f64,
+    /// Notes for the user (an ignored corrupt entry, an empty prompt).
+    pub notes: Vec<String>,
+}
+
+/// The cache key of `prompt` under the text model `identity` and template mode.
+pub fn cache_key(identity: &ModelIdentity, template: bool, prompt: &str) -> Result<String> {
+    let id = serde_json::to_vec(identity)
+        .map_err(|e| Error::InvalidArgument(format!("text model identity: {e}")))?;
+    let mut h = Sha256::new();
+    h.update(b"kinema-llm2vec-embedding-v1\0");
+    h.update((id.len() as u64).to_le_bytes());
+    h.update(&id);
+    h.update([u8::from(template)]);
+    h.update(prompt.as_bytes());
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A cache entry's embedding if it is a float32 `[1, hidden]` array of finite values.
+fn read_entry(path: &Path, hidden: usize) -> std::result::Result<Vec<f32>, String> {
+    let a = npy::read_file(path).map_err(|e| e.to_string())?;
+    if a.shape != [1, hidden] {
+        return Err(format!("shape {:?}, expected [1, {hidden}]", a.shape));
+    }
+    let v = a.to_f32().map_err(|e| e.to_string())?;
+    if let Some(x) = v.iter().find(|x| !x.is_finite()) {
+        return Err(format!("holds {x}"));
+    }
+    Ok(v)
+}
+
+/// The embedding of `prompt` with the text model at `text_model`, from the cache in
+/// `cache_dir` when an entry is there and sound, else computed on `backend` (the model is
+/// dropped before returning) and stored. `expect_hidden`: the width the caller needs (the
+/// motion model's text-feature size), checked before any work.
+pub fn embed_prompt<B: Backend>(
+    backend: &B,
+    text_model: &Path,
+    prompt: &str,
+    template: TemplateChoice,
+    expect_hidden: usize,
+    cache_dir: Option<&Path>,
+) -> Result<PromptEmbedding> {
+    let model = LlamaModel::load(text_model)?;
+    let hidden = model.config.hidden;
+    if hidden != expect_hidden {
+        return Err(Error::Shape(format!(
+            "--text-model {} gives {hidden}-wide embeddings, but the motion model takes \
+             {expect_hidden}-wide text features: use the text model the motion model was \
+             trained with",
+            text_model.display()
+        )));
+    }
+    let use_template = template.resolve(&model);
+    encode::check_template(&model, use_template)?;
+    let identity = ModelIdentity::read(
+        text_model,
+        keys::CONVERTER_VERSION,
+        keys::SOURCE_SHA256_PREFIX,
+        BTreeMap::from([(
+            "name",
+            model.name.clone().unwrap_or_else(|| "unnamed".into()),
+        )]),
+    )?;
+    let mut notes = Vec::new();
+    let entry = match cache_dir {
+        Some(d) => Some(d.join(format!(
+            "{}.npy",
+            cache_key(&identity, use_template, prompt)?
+        ))),
+        None => None,
+    };
+    let prepared = encode::prepare(&model, 0, prompt, use_template, LongText::Trim)?;
+    let tokens = prepared.input.as_ref().map_or(0, |i| i.ids.len());
+    if prepared.input.is_none() {
+        notes.push(
+            "the prompt is empty after stripping whitespace: its embedding is zeros, as \
+             upstream LLM2Vec returns"
+                .into(),
+        );
+    }
+    if let Some(p) = &entry
+        && p.exists()
+    {
+        match read_entry(p, hidden) {
+            Ok(embedding) => {
+                return Ok(PromptEmbedding {
+                    embedding,
+                    template: use_template,
+                    tokens,
+                    cache_entry: entry,
+                    cache_hit: true,
+                    encode_s: 0.0,
+                    notes,
+                });
+            }
+            Err(why) => notes.push(format!(
+                "ignored the corrupt cache entry {} ({why}); it is rewritten",
+                p.display()
+            )),
+        }
+    }
+    let t = Instant::now();
+    let model = model.for_backend(&backend.info())?;
+    let (embedding, _) = encode::encode(backend, &model, std::slice::from_ref(&prepared))?;
+    drop(model);
+    let encode_s = t.elapsed().as_secs_f64();
+    if let Some(p) = &entry {
+        let write = || -> Result<()> {
+            if let Some(d) = p.parent() {
+                std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+            }
+            let a = NpyArray::from_f32(&[1, hidden], &embedding)?;
+            npy::write_file(p, &a)
+        };
+        // A cache that cannot be written costs speed, not the run.
+        if let Err(e) = write() {
+            notes.push(format!(
+                "could not write the cache entry {}: {e}",
+                p.display()
+            ));
+        }
+    }
+    Ok(PromptEmbedding {
+        embedding,
+        template: use_template,
+        tokens,
+        cache_entry: entry,
+        cache_hit: false,
+        encode_s,
+        notes,
+    })
+}
