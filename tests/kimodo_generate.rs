@@ -341,8 +341,9 @@ fn bad_input_is_refused_with_a_clear_error() {
     refused(
         d,
         &["--model", m, "--prompt", "A person walks.", "--frames", "8"],
-        "--embedding",
+        "--text-model",
     );
+    refused(d, &["--model", m, "--frames", "8"], "--embedding");
     let junk = d.join("junk.gguf");
     std::fs::write(&junk, b"not a model").unwrap();
     refused(
