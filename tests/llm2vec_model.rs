@@ -6,15 +6,18 @@
 #[path = "common/tiny_llama.rs"]
 mod tiny_llama;
 
+#[path = "common/compare.rs"]
+mod compare;
+
 use std::path::{Path, PathBuf};
 
+use compare::{rel_l2, vulkan};
 use kinema::backend::Backend;
 use kinema::cpu::{CpuBackend, Isa};
 use kinema::models::llm2vec::LlamaModel;
 use kinema::models::llm2vec::encode::{self, LongText, Prepared};
 use kinema::models::llm2vec::model::{GraphSpec, Head, RunInputs, Session};
 use kinema::ops::MaskKind;
-use kinema::vulkan::VulkanBackend;
 use kinema::{DType, Precision};
 use tiny_llama::{HIDDEN, Spec};
 
@@ -46,27 +49,6 @@ fn embed<B: Backend>(b: &B, path: &Path, prompts: &[&str], template: bool) -> Ve
         .unwrap();
     let p = prepare(&m, prompts, template);
     encode::encode(b, &m, &p).unwrap().0
-}
-
-/// `||a - b|| / ||b||` in f64.
-fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    let (mut num, mut den) = (0f64, 0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        num += (x as f64 - y as f64).powi(2);
-        den += (y as f64).powi(2);
-    }
-    (num / den).sqrt()
-}
-
-fn vulkan() -> Option<VulkanBackend> {
-    if let Err(why) = kinema::vulkan::probe() {
-        let required = std::env::var("KINEMA_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
-        assert!(!required, "KINEMA_REQUIRE_VULKAN=1 but {why}");
-        eprintln!("skipping the Vulkan backend: {why}");
-        return None;
-    }
-    Some(VulkanBackend::new(Precision::Strict).unwrap())
 }
 
 /// Every weight dtype runs on every CPU ISA and on Vulkan (strict precision) and agrees with
@@ -420,7 +402,7 @@ fn fast_precision_narrows_the_weights_and_stays_close() {
         dtype_on(&|| fast_cpu.info()),
     ));
     if vulkan().is_some() {
-        let vk = VulkanBackend::new(Precision::Fast).unwrap();
+        let vk = kinema::vulkan::VulkanBackend::new(Precision::Fast).unwrap();
         runs.push((
             "vulkan".into(),
             embed(&vk, &path, &PROMPTS, true),

@@ -7,8 +7,12 @@
 //! and run on CPU strict (every ISA) and Vulkan strict; f32 weights must match within
 //! rel_L2 1e-5 at every boundary, bf16 weights within the measured bf16 envelope below.
 
+#[path = "common/compare.rs"]
+mod compare;
+
 use std::path::{Path, PathBuf};
 
+use compare::{rel_l2, vulkan};
 use kinema::backend::Backend;
 use kinema::cpu::{CpuBackend, Isa};
 use kinema::formats::NpzReader;
@@ -17,7 +21,6 @@ use kinema::models::llm2vec::convert::{Sources, convert};
 use kinema::models::llm2vec::encode::{self, LongText, Prepared};
 use kinema::models::llm2vec::model::{GraphSpec, Head, RunInputs, Session};
 use kinema::ops::MaskKind;
-use kinema::vulkan::VulkanBackend;
 use kinema::{DType, Precision};
 
 const BASE: &str = "Meta-Llama-3-8B-Instruct";
@@ -64,26 +67,6 @@ fn f32s(npz: &NpzReader, name: &str) -> Vec<f32> {
         .unwrap_or_else(|e| panic!("{name}: {e}"))
         .to_f32()
         .unwrap()
-}
-
-fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    let (mut num, mut den) = (0f64, 0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        num += (x as f64 - y as f64).powi(2);
-        den += (y as f64).powi(2);
-    }
-    (num / den).sqrt()
-}
-
-fn vulkan() -> Option<VulkanBackend> {
-    if let Err(why) = kinema::vulkan::probe() {
-        let required = std::env::var("KINEMA_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
-        assert!(!required, "KINEMA_REQUIRE_VULKAN=1 but {why}");
-        eprintln!("skipping the Vulkan backend: {why}");
-        return None;
-    }
-    Some(VulkanBackend::new(Precision::Strict).unwrap())
 }
 
 /// Runs every prompt alone with layer taps and the final hidden states, and compares each
