@@ -17,6 +17,11 @@ use super::skeleton::{Mat3, Skeleton};
 use crate::formats::{NpyArray, NpzReader, NpzWriter, read_capped};
 use crate::{Error, Result};
 
+/// Largest difference allowed between a written file, parsed back, and the motion: the text
+/// formats carry six decimals of degrees and centimetres, so 1e-5 (radians of rotation angle,
+/// metres, qpos values, quaternion-to-matrix entries) covers them with room.
+pub const REREAD_TOLERANCE: f32 = 1e-5;
+
 /// Which non-kinematic arrays a file held.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Present {
@@ -461,7 +466,7 @@ pub fn check_glb(bytes: &[u8], motion: &Motion, fps: f32) -> Result<()> {
             _ => return Err(e(format!("unexpected channel {c}"))),
         }
     }
-    if worst.is_nan() || worst > super::export::REREAD_TOLERANCE {
+    if worst.is_nan() || worst > REREAD_TOLERANCE {
         return Err(e(format!("tracks differ from the motion by {worst}")));
     }
     if skinned {

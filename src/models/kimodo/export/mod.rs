@@ -202,10 +202,8 @@ impl PreparedExports<'_> {
     }
 }
 
-/// Largest difference allowed between a written file, parsed back, and the motion: the text
-/// formats carry six decimals of degrees and centimetres, so 1e-5 (radians of rotation angle,
-/// metres, qpos values, quaternion-to-matrix entries) covers them with room.
-pub const REREAD_TOLERANCE: f32 = 1e-5;
+/// Largest difference allowed between a written file, parsed back, and the motion.
+pub use super::import::REREAD_TOLERANCE;
 
 fn reread_err(f: Format, msg: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!(
