@@ -11,7 +11,6 @@ mod motionbricks_fixture;
 
 use std::path::{Path, PathBuf};
 
-use kinema::DType;
 use kinema::Precision;
 use kinema::backend::Backend;
 use kinema::cpu::CpuBackend;
@@ -28,8 +27,6 @@ use kinema::models::motionbricks::agent::keyframes::plan_inputs;
 use kinema::models::motionbricks::agent::kinematics::{G1Kinematics, Transforms};
 use kinema::models::motionbricks::agent::run::{AgentRun, run_commands};
 use kinema::models::motionbricks::agent::spring::{SpringInput, SpringOutput, spring};
-use kinema::models::motionbricks::convert::{Sources, convert};
-use kinema::models::motionbricks::model::MotionBricksModel;
 use kinema::models::motionbricks::plan::{Planner, Randomness};
 use kinema::models::motionbricks::sampler::Sampling;
 use kinema::vulkan::{VulkanBackend, VulkanOptions};
@@ -457,34 +454,11 @@ fn clip_files_round_trip_and_bad_ones_are_refused() {
     assert!(e.contains("idle"), "{e}");
 }
 
-struct Loaded {
-    _tmp: tempfile::TempDir,
-    path: PathBuf,
-    model: MotionBricksModel,
-}
+use motionbricks_fixture::Loaded;
 
 fn model() -> Option<Loaded> {
     let up = shared_data::upstream_dir("motionbricks/out")?;
-    let tmp = tempfile::tempdir().unwrap();
-    let d = motionbricks_fixture::write_layout(tmp.path(), &up);
-    let out = tmp.path().join("mb.gguf");
-    convert(
-        &Sources {
-            root: d[0].clone(),
-            pose: d[1].clone(),
-            vqvae: d[2].clone(),
-            g1_xml: None,
-        },
-        &out,
-        DType::F32,
-    )
-    .unwrap();
-    let model = MotionBricksModel::load(&out).unwrap();
-    Some(Loaded {
-        _tmp: tmp,
-        path: out,
-        model,
-    })
+    Some(motionbricks_fixture::converted(&up))
 }
 
 /// 20 seconds: idle, walk forward, turn and walk left, a zombie walk to a waypoint, idle.

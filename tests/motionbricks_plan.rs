@@ -10,46 +10,21 @@ mod shared_data;
 #[path = "common/motionbricks_fixture.rs"]
 mod motionbricks_fixture;
 
-use kinema::DType;
 use kinema::Precision;
 use kinema::backend::Backend;
 use kinema::cpu::CpuBackend;
 use kinema::formats::NpzReader;
-use kinema::models::motionbricks::convert::{Sources, convert};
 use kinema::models::motionbricks::model::MotionBricksModel;
 use kinema::models::motionbricks::plan::{PlanInputs, PlanOutput, Planner, Randomness};
 use kinema::models::motionbricks::sampler::Sampling;
 use kinema::vulkan::{VulkanBackend, VulkanOptions};
 use motionbricks_fixture as fx;
 
-struct Loaded {
-    _tmp: tempfile::TempDir,
-    path: std::path::PathBuf,
-    model: MotionBricksModel,
-}
+use fx::Loaded;
 
 fn model() -> Option<Loaded> {
     let up = shared_data::upstream_dir("motionbricks/out")?;
-    let tmp = tempfile::tempdir().unwrap();
-    let d = fx::write_layout(tmp.path(), &up);
-    let out = tmp.path().join("mb.gguf");
-    convert(
-        &Sources {
-            root: d[0].clone(),
-            pose: d[1].clone(),
-            vqvae: d[2].clone(),
-            g1_xml: None,
-        },
-        &out,
-        DType::F32,
-    )
-    .unwrap();
-    let model = MotionBricksModel::load(&out).unwrap();
-    Some(Loaded {
-        _tmp: tmp,
-        path: out,
-        model,
-    })
+    Some(fx::converted(&up))
 }
 
 fn f32s(z: &NpzReader, n: &str) -> Vec<f32> {

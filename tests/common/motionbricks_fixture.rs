@@ -189,3 +189,36 @@ pub fn write_layout(root: &Path, upstream_out: &Path) -> [PathBuf; 3] {
         d
     })
 }
+
+/// A MotionBricks model converted from the fixture layout ([`write_layout`] over upstream's
+/// released configs): the GGUF lives as long as the value.
+pub struct Loaded {
+    pub _tmp: tempfile::TempDir,
+    pub path: PathBuf,
+    pub model: kinema::models::motionbricks::model::MotionBricksModel,
+}
+
+/// [`Loaded`] for the upstream folder `up` (`../shared`'s `motionbricks/out`).
+pub fn converted(up: &Path) -> Loaded {
+    use kinema::models::motionbricks::convert::{Sources, convert};
+    let tmp = tempfile::tempdir().unwrap();
+    let d = write_layout(tmp.path(), up);
+    let out = tmp.path().join("mb.gguf");
+    convert(
+        &Sources {
+            root: d[0].clone(),
+            pose: d[1].clone(),
+            vqvae: d[2].clone(),
+            g1_xml: None,
+        },
+        &out,
+        kinema::DType::F32,
+    )
+    .unwrap();
+    let model = kinema::models::motionbricks::model::MotionBricksModel::load(&out).unwrap();
+    Loaded {
+        _tmp: tmp,
+        path: out,
+        model,
+    }
+}
