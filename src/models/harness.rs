@@ -48,3 +48,22 @@ pub trait DriftRun {
     /// One [`Drift`] row per recorded value of `got` against `reference`, labelled `label`.
     fn compare(&self, label: &str, reference: &Self::Trace, got: &Self::Trace) -> Vec<Drift>;
 }
+
+/// The `q`-quantile of sorted `v` by nearest rank (p50 and p99 of the model benches).
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantile;
+
+    #[test]
+    fn quantiles_by_nearest_rank() {
+        let v: Vec<f64> = (1..=200).map(f64::from).collect();
+        assert_eq!(quantile(&v, 0.5), 100.0);
+        assert_eq!(quantile(&v, 0.99), 198.0);
+        assert_eq!(quantile(&[3.0], 0.99), 3.0);
+    }
+}

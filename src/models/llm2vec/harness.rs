@@ -10,12 +10,12 @@ use std::time::Instant;
 use super::config::{AttentionMode, LlamaConfig};
 use super::load::LlamaModel;
 use super::model::{GraphSpec, Head, RunInputs, Session};
-use super::tokenizer::Tokenizer;
+use super::tokenizer::{Tokenizer, byte_to_char};
 use crate::backend::Backend;
 use crate::drift::{Drift, Output, compare};
 use crate::formats::GgufValue;
 use crate::formats::gguf::GgufArray;
-use crate::models::harness::{BenchReport, DriftRun, ModelHarness};
+use crate::models::harness::{BenchReport, DriftRun, ModelHarness, quantile};
 use crate::models::kit::convert::encode_f32;
 use crate::ops::{MaskKind, RopePairing};
 use crate::tensor::{HostTensor, Q8_0_BLOCK};
@@ -49,22 +49,7 @@ pub fn llama3_8b(layers: usize) -> LlamaConfig {
 /// A tokenizer of `vocab` ids (256 byte tokens, the rest control tokens, no merges): enough
 /// for a synthetic model, whose inputs are ids.
 fn synthetic_tokenizer(vocab: usize) -> Result<Tokenizer> {
-    let byte_char = |b: u8| -> char {
-        // GPT-2's byte-to-unicode map: printable Latin-1 bytes are themselves, the others
-        // are shifted past U+0100 in order.
-        let printable = (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
-        if printable {
-            char::from(b)
-        } else {
-            let rank = (0..b)
-                .filter(|&x| {
-                    !((b'!'..=b'~').contains(&x) || (0xA1..=0xAC).contains(&x) || x >= 0xAE)
-                })
-                .count() as u32;
-            char::from_u32(0x100 + rank).unwrap_or('?')
-        }
-    };
-    let mut tokens: Vec<String> = (0..=255u8).map(|b| byte_char(b).to_string()).collect();
+    let mut tokens: Vec<String> = (0..=255u8).map(|b| byte_to_char(b).to_string()).collect();
     let mut types = vec![1i32; 256];
     while tokens.len() < vocab {
         tokens.push(format!("<|synthetic_{}|>", tokens.len()));
@@ -243,12 +228,6 @@ impl BenchReport for Llm2VecBench {
             self.build_s
         )
     }
-}
-
-/// The `q`-quantile of sorted `v` by nearest rank.
-fn quantile(v: &[f64], q: f64) -> f64 {
-    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    v[i]
 }
 
 impl ModelHarness for Llm2Vec {

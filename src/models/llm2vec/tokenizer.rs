@@ -30,6 +30,7 @@ use crate::formats::gguf::{GGUF_MAGIC, GgufFile, GgufValue, read_metadata};
 use bpe::Merges;
 use pretokenize::PreTokenizer;
 use sources::Parts;
+pub(crate) use sources::byte_to_char;
 
 /// Longest text [`Tokenizer::encode`] accepts, in bytes. Prompts are a few hundred tokens;
 /// this bounds time and memory for hostile input: time is about linear in the text (the

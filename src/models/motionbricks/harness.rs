@@ -17,7 +17,7 @@ use super::synthetic;
 use crate::backend::Backend;
 use crate::drift::{Drift, Output, compare};
 use crate::error::{Error, Result};
-use crate::models::harness::{BenchReport, DriftRun, ModelHarness};
+use crate::models::harness::{BenchReport, DriftRun, ModelHarness, quantile};
 use crate::models::kimodo::synthetic::fnv1a64;
 use crate::{DType, HostTensor, rng};
 
@@ -243,12 +243,6 @@ impl BenchReport for MotionBricksBench {
             self.weights_s
         )
     }
-}
-
-/// The `q`-quantile of sorted `v` by nearest rank.
-fn quantile(v: &[f64], q: f64) -> f64 {
-    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    v[i]
 }
 
 fn time_plans<B: Backend>(
@@ -489,13 +483,5 @@ mod tests {
         a.validate(&c).unwrap();
         assert_eq!(a.local_poses, synthetic_inputs(&c, 3).local_poses);
         assert!(a.local_poses.iter().all(|x| (-1.0..1.0).contains(x)));
-    }
-
-    #[test]
-    fn quantiles_by_nearest_rank() {
-        let v: Vec<f64> = (1..=200).map(f64::from).collect();
-        assert_eq!(quantile(&v, 0.5), 100.0);
-        assert_eq!(quantile(&v, 0.99), 198.0);
-        assert_eq!(quantile(&[3.0], 0.99), 3.0);
     }
 }
