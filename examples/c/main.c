@@ -95,6 +95,12 @@ int main(int argc, char **argv) {
     kinema_engine *engine = NULL;
     CHECK(kinema_engine_create(&eo, &engine, error, sizeof error));
 
+    /* Null options are the defaults (backend and precision auto): an engine on whatever
+       this machine has. */
+    kinema_engine *defaults = NULL;
+    CHECK(kinema_engine_create(NULL, &defaults, error, sizeof error));
+    kinema_engine_destroy(defaults);
+
     /* Hostile calls fail with a message, never a crash. */
     kinema_engine *bad = NULL;
     kinema_engine_options wrong = eo;
