@@ -50,7 +50,9 @@ pub fn flags(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<(Vec<usize>, Vec<bo
         .map(|(i, &x)| match x {
             0 => Ok(false),
             1 => Ok(true),
-            _ => Err(invalid(format!("{name}[{i}] (flat) = {x}: expected 0 or 1"))),
+            _ => Err(invalid(format!(
+                "{name}[{i}] (flat) = {x}: expected 0 or 1"
+            ))),
         })
         .collect::<PyResult<Vec<bool>>>()?;
     Ok((shape, v))

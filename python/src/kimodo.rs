@@ -228,7 +228,9 @@ impl Kimodo {
             None => (0..samples)
                 .map(|i| {
                     seed.checked_add(i as u64).map(Noise::Seed).ok_or_else(|| {
-                        invalid(format!("seed {seed} with {samples} samples runs past 2^64 - 1"))
+                        invalid(format!(
+                            "seed {seed} with {samples} samples runs past 2^64 - 1"
+                        ))
                     })
                 })
                 .collect::<PyResult<Vec<_>>>()?,
@@ -330,16 +332,18 @@ fn cfg(
     match cfg_type {
         None | Some("separated") => match weight {
             None => Ok((None, None)),
-            Some(w) => match w.extract::<(f32, f32)>() {
-                Ok((t, c)) => Ok((Some(t), Some(c))),
-                Err(_) => Err(invalid(
+            Some(w) => match w.extract::<Vec<f32>>().as_deref() {
+                Ok([t, c]) => Ok((Some(*t), Some(*c))),
+                _ => Err(invalid(
                     "cfg_weight: separated guidance takes two weights [text, constraint]",
                 )),
             },
         },
         Some("regular") => match weight.map(|w| w.extract::<f32>()) {
             Some(Ok(w)) => Ok((Some(w), None)),
-            _ => Err(invalid("cfg_weight: regular guidance takes one float weight")),
+            _ => Err(invalid(
+                "cfg_weight: regular guidance takes one float weight",
+            )),
         },
         Some("nocfg") => Err(invalid(
             "cfg_type=\"nocfg\" is not in kinema: it runs separated guidance (or regular, its \
@@ -403,23 +407,78 @@ fn motion_dict<'py>(
     let shape = |rest: &[usize]| [lead.as_slice(), rest].concat();
     let mut parts: Vec<MotionParts> = motions.into_iter().map(Motion::into_parts).collect();
     let d = PyDict::new(py);
-    put(&d, "local_rot_mats", stack(&mut parts, |p| &mut p.motion.local_rot_mats), &shape(&[t, j, 3, 3]))?;
-    put(&d, "global_rot_mats", stack(&mut parts, |p| &mut p.motion.global_rot_mats), &shape(&[t, j, 3, 3]))?;
-    put(&d, "posed_joints", stack(&mut parts, |p| &mut p.motion.posed_joints), &shape(&[t, j, 3]))?;
-    put(&d, "root_positions", stack(&mut parts, |p| &mut p.motion.root_positions), &shape(&[t, 3]))?;
-    put(&d, "smooth_root_pos", stack(&mut parts, |p| &mut p.motion.smooth_root_pos), &shape(&[t, 3]))?;
-    put(&d, "foot_contacts", stack(&mut parts, |p| &mut p.motion.foot_contacts), &shape(&[t, 4]))?;
-    put(&d, "global_root_heading", stack(&mut parts, |p| &mut p.motion.global_root_heading), &shape(&[t, 2]))?;
-    put(&d, "features", stack(&mut parts, |p| &mut p.features), &shape(&[t, dim]))?;
+    put(
+        &d,
+        "local_rot_mats",
+        stack(&mut parts, |p| &mut p.motion.local_rot_mats),
+        &shape(&[t, j, 3, 3]),
+    )?;
+    put(
+        &d,
+        "global_rot_mats",
+        stack(&mut parts, |p| &mut p.motion.global_rot_mats),
+        &shape(&[t, j, 3, 3]),
+    )?;
+    put(
+        &d,
+        "posed_joints",
+        stack(&mut parts, |p| &mut p.motion.posed_joints),
+        &shape(&[t, j, 3]),
+    )?;
+    put(
+        &d,
+        "root_positions",
+        stack(&mut parts, |p| &mut p.motion.root_positions),
+        &shape(&[t, 3]),
+    )?;
+    put(
+        &d,
+        "smooth_root_pos",
+        stack(&mut parts, |p| &mut p.motion.smooth_root_pos),
+        &shape(&[t, 3]),
+    )?;
+    put(
+        &d,
+        "foot_contacts",
+        stack(&mut parts, |p| &mut p.motion.foot_contacts),
+        &shape(&[t, 4]),
+    )?;
+    put(
+        &d,
+        "global_root_heading",
+        stack(&mut parts, |p| &mut p.motion.global_root_heading),
+        &shape(&[t, 2]),
+    )?;
+    put(
+        &d,
+        "features",
+        stack(&mut parts, |p| &mut p.features),
+        &shape(&[t, dim]),
+    )?;
     if parts[0].diagnostics.is_some() {
         let mut diags: Vec<_> = parts
             .iter_mut()
             .filter_map(|p| p.diagnostics.take())
             .collect();
         let rows = diags[0].root_stage_step0.len() / (t * 5);
-        put(&d, "root_stage_step0", stack(&mut diags, |x| &mut x.root_stage_step0), &shape(&[rows, t, 5]))?;
-        put(&d, "body_stage_step0", stack(&mut diags, |x| &mut x.body_stage_step0), &shape(&[rows, t, dim - 5]))?;
-        put(&d, "x0_step0", stack(&mut diags, |x| &mut x.x0_step0), &shape(&[t, dim]))?;
+        put(
+            &d,
+            "root_stage_step0",
+            stack(&mut diags, |x| &mut x.root_stage_step0),
+            &shape(&[rows, t, 5]),
+        )?;
+        put(
+            &d,
+            "body_stage_step0",
+            stack(&mut diags, |x| &mut x.body_stage_step0),
+            &shape(&[rows, t, dim - 5]),
+        )?;
+        put(
+            &d,
+            "x0_step0",
+            stack(&mut diags, |x| &mut x.x0_step0),
+            &shape(&[t, dim]),
+        )?;
     }
     Ok(d)
 }

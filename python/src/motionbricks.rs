@@ -138,7 +138,11 @@ impl MotionBricks {
     ) -> PyResult<Bound<'py, PyDict>> {
         let inputs = Inputs {
             floats: [global_root_values, local_root_values, local_poses],
-            flags: [has_global_root_values, has_local_root_values, has_local_poses],
+            flags: [
+                has_global_root_values,
+                has_local_root_values,
+                has_local_poses,
+            ],
             num_tokens,
             allowed: allowed_pred_num_tokens,
         };
@@ -258,7 +262,10 @@ impl MotionBricks {
         };
         let mut req = self.inner.request(b).map_err(to_py)?;
         for (name, (shape, v)) in given {
-            let width = FLOATS.iter().find(|(n, _)| *n == name).map_or(0, |(_, w)| *w);
+            let width = FLOATS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |(_, w)| *w);
             check_shape(name, &shape, &[b, k, width])?;
             req.set_floats(name, &v).map_err(to_py)?;
         }
@@ -377,7 +384,9 @@ fn sampling_of(config: Option<&Bound<'_, PyDict>>) -> PyResult<Sampling> {
                     )));
                 }
             }
-            "allow_pred_out_of_reach_num_tokens" | "skip_ending_target_cond" | "smooth_root_traj" => {
+            "allow_pred_out_of_reach_num_tokens"
+            | "skip_ending_target_cond"
+            | "smooth_root_traj" => {
                 if value.is_truthy()? {
                     return Err(invalid(format!(
                         "config[{key:?}] = {value}: kinema implements False only"
