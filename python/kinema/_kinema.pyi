@@ -1,6 +1,7 @@
 """Type stubs of kinema's native module (kinema._kinema); import them from ``kinema``."""
 
 import os
+import pathlib
 from typing import Any, Callable, Dict, Literal, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -60,7 +61,7 @@ class Kimodo:
     @property
     def num_base_steps(self) -> int: ...
     @property
-    def path(self) -> str: ...
+    def path(self) -> pathlib.Path: ...
     def generate(
         self,
         embedding: ArrayLike,
@@ -95,7 +96,10 @@ class Kimodo:
         noise: Optional[ArrayLike] = None,
         progress: Optional[ProgressCallback] = None,
     ) -> Dict[str, np.ndarray]:
-        """Upstream KimodoModel's call with text features ([D] or [B, D]) for prompts."""
+        """Upstream KimodoModel's call with text features ([D] or [B, D]) for prompts.
+
+        Sample i starts from seed + i (or noise[i]); progress runs once per sample.
+        """
 
 class MotionBricks:
     """A MotionBricks model (``kinema convert motionbricks``) on an Engine."""
@@ -116,7 +120,7 @@ class MotionBricks:
     @property
     def codes(self) -> int: ...
     @property
-    def path(self) -> str: ...
+    def path(self) -> pathlib.Path: ...
     def plan(
         self,
         global_root_values: Optional[ArrayLike] = None,

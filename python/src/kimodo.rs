@@ -137,7 +137,8 @@ impl Kimodo {
     /// with text features in place of prompts: `prompts` is one embedding `[D]` (one motion,
     /// no batch axis, as upstream's single prompt) or `[B, D]` (a batch). Returns upstream's
     /// dict of numpy arrays (as `return_numpy=True`) plus `features`. Sample `i` starts from
-    /// `seed + i` (as `kinema generate --samples`), or from `noise[i]`.
+    /// `seed + i` (as `kinema generate --samples`), or from `noise[i]`; `progress` runs once per
+    /// sample.
     #[pyo3(signature = (
         prompts, num_frames, num_denoising_steps = 100, multi_prompt = false,
         constraint_lst = None, cfg_weight = None, num_samples = None, cfg_type = None,
