@@ -74,3 +74,15 @@ def assert_same_arrays(got: dict, want) -> None:
         assert g.dtype == w.dtype, k
         assert g.shape == w.shape, k
         assert g.tobytes() == w.tobytes(), k
+
+
+def vulkan_engine():
+    """A Vulkan engine (lavapipe in CI), or a skip; KINEMA_REQUIRE_VULKAN=1 fails instead."""
+    import kinema
+
+    try:
+        return kinema.Engine(backend="vulkan")
+    except kinema.KinemaError as e:
+        if os.environ.get("KINEMA_REQUIRE_VULKAN") == "1":
+            raise
+        pytest.skip(f"no Vulkan device ({e}); KINEMA_REQUIRE_VULKAN=1 fails instead")

@@ -143,3 +143,17 @@ def test_progress_reports_and_cancels(model):
 def test_load_model_is_upstreams_entry_point(kimodo_path):
     m = kinema.load_model(kimodo_path, engine=kinema.Engine(backend="cpu"))
     assert isinstance(m, kinema.Kimodo) and m.skeleton == "soma30" and m.fps == 30.0
+
+
+def test_vulkan_equals_the_cli(kimodo_path, cli, tmp_path):
+    from conftest import vulkan_engine
+
+    model = kinema.Kimodo(vulkan_engine(), kimodo_path)
+    emb = embedding_of(model.embedding_dim)
+    e = tmp_path / "embedding.npy"
+    np.save(e, emb[None, :])
+    out = tmp_path / "motion.npz"
+    r = run_cli(cli, "generate", "--model", kimodo_path, "--embedding", e, "--frames", FRAMES,
+                "--steps", STEPS, "--seed", 3, "--backend", "vulkan", "--quiet", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert_same_arrays(model.generate(emb, FRAMES, steps=STEPS, seed=3), np.load(out))
