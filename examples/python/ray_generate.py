@@ -4,7 +4,7 @@
 One kinema engine per Ray actor; one npz per clip (the arrays of ``kinema generate``'s npz),
 written atomically (a temporary file renamed into place), so a crash never leaves half a
 clip. A rerun resumes: clips whose npz exists and loads with the expected arrays are skipped,
-anything else (missing, truncated, from other settings) is generated again.
+anything else (missing, truncated, of another length) is generated again.
 
 Inputs are text features (the LLM2Vec embeddings of the prompts, e.g. from ``kinema encode``):
 an ``.npy`` of shape [N, D] (clips ``clip_00000`` ...), or an ``.npz`` holding either one [N, D]
