@@ -1,8 +1,10 @@
 """Two models from two Python threads at once: results equal to sequential runs, and the GIL
 released while a model runs."""
 
+import math
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -73,9 +75,16 @@ def test_the_gil_is_released_while_a_model_runs(models):
     started = threading.Event()
     done = []
 
+    # A call long enough (about half a second, debug or release build) that the main thread,
+    # woken when the worker drops the GIL, takes it before the call returns.
+    t0 = time.perf_counter()
+    k1.generate(emb, 120, steps=4, seed=1)
+    per_step = (time.perf_counter() - t0) / 4
+    steps = min(k1.num_base_steps, max(4, math.ceil(0.5 / per_step)))
+
     def worker():
         started.set()
-        k1.generate(emb, FRAMES, steps=STEPS, seed=1)
+        k1.generate(emb, 120, steps=steps, seed=1)
         done.append(True)
 
     old = sys.getswitchinterval()
