@@ -207,6 +207,16 @@ impl Motion {
         &self.motion
     }
 
+    /// Takes the motion apart without copying its arrays (for hosts that hand them on, such as
+    /// the Python binding's numpy arrays).
+    pub fn into_parts(self) -> MotionParts {
+        MotionParts {
+            motion: self.motion,
+            features: self.features,
+            diagnostics: self.diagnostics,
+        }
+    }
+
     /// The npz `kinema generate` writes for the same request, byte for byte: upstream's keys,
     /// `features`, and the diagnostics when asked for.
     pub fn npz_bytes(&self) -> Result<Vec<u8>> {
@@ -225,6 +235,17 @@ impl Motion {
         let bytes = self.npz_bytes()?;
         write_atomic(path, |w| w.write_all(&bytes))
     }
+}
+
+/// A [`Motion`]'s arrays, owned ([`Motion::into_parts`]).
+#[derive(Clone, Debug)]
+pub struct MotionParts {
+    /// Upstream's arrays ([`Motion::local_rot_mats`] and the others).
+    pub motion: crate::models::kimodo::Motion,
+    /// `[T, feature_dim]` ([`Motion::features`]).
+    pub features: Vec<f32>,
+    /// [`Motion::diagnostics`].
+    pub diagnostics: Option<Diagnostics>,
 }
 
 /// A loaded Kimodo model on an [`Engine`]. `Send + Sync`: requests may run from several
