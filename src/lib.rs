@@ -45,8 +45,8 @@ pub mod vulkan;
 
 pub use api::{
     BackendChoice, Draws, Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo, Motion,
-    MotionBricks, Noise, Plan, PlanRequest, PrecisionChoice, Progress, ProgressFn, Sampling, Stage,
-    TextInput,
+    MotionBricks, Noise, Plan, PlanRequest, PrecisionChoice, Progress, ProgressFn, Sampling,
+    Segment, Stage, TextInput,
 };
 pub use backend::{Backend, BufRef};
 pub use error::{Error, Result};

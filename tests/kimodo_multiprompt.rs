@@ -629,3 +629,90 @@ fn bad_multiprompt_input_is_named() {
     ]));
     assert!(!ok && text.contains("cannot be used with"), "{text}");
 }
+
+/// The host API: a request with `segments` gives the library's stitched motion; bad segments
+/// are named.
+#[test]
+fn api_segments_match_the_library() {
+    use kinema::cpu::Isa;
+    use kinema::{BackendChoice, Engine, EngineOptions, GenerateRequest, Kimodo, Noise};
+    let tmp = tempfile::tempdir().unwrap();
+    let (m, gguf) = model("soma30", tmp.path());
+    let llm = m.config.llm_dim;
+    let e: Vec<Vec<f32>> = (0..3)
+        .map(|k| {
+            (0..llm)
+                .map(|i| (i as f32 * 0.13 + k as f32).sin())
+                .collect()
+        })
+        .collect();
+    let engine = Engine::new(EngineOptions {
+        backend: BackendChoice::Cpu,
+        precision: kinema::PrecisionChoice::Strict,
+        threads: Some(2),
+        ..EngineOptions::default()
+    })
+    .unwrap();
+    let k = Kimodo::load(&engine, &gguf).unwrap();
+    let seg = |i: usize, frames| kinema::Segment {
+        text: kinema::TextInput::Embedding(e[i].clone()),
+        frames,
+    };
+    let req = GenerateRequest {
+        steps: 2,
+        noise: Noise::Seed(3),
+        heading: 0.2,
+        segments: vec![seg(1, 14), seg(2, 11)],
+        ..GenerateRequest::new(e[0].clone(), 16)
+    };
+    let got = k.generate(&req).unwrap();
+    assert_eq!(got.frames(), 41);
+    assert_eq!(got.skeleton(), "soma77");
+
+    let b = CpuBackend::with(Isa::select().unwrap(), 2, Precision::Strict).unwrap();
+    let segs: Vec<Segment> = [(0, 16), (1, 14), (2, 11)]
+        .into_iter()
+        .map(|(i, frames)| Segment {
+            embedding: e[i].clone(),
+            frames,
+        })
+        .collect();
+    let mut o = MultiOptions::new(&m);
+    o.steps = 2;
+    o.seed = 3;
+    o.heading = 0.2;
+    let s = multiprompt::sample_segments(&b, &m, &segs, &o, &mut |_, _| ControlFlow::Continue(()))
+        .unwrap();
+    let skel = Skeleton::load(m.config.skeleton).unwrap();
+    let want = motion::decode_raw_output(&s.raw, s.frames, &skel).unwrap();
+    assert_eq!(got.posed_joints(), want.posed_joints.as_slice());
+
+    let bad = |r: GenerateRequest, want: &str| {
+        let err = k.generate(&r).unwrap_err().to_string();
+        assert!(err.contains(want), "want {want:?}, got {err}");
+    };
+    bad(
+        GenerateRequest {
+            segments: vec![seg(1, 0)],
+            ..req.clone()
+        },
+        "segment 1 has 0 frames",
+    );
+    bad(
+        GenerateRequest {
+            segments: vec![kinema::Segment {
+                text: kinema::TextInput::Embedding(vec![0.0; 3]),
+                frames: 9,
+            }],
+            ..req.clone()
+        },
+        "GenerateRequest.segments[0].text",
+    );
+    bad(
+        GenerateRequest {
+            noise: Noise::Values(vec![0.0; 16 * m.config.motion_dim]),
+            ..req.clone()
+        },
+        "Noise::Values gives one sampling loop",
+    );
+}

@@ -52,7 +52,7 @@ mod kimodo;
 mod motionbricks;
 
 pub use engine::{Engine, EngineOptions};
-pub use kimodo::{Embeddings, GenerateRequest, Kimodo, Motion, Noise, TextInput};
+pub use kimodo::{Embeddings, GenerateRequest, Kimodo, Motion, Noise, Segment, TextInput};
 pub use motionbricks::{Draws, MotionBricks, Plan, PlanRequest};
 
 pub use crate::device::BackendChoice;
