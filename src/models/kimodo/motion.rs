@@ -256,7 +256,7 @@ pub fn decode_output(
 
 /// [`inverse`] of unnormalised features, then for SOMA30 the SOMA77 expansion: how upstream's
 /// multi-prompt path decodes its stitched motion (`motion_rep.inverse(...,
-/// is_normalized=False)`, `kimodo/model/kimodo_model.py#L296-300`, then #L334-336).
+/// is_normalized=False)`, `kimodo/model/kimodo_model.py#L316-320`, then #L335-336).
 pub fn decode_raw_output(features: &[f32], frames: usize, skeleton: &Skeleton) -> Result<Motion> {
     let m = inverse(features, frames, skeleton)?;
     if m.skeleton == SkeletonKind::Soma30 {

@@ -8,22 +8,22 @@
 //! 1. Segment 0 is generated alone (`frames` frames, the first heading angle as given).
 //! 2. Segment `k > 0` takes back the last `overlap = n + int(0.10 * frames[k-1])` frames of
 //!    what is stitched so far (`share_transition=True`, `percentage_transition_override=0.10`,
-//!    `n = num_transition_frames`, default 5; #L186-197) and generates `overlap + frames[k]`
+//!    `n = num_transition_frames`, default 5; #L190-204) and generates `overlap + frames[k]`
 //!    frames. Its first `n` frames are pinned by a full-body constraint made from the taken-back
 //!    frames (`FullBodyConstraintSet`: every joint's position, the smooth root's (x, z), the
-//!    root height and the hip heading; no rotations; #L205-231), placed before the segment's
-//!    own constraints (#L233-235). The whole observed motion is moved so that the smooth root
+//!    root height and the hip heading; no rotations; #L206-240), placed before the segment's
+//!    own constraints (#L242-243). The whole observed motion is moved so that the smooth root
 //!    of the first taken-back frame is the origin (`translate_2d`, x and z of the smooth root
-//!    only, #L237-243), masked, normalised; the heading token gets that frame's hip heading
-//!    (#L246). So the new segment is re-rooted, not rotated.
-//! 3. The result is unnormalised and moved back (#L264-269). Its first `n` frames are blended
+//!    only, #L245-252), masked, normalised (#L265); the heading token gets that frame's hip
+//!    heading (#L255). So the new segment is re-rooted, not rotated.
+//! 3. The result is unnormalised and moved back (#L282-288). Its first `n` frames are blended
 //!    with the first `n` taken-back frames in feature space, `old alpha + (1 - alpha) new` with
-//!    `alpha = linspace(1, 0, n)` (#L271-281); the rest of the taken-back frames are dropped
-//!    (segment `k` regenerated them) and its frames after the first `n` follow (#L283-290).
+//!    `alpha = linspace(1, 0, n)` (#L290-300); the rest of the taken-back frames are dropped
+//!    (segment `k` regenerated them) and its frames after the first `n` follow (#L304-311).
 //!
 //! The stitched motion has `sum(frames)` frames and is decoded from the unnormalised features
-//! (#L296-300). Constraints of a whole-timeline `constraints.json` are cropped to each segment
-//! (`crop_move`, #L170-176): here they are built once over the whole timeline unnormalised
+//! (#L316-320). Constraints of a whole-timeline `constraints.json` are cropped to each segment
+//! (`crop_move`, #L177-187): here they are built once over the whole timeline unnormalised
 //! ([`super::constraints::build_raw`]) and each segment takes its rows, which is the same since every
 //! entry's data is per frame.
 
@@ -37,11 +37,11 @@ use super::skeleton::Skeleton;
 use crate::backend::Backend;
 use crate::{Error, Result};
 
-/// Upstream's default `num_transition_frames` (`kimodo_model.py#L136`, the CLI's
+/// Upstream's default `num_transition_frames` (`kimodo_model.py#L135`, the CLI's
 /// `--num_transition_frames`, `kimodo/scripts/generate.py#L53-57`).
 pub const TRANSITION_FRAMES: usize = 5;
 
-/// `percentage_transition_override` (`kimodo_model.py#L138`): the share of the previous
+/// `percentage_transition_override` (`kimodo_model.py#L137`): the share of the previous
 /// segment's frames that the next one regenerates, beyond the transition frames.
 pub const TRANSITION_SHARE: f64 = 0.10;
 
@@ -187,7 +187,7 @@ pub fn transition(
             tail.len()
         )));
     }
-    // `motion_rep.inverse(latest_frames, is_normalized=False)` (#L199-203): posed joints by
+    // `motion_rep.inverse(latest_frames, is_normalized=False)` (#L206-211): posed joints by
     // FK on the model's skeleton.
     let m = motion::inverse(tail, overlap, skel)?;
     let nj = skel.num_joints();
@@ -202,7 +202,7 @@ pub fn transition(
         let (sx, sz) = (m.smooth_root_pos[t * 3], m.smooth_root_pos[t * 3 + 2]);
         let p = &m.posed_joints[t * nj * 3..(t + 1) * nj * 3];
         // create_conditions (kimodo_motionrep.py#L241-293) for one FullBodyConstraintSet:
-        // smooth root (x, z), root y (the posed root's, constraints.py#L224-225), heading
+        // smooth root (x, z), root y (the posed root's, constraints.py#L226), heading
         // (cos, sin) of the hip angle, positions relative to (smooth x, 0, smooth z).
         row[sr] = sx;
         row[sr + 2] = sz;
@@ -237,7 +237,7 @@ pub fn transition(
         obs[overlap * dim..].copy_from_slice(&c.features);
         mask[overlap * dim..].copy_from_slice(&c.mask);
     }
-    // translate_2d(observed, -origin), then `observed * mask` (#L237-243).
+    // translate_2d(observed, -origin), then `observed * mask` (#L245-252).
     let origin = [m.smooth_root_pos[0], m.smooth_root_pos[2]];
     for (row, mrow) in obs.chunks_exact_mut(dim).zip(mask.chunks_exact(dim)) {
         row[sr] += -origin[0];
@@ -495,7 +495,7 @@ pub fn sample_segments<B: Backend>(
         let mut raw = s.features.clone();
         motion::unnormalize(&model.stats, &mut raw)?;
         if p.overlap > 0 {
-            // translate_2d(motion, origin) (#L264-267).
+            // translate_2d(motion, origin) (#L285-288).
             for row in raw.chunks_exact_mut(dim) {
                 row[FeatureLayout::SMOOTH_ROOT] += origin[0];
                 row[FeatureLayout::SMOOTH_ROOT + 2] += origin[1];
