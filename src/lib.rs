@@ -46,7 +46,7 @@ pub mod vulkan;
 pub use api::{
     BackendChoice, Draws, Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo, Motion,
     MotionBricks, MotionParts, Noise, Plan, PlanRequest, PrecisionChoice, Progress, ProgressFn,
-    Sampling, Stage, TextInput,
+    Sampling, Segment, Stage, TextInput,
 };
 pub use backend::{Backend, BufRef};
 pub use error::{Error, Result};

@@ -109,9 +109,10 @@ fn generate_writes_the_npz_of_kinema_generate() {
     let out = tmp.path().join("cli.npz");
     let cli_req = cli::GenerateRequest {
         model: m.kimodo.clone(),
-        embedding: emb,
+        embeddings: vec![emb],
         noise: None,
-        frames: Some(12),
+        frames: vec![12],
+        transition_frames: 5,
         steps: 4,
         cfg_text: None,
         cfg_constraint: None,

@@ -10,6 +10,7 @@ use crate::backend::Backend;
 use crate::device::BackendVisitor;
 use crate::formats::write_atomic;
 use crate::models::kimodo::generate::{Generation, check_embedding_scale, npz_bytes, run_model};
+use crate::models::kimodo::multiprompt::{self, MultiOptions, MultiSample};
 use crate::models::kimodo::sampler::{Diagnostics, SampleOptions};
 use crate::models::kimodo::{KimodoConfig, KimodoModel};
 use crate::{Error, Result};
@@ -99,6 +100,24 @@ pub struct GenerateRequest {
     pub heading: f32,
     /// Keep the first step's stage outputs and guided prediction ([`Motion::diagnostics`]).
     pub diagnostics: bool,
+    /// More segments of the SAME motion after `text` and `frames` (upstream's multi-prompt,
+    /// [`crate::models::kimodo::multiprompt`]): each continues the motion through upstream's
+    /// transition. Empty (the default): one segment. With segments the noise must be
+    /// [`Noise::Seed`] (each segment draws the next values of the seed's stream) and
+    /// `diagnostics` false; `cfg_rows` applies to the first segment, the others run 3 rows.
+    pub segments: Vec<Segment>,
+    /// Frames pinned and blended at each transition (upstream's `num_transition_frames`,
+    /// default 5).
+    pub transition_frames: usize,
+}
+
+/// One more segment of a multi-prompt motion ([`GenerateRequest::segments`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Segment {
+    /// Its text condition.
+    pub text: TextInput,
+    /// Its frames in the motion (at least 1).
+    pub frames: usize,
 }
 
 impl GenerateRequest {
@@ -115,6 +134,8 @@ impl GenerateRequest {
             cfg_rows: 2,
             heading: 0.0,
             diagnostics: false,
+            segments: Vec::new(),
+            transition_frames: crate::models::kimodo::multiprompt::TRANSITION_FRAMES,
         }
     }
 }
@@ -341,6 +362,9 @@ impl Kimodo {
                 "GenerateRequest.steps = 0: the sampler needs at least one DDIM step".into(),
             ));
         }
+        if !req.segments.is_empty() {
+            return self.generate_segments(req, embedding, progress);
+        }
         if !(2..=c.max_frames()).contains(&req.frames) {
             return Err(Error::InvalidArgument(format!(
                 "GenerateRequest.frames = {}: expected 2 to {} (the positional-encoding table \
@@ -381,6 +405,104 @@ impl Kimodo {
             cfg_rows: opts.cfg_rows,
             diagnostics: g.sample.diagnostics,
         })
+    }
+}
+
+impl Kimodo {
+    /// A request with [`GenerateRequest::segments`]: the segments stitched into one motion.
+    fn generate_segments(
+        &self,
+        req: &GenerateRequest,
+        first: &[f32],
+        progress: &mut ProgressFn<'_>,
+    ) -> Result<Motion> {
+        let c = &self.model.config;
+        let Noise::Seed(seed) = req.noise else {
+            return Err(Error::InvalidArgument(
+                "GenerateRequest.noise: Noise::Values gives one sampling loop's x_T; a request \
+                 with segments draws each segment's noise from Noise::Seed"
+                    .into(),
+            ));
+        };
+        if req.diagnostics {
+            return Err(Error::InvalidArgument(
+                "GenerateRequest.diagnostics: a request with segments runs one sampling loop \
+                 per segment; diagnostics hold one"
+                    .into(),
+            ));
+        }
+        check_embedding_scale(&self.model, first, "GenerateRequest.text")?;
+        let mut segs = vec![multiprompt::Segment {
+            embedding: first.to_vec(),
+            frames: req.frames,
+        }];
+        for (i, s) in req.segments.iter().enumerate() {
+            let TextInput::Embedding(e) = &s.text;
+            let label = format!("GenerateRequest.segments[{i}].text");
+            if e.len() != c.llm_dim {
+                return Err(Error::Shape(format!(
+                    "{label}: the embedding has {} values; this model takes {}",
+                    e.len(),
+                    c.llm_dim
+                )));
+            }
+            check_embedding_scale(&self.model, e, &label)?;
+            segs.push(multiprompt::Segment {
+                embedding: e.clone(),
+                frames: s.frames,
+            });
+        }
+        let mut opts = MultiOptions::new(&self.model);
+        opts.steps = req.steps;
+        opts.cfg_rows = req.cfg_rows;
+        opts.heading = req.heading;
+        opts.seed = seed;
+        opts.transition = req.transition_frames;
+        if let Some(w) = req.cfg_text {
+            opts.cfg_text = w;
+        }
+        if let Some(w) = req.cfg_constraint {
+            opts.cfg_constraint = w;
+        }
+        let ms = self.engine.backend().visit(MultiRun {
+            model: &self.model,
+            segments: &segs,
+            opts: &opts,
+            progress,
+        })?;
+        let skel = crate::models::kimodo::Skeleton::load(c.skeleton)?;
+        let motion = crate::models::kimodo::motion::decode_raw_output(&ms.raw, ms.frames, &skel)?;
+        let mut features = ms.raw;
+        crate::models::kimodo::motion::normalize(&self.model.stats, &mut features)?;
+        report(progress, Stage::Decode, 1, 1)?;
+        Ok(Motion {
+            motion,
+            features,
+            feature_dim: c.motion_dim,
+            fps: c.fps,
+            cfg_rows: opts.cfg_rows,
+            diagnostics: None,
+        })
+    }
+}
+
+/// [`multiprompt::sample_segments`] on the engine's backend.
+struct MultiRun<'a, 'p> {
+    model: &'a KimodoModel,
+    segments: &'a [multiprompt::Segment],
+    opts: &'a MultiOptions,
+    progress: &'a mut ProgressFn<'p>,
+}
+
+impl BackendVisitor for MultiRun<'_, '_> {
+    type Output = Result<MultiSample>;
+    fn visit<B: Backend>(self, b: &B) -> Result<MultiSample> {
+        let progress = self.progress;
+        let mut step = |done, n| match report(progress, Stage::Sample, done, n) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(_) => ControlFlow::Break(()),
+        };
+        multiprompt::sample_segments(b, self.model, self.segments, self.opts, &mut step)
     }
 }
 

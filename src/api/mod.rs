@@ -52,7 +52,9 @@ mod kimodo;
 mod motionbricks;
 
 pub use engine::{Engine, EngineOptions};
-pub use kimodo::{Embeddings, GenerateRequest, Kimodo, Motion, MotionParts, Noise, TextInput};
+pub use kimodo::{
+    Embeddings, GenerateRequest, Kimodo, Motion, MotionParts, Noise, Segment, TextInput,
+};
 pub use motionbricks::{Draws, MotionBricks, Plan, PlanRequest};
 
 pub use crate::device::BackendChoice;

@@ -12,6 +12,7 @@ use kinema::models::kimodo::convert::{self, ConvertOptions};
 use kinema::models::kimodo::export::{Exports, Format};
 use kinema::models::kimodo::generate::{self, GenerateReport, GenerateRequest, describe_backend};
 use kinema::models::kimodo::import;
+use kinema::models::kimodo::multiprompt::{self, TimelineText};
 use kinema::models::kimodo::{Kimodo, SkeletonKind, bench, drift};
 use kinema::models::kit::output::OutputPlan;
 
@@ -24,15 +25,25 @@ pub struct GenerateOpts {
     #[arg(long)]
     model: PathBuf,
     /// Text feature: float32 .npy of shape [1, 4096] or [1, 1, 4096] (upstream's LLM2Vec
-    /// output for the prompt).
+    /// output for the prompt). Repeatable: with one --frames (or none), one motion per
+    /// embedding in one batched graph; with one --frames per embedding, consecutive segments
+    /// of one motion (multi-prompt).
     #[arg(long)]
-    embedding: Option<PathBuf>,
+    embedding: Vec<PathBuf>,
     /// A text prompt, embedded with --text-model (LLM2Vec) before the motion model loads;
-    /// instead of --embedding.
+    /// instead of --embedding. Repeatable, as --embedding.
     #[arg(long, conflicts_with = "embedding", requires = "text_model")]
-    prompt: Option<String>,
-    /// The LLM2Vec text model for --prompt (`kinema convert llm2vec`).
-    #[arg(long, requires = "prompt")]
+    prompt: Vec<String>,
+    /// A timeline JSON: [{"prompt": TEXT | "embedding": FILE.npy, "frames": N}, ...], the
+    /// segments of one motion in order (instead of --prompt/--embedding and --frames).
+    #[arg(long, conflicts_with_all = ["embedding", "prompt", "frames"])]
+    timeline: Option<PathBuf>,
+    /// Multi-prompt: frames pinned and blended at each transition (upstream's
+    /// num_transition_frames).
+    #[arg(long, default_value_t = 5)]
+    transition_frames: usize,
+    /// The LLM2Vec text model for --prompt and timeline prompts (`kinema convert llm2vec`).
+    #[arg(long)]
     text_model: Option<PathBuf>,
     /// With --prompt: the Llama-3 chat template on, off, or auto (the text model's default,
     /// decided at conversion as upstream decides it).
@@ -49,9 +60,10 @@ pub struct GenerateOpts {
     /// drawn from --seed.
     #[arg(long)]
     noise: Option<PathBuf>,
-    /// Frames at 30 fps (2 to 4948); may be omitted with --noise.
+    /// Frames at 30 fps (2 to 4948); may be omitted with --noise. Repeatable: one per
+    /// --prompt/--embedding makes them consecutive segments of one motion.
     #[arg(long)]
-    frames: Option<usize>,
+    frames: Vec<usize>,
     /// DDIM steps.
     #[arg(long, default_value_t = 100)]
     steps: usize,
@@ -370,30 +382,75 @@ impl Drop for ScratchDir {
 /// `kinema generate`.
 pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
     let selection = o.run.select()?;
-    // With --prompt, the embedding is a cache entry (or, with --no-cache, a temporary file
-    // removed when `_scratch` drops).
-    let mut _scratch = None;
-    let embedding = match (&o.embedding, &o.prompt, &o.text_model) {
-        (Some(e), None, _) => e.clone(),
-        (None, Some(prompt), Some(text_model)) => {
-            let (path, scratch) = embed_prompt(o, &selection, prompt, text_model)?;
-            _scratch = scratch;
-            path
+    // The text features and frames: --timeline entries, or the --prompt/--embedding and
+    // --frames lists.
+    enum Text {
+        Prompt(String),
+        File(PathBuf),
+    }
+    let (texts, frames): (Vec<Text>, Vec<usize>) = match &o.timeline {
+        Some(t) => {
+            let bytes = std::fs::read(t).map_err(|e| kinema::Error::io(t, e))?;
+            let base = t.parent().unwrap_or(Path::new("."));
+            let entries = multiprompt::parse_timeline(&bytes, base).map_err(|e| match e {
+                kinema::Error::InvalidArgument(m) => {
+                    kinema::Error::InvalidArgument(format!("{}: {m}", t.display()))
+                }
+                e => e,
+            })?;
+            entries
+                .into_iter()
+                .map(|e| {
+                    let text = match e.text {
+                        TimelineText::Prompt(p) => Text::Prompt(p),
+                        TimelineText::Embedding(p) => Text::File(p),
+                    };
+                    (text, e.frames)
+                })
+                .unzip()
         }
-        _ => {
-            return Err(kinema::Error::InvalidArgument(
-                "give --embedding FILE.npy (the text feature of the prompt) or --prompt TEXT \
-                 with --text-model text.gguf"
-                    .into(),
-            ));
+        None => {
+            let texts = if o.prompt.is_empty() {
+                o.embedding.iter().cloned().map(Text::File).collect()
+            } else {
+                o.prompt.iter().cloned().map(Text::Prompt).collect()
+            };
+            (texts, o.frames.clone())
         }
     };
+    // A prompt's embedding is a cache entry (or, with --no-cache, a temporary file removed
+    // when `_scratch` drops).
+    let mut _scratch = Vec::new();
+    let mut embeddings = Vec::with_capacity(texts.len());
+    for t in texts {
+        match t {
+            Text::File(p) => embeddings.push(p),
+            Text::Prompt(prompt) => {
+                let Some(text_model) = &o.text_model else {
+                    return Err(kinema::Error::InvalidArgument(format!(
+                        "prompt {prompt:?} needs --text-model text.gguf (LLM2Vec) to embed it"
+                    )));
+                };
+                let (path, scratch) = embed_prompt(o, &selection, &prompt, text_model)?;
+                _scratch.extend(scratch);
+                embeddings.push(path);
+            }
+        }
+    }
+    if embeddings.is_empty() {
+        return Err(kinema::Error::InvalidArgument(
+            "give --embedding FILE.npy (the text feature of the prompt), --prompt TEXT with \
+             --text-model text.gguf, or --timeline FILE.json"
+                .into(),
+        ));
+    }
     let show = !o.run.quiet && std::io::stderr().is_terminal();
     let req = GenerateRequest {
         model: o.model.clone(),
-        embedding,
+        embeddings,
         noise: o.noise.clone(),
-        frames: o.frames,
+        frames,
+        transition_frames: o.transition_frames,
         steps: o.steps,
         cfg_text: o.cfg_text,
         cfg_constraint: o.cfg_constraint,
@@ -454,7 +511,7 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
             r.steps,
             r.timings.per_step_ms,
             r.timings.total_s,
-            if req.samples > 1 {
+            if req.motions() > 1 {
                 "a JSON sidecar beside each npz".to_string()
             } else {
                 req.sidecar().display().to_string()

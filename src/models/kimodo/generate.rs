@@ -18,6 +18,7 @@ use super::constraints::{self, Conditions};
 use super::export::{Exports, Format};
 use super::glb;
 use super::motion::{self, Motion};
+use super::multiprompt::{self, MultiOptions, Segment};
 use super::sampler::{self, Diagnostics, Sample, SampleOptions};
 use super::skeleton::Skeleton;
 use crate::backend::{Backend, BackendInfo};
@@ -32,10 +33,16 @@ pub use crate::models::kit::identity::ModelIdentity;
 #[derive(Clone, Debug)]
 pub struct GenerateRequest {
     pub model: PathBuf,
-    pub embedding: PathBuf,
+    /// Text features (`.npy`), at least one. Several with one (or no) entry in `frames`: one
+    /// motion each, run as one batched graph. Several with as many `frames`: consecutive
+    /// segments of ONE motion (upstream's multi-prompt, see [`super::multiprompt`]).
+    pub embeddings: Vec<PathBuf>,
     pub noise: Option<PathBuf>,
-    /// Frames; may be omitted when `noise` gives them.
-    pub frames: Option<usize>,
+    /// Frames: none (when `noise` gives them), one (every motion), or one per embedding
+    /// (segments).
+    pub frames: Vec<usize>,
+    /// Multi-prompt transition frames (upstream's `num_transition_frames`, default 5).
+    pub transition_frames: usize,
     pub steps: usize,
     /// Default: the model's (2, 2).
     pub cfg_text: Option<f32>,
@@ -57,10 +64,47 @@ pub struct GenerateRequest {
     pub exports: Exports,
 }
 
+/// What a request generates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One text feature: `samples` motions from seeds `seed..`.
+    Single,
+    /// Several text features, one motion each, in one batched graph.
+    Batch(usize),
+    /// Several text features with their frames: consecutive segments of one motion (per
+    /// sample).
+    Segments(usize),
+}
+
 impl GenerateRequest {
     /// The JSON sidecar's path: the output's with the extension `.json`.
     pub fn sidecar(&self) -> PathBuf {
         self.output.with_extension("json")
+    }
+
+    /// What the counts of embeddings and frames ask for; mismatched counts are an error.
+    pub fn mode(&self) -> Result<Mode> {
+        let (n, f) = (self.embeddings.len(), self.frames.len());
+        match (n, f) {
+            (0, _) => Err(Error::InvalidArgument(
+                "no text feature: give --embedding FILE.npy, --prompt TEXT or --timeline".into(),
+            )),
+            (1, 0 | 1) => Ok(Mode::Single),
+            (n, 0 | 1) => Ok(Mode::Batch(n)),
+            (n, f) if n == f => Ok(Mode::Segments(n)),
+            (n, f) => Err(Error::InvalidArgument(format!(
+                "{n} prompts/embeddings and {f} --frames: give one --frames for all (one \
+                 motion per prompt) or one per prompt (consecutive segments of one motion)"
+            ))),
+        }
+    }
+
+    /// Motions written: the samples, or one per text feature of a batch.
+    pub fn motions(&self) -> usize {
+        match self.mode() {
+            Ok(Mode::Batch(n)) => n,
+            _ => self.samples,
+        }
     }
 
     /// Each sample's `(npz, glb)` paths. One sample: `--output` and `--glb` as given. More:
@@ -68,7 +112,8 @@ impl GenerateRequest {
     /// `<stem>` (the path without its extension) holding `<stem>_00.npz`, `<stem>_01.npz`, ...,
     /// and likewise for the GLB; each npz has its JSON sidecar beside it.
     pub fn sample_outputs(&self) -> Vec<(PathBuf, Option<PathBuf>)> {
-        if self.samples <= 1 {
+        let motions = self.motions();
+        if motions <= 1 {
             return vec![(self.output.clone(), self.glb.clone())];
         }
         let numbered = |p: &Path, ext: &str, i: usize| {
@@ -79,7 +124,7 @@ impl GenerateRequest {
                 .unwrap_or_default();
             folder.join(format!("{base}_{i:02}.{ext}"))
         };
-        (0..self.samples)
+        (0..motions)
             .map(|i| {
                 (
                     numbered(&self.output, "npz", i),
@@ -115,13 +160,54 @@ impl GenerateRequest {
                 "--steps 0: the sampler needs at least one DDIM step".into(),
             ));
         }
-        if self.samples > 1
+        let mode = self.mode()?;
+        if self.motions() > 1
             && let Some((_, _, flag)) = self.exports.files.first()
         {
             return Err(Error::InvalidArgument(format!(
-                "{flag} with --samples {}: each sample is written as <stem>/<stem>_NN.npz (and                  .glb); convert the one you want with `kinema convert motion`",
-                self.samples
+                "{flag} with {} motions: each is written as <stem>/<stem>_NN.npz (and \
+                 .glb); convert the one you want with `kinema convert motion`",
+                self.motions()
             )));
+        }
+        match mode {
+            Mode::Single => {}
+            Mode::Batch(n) => {
+                if self.samples > 1 {
+                    return Err(Error::InvalidArgument(format!(
+                        "--samples {} with {n} prompts: each prompt gives one motion (seed + \
+                         i for prompt i); run the prompts separately for several samples each",
+                        self.samples
+                    )));
+                }
+                if self.noise.is_some() {
+                    return Err(Error::InvalidArgument(format!(
+                        "--noise gives one motion's x_T; the {n} prompts draw theirs from the \
+                         seed (seed + i for prompt i)"
+                    )));
+                }
+            }
+            Mode::Segments(n) => {
+                if self.noise.is_some() {
+                    return Err(Error::InvalidArgument(format!(
+                        "--noise gives one motion's x_T; the {n} segments draw theirs from \
+                         the seed"
+                    )));
+                }
+                if self.diagnostics {
+                    return Err(Error::InvalidArgument(format!(
+                        "--diagnostics holds one sampling loop's first step; the {n} \
+                         segments of a multi-prompt motion each run their own"
+                    )));
+                }
+                if self.transition_frames == 0 {
+                    return Err(Error::InvalidArgument(
+                        "--transition-frames 0: upstream pins and blends at least one frame \
+                         (default 5)"
+                            .into(),
+                    ));
+                }
+            }
         }
         if !(self.cfg_rows == 2 || self.cfg_rows == 3) {
             return Err(Error::InvalidArgument(format!(
@@ -161,8 +247,10 @@ impl GenerateRequest {
     /// or with an input, and must be regular files or absent.
     pub fn output_plan(&self) -> OutputPlan {
         let mut plan = OutputPlan::new();
-        plan.input(&self.model, "--model")
-            .input(&self.embedding, "--embedding");
+        plan.input(&self.model, "--model");
+        for e in &self.embeddings {
+            plan.input(e, "--embedding");
+        }
         if let Some(n) = &self.noise {
             plan.input(n, "--noise");
         }
@@ -249,7 +337,15 @@ pub struct GenerateReport {
     pub samples: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sample: Option<usize>,
+    /// Frames of the motion (with segments: their sum).
     pub frames: usize,
+    /// Multi-prompt: each segment's text feature, frames, first frame in the motion, frames
+    /// taken back for its transition and frames generated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segments: Option<Vec<SegmentReport>>,
+    /// Multi-prompt: `num_transition_frames`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transition_frames: Option<usize>,
     pub fps: f32,
     pub steps: usize,
     pub cfg_text: f32,
@@ -274,6 +370,16 @@ pub struct GenerateReport {
     pub timings: ReportTimings,
 }
 
+/// One segment of a multi-prompt motion, in the sidecar.
+#[derive(Clone, Debug, Serialize)]
+pub struct SegmentReport {
+    pub embedding: String,
+    pub frames: usize,
+    pub start: usize,
+    pub overlap: usize,
+    pub generated: usize,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct ReportTimings {
     pub load_s: f64,
@@ -294,7 +400,9 @@ pub fn generate<B: Backend>(
 ) -> Result<GenerateReport> {
     let t0 = Instant::now();
     req.validate()?;
-    if req.samples > 1 {
+    let mode = req.mode()?;
+    let motions = req.motions();
+    if motions > 1 {
         // Upstream makes the `<stem>` folders too (`os.makedirs`, generate.py#L156).
         for (npz, glb) in req.sample_outputs().iter().take(1) {
             for p in std::iter::once(npz).chain(glb) {
@@ -311,13 +419,16 @@ pub fn generate<B: Backend>(
     let weights = model.weight_dtype()?.name();
     let cfg = &model.config;
     let exports = req.exports.prepare(cfg.skeleton)?;
-    let embedding = read_embedding(&req.embedding, cfg.llm_dim)?;
-    let label = format!("embedding {}", req.embedding.display());
-    check_embedding_scale(&model, &embedding, &label)?;
+    let mut embeddings = Vec::with_capacity(req.embeddings.len());
+    for p in &req.embeddings {
+        let e = read_embedding(p, cfg.llm_dim)?;
+        check_embedding_scale(&model, &e, &format!("embedding {}", p.display()))?;
+        embeddings.push(e);
+    }
     let noise = match &req.noise {
         Some(p) => {
             let (x, t) = read_noise(p, cfg.motion_dim)?;
-            if let Some(f) = req.frames
+            if let Some(&f) = req.frames.first()
                 && f != t
             {
                 return Err(Error::InvalidArgument(format!(
@@ -329,17 +440,18 @@ pub fn generate<B: Backend>(
         }
         None => None,
     };
-    let frames = match (&noise, req.frames) {
-        (Some((_, t)), _) => *t,
-        (None, Some(f)) => f,
-        (None, None) => {
+    let max = cfg.max_frames();
+    let frames = match (mode, &noise, req.frames.first()) {
+        (Mode::Segments(_), _, _) => req.frames.iter().sum(),
+        (_, Some((_, t)), _) => *t,
+        (_, None, Some(&f)) => f,
+        (_, None, None) => {
             return Err(Error::InvalidArgument(
                 "--frames is required unless --noise gives the length".into(),
             ));
         }
     };
-    let max = cfg.max_frames();
-    if !(2..=max).contains(&frames) {
+    if !matches!(mode, Mode::Segments(_)) && !(2..=max).contains(&frames) {
         return Err(Error::InvalidArgument(format!(
             "--frames {frames} is outside 2..={max} (the positional-encoding table holds 5000 \
              tokens, {} of them the prefix; the root bridge needs two frames)",
@@ -352,7 +464,7 @@ pub fn generate<B: Backend>(
     opts.heading = req.heading;
     opts.seed = req.seed;
     opts.diagnostics = req.diagnostics;
-    opts.samples = req.samples;
+    opts.samples = motions;
     if let Some(w) = req.cfg_text {
         opts.cfg_text = w;
     }
@@ -362,29 +474,107 @@ pub fn generate<B: Backend>(
     let seeded = noise.is_none();
     opts.noise = noise.map(|(x, _)| x);
     let skel = Skeleton::load(cfg.skeleton)?;
+    let mut constrained_entries = None;
     if let Some(p) = &req.constraints {
         let (_, cond) = constraints::load(p, &skel, &model.stats, frames)?;
+        constrained_entries = Some(cond.count());
         opts.constraints = Some(cond);
     }
     let load_s = t0.elapsed().as_secs_f64();
 
-    let sample = sampler::sample(backend, &model, &embedding, &opts, progress)?;
-    check_sampled(&sample.features, cfg.motion_dim, &embedding, &opts)?;
-
-    let t_dec = Instant::now();
+    // Every motion's normalised features, diagnostics and decoded motion.
     let dim = cfg.motion_dim;
+    let mut produced: Vec<(Sample, Motion)> = Vec::with_capacity(motions);
+    let mut segments_report = None;
+    let timings;
+    let t_dec;
+    if let Mode::Segments(_) = mode {
+        let mut mo = MultiOptions::new(&model);
+        mo.steps = opts.steps;
+        mo.cfg_text = opts.cfg_text;
+        mo.cfg_constraint = opts.cfg_constraint;
+        mo.cfg_rows = opts.cfg_rows;
+        mo.heading = opts.heading;
+        mo.transition = req.transition_frames;
+        if let Some(p) = &req.constraints {
+            let bytes = std::fs::read(p).map_err(|e| Error::io(p, e))?;
+            let list = constraints::parse(&bytes)?;
+            mo.constraints = Some(constraints::build_raw(&list, &skel, frames)?);
+        }
+        let segments: Vec<Segment> = embeddings
+            .iter()
+            .zip(&req.frames)
+            .map(|(e, &f)| Segment {
+                embedding: e.clone(),
+                frames: f,
+            })
+            .collect();
+        let mut runs = Vec::with_capacity(motions);
+        let mut sum = sampler::Timings::default();
+        for i in 0..motions {
+            mo.seed = req.seed + i as u64;
+            let total = req.steps * segments.len() * motions;
+            let base = i * req.steps * segments.len();
+            let mut prog = |done: usize, _n: usize| {
+                progress(base + done, total);
+                ControlFlow::Continue(())
+            };
+            let ms = multiprompt::sample_segments(backend, &model, &segments, &mo, &mut prog)?;
+            sum.build_s += ms.timings.build_s;
+            sum.steps_s += ms.timings.steps_s;
+            runs.push(ms);
+        }
+        sum.per_step_ms = sum.steps_s * 1e3 / (req.steps * segments.len() * motions) as f64;
+        timings = sum;
+        t_dec = Instant::now();
+        segments_report = Some(
+            runs[0]
+                .segments
+                .iter()
+                .zip(&req.embeddings)
+                .map(|(r, e)| SegmentReport {
+                    embedding: e.display().to_string(),
+                    frames: r.plan.frames,
+                    start: r.plan.start,
+                    generated: r.plan.generated,
+                    overlap: r.plan.overlap,
+                })
+                .collect(),
+        );
+        for ms in runs {
+            let motion = motion::decode_raw_output(&ms.raw, ms.frames, &skel)?;
+            let mut features = ms.raw;
+            motion::normalize(&model.stats, &mut features)?;
+            produced.push((
+                Sample {
+                    features,
+                    diagnostics: None,
+                    timings,
+                },
+                motion,
+            ));
+        }
+    } else {
+        let embedding = embeddings.concat();
+        let sample = sampler::sample(backend, &model, &embedding, &opts, progress)?;
+        check_sampled(&sample.features, cfg.motion_dim, &embedding, &opts)?;
+        timings = sample.timings;
+        t_dec = Instant::now();
+        for i in 0..motions {
+            let one = if motions > 1 {
+                sample_slice(&sample, i, motions, opts.cfg_rows, frames, dim)
+            } else {
+                sample.clone()
+            };
+            let motion = motion::decode_output(&one.features, frames, &skel, &model.stats)?;
+            produced.push((one, motion));
+        }
+    }
+
     let mut written = Vec::new();
     let mut out_skel_name = "";
-    let per = frames * dim;
     let rows = opts.cfg_rows;
-    for (i, (npz_path, glb_path)) in req.sample_outputs().into_iter().enumerate() {
-        let one = if req.samples > 1 {
-            sample_slice(&sample, i, req.samples, rows, frames, dim)
-        } else {
-            sample.clone()
-        };
-        debug_assert_eq!(one.features.len(), per);
-        let motion = motion::decode_output(&one.features, frames, &skel, &model.stats)?;
+    for ((npz_path, glb_path), (one, motion)) in req.sample_outputs().into_iter().zip(&produced) {
         let out_skel = if motion.skeleton == skel.kind {
             skel.clone()
         } else {
@@ -392,7 +582,7 @@ pub fn generate<B: Backend>(
         };
         out_skel_name = motion.skeleton.name();
         let npz = npz_bytes(
-            &motion,
+            motion,
             &one.features,
             one.diagnostics.as_ref(),
             opts.constraints.as_ref(),
@@ -403,17 +593,17 @@ pub fn generate<B: Backend>(
         written.push(npz_path.display().to_string());
         if let Some(g) = &glb_path {
             let bytes = if req.exports.skin.is_some() {
-                exports.render(Format::Glb, &motion, cfg.fps)?
+                exports.render(Format::Glb, motion, cfg.fps)?
             } else {
-                glb::glb_bytes(&out_skel, &motion, cfg.fps)?
+                glb::glb_bytes(&out_skel, motion, cfg.fps)?
             };
             outputs.write(g, |w| w.write_all(&bytes))?;
             written.push(g.display().to_string());
         }
-        // --bvh/--csv/--amass write the one motion of a single-sample run (validate refuses
-        // them with --samples).
-        if req.samples <= 1 {
-            written.extend(exports.write(&mut outputs, &motion, cfg.fps)?);
+        // --bvh/--csv/--amass write the one motion of a single-motion run (validate refuses
+        // them with several motions).
+        if motions <= 1 {
+            written.extend(exports.write(&mut outputs, motion, cfg.fps)?);
         }
     }
     let decode_s = t_dec.elapsed().as_secs_f64();
@@ -427,22 +617,24 @@ pub fn generate<B: Backend>(
             keys::SOURCE_SHA256_PREFIX,
             details,
         )?,
-        embedding: req.embedding.display().to_string(),
+        embedding: req.embeddings[0].display().to_string(),
         noise: match &req.noise {
             Some(p) => p.display().to_string(),
             None => "seed".into(),
         },
         seed: seeded.then_some(req.seed),
-        samples: (req.samples > 1).then_some(req.samples),
+        samples: (motions > 1).then_some(motions),
         sample: None,
         frames,
+        segments: segments_report,
+        transition_frames: matches!(mode, Mode::Segments(_)).then_some(req.transition_frames),
         fps: cfg.fps,
         steps: opts.steps,
         cfg_text: opts.cfg_text,
         cfg_constraint: opts.cfg_constraint,
         cfg_rows: opts.cfg_rows,
         constraints: req.constraints.as_ref().map(|p| p.display().to_string()),
-        constrained_entries: opts.constraints.as_ref().map(Conditions::count),
+        constrained_entries,
         heading: opts.heading,
         backend: info.kind,
         device: info.device.clone(),
@@ -453,18 +645,21 @@ pub fn generate<B: Backend>(
         outputs: written,
         timings: ReportTimings {
             load_s,
-            build_s: sample.timings.build_s,
-            sampling_s: sample.timings.steps_s,
-            per_step_ms: sample.timings.per_step_ms,
+            build_s: timings.build_s,
+            sampling_s: timings.steps_s,
+            per_step_ms: timings.per_step_ms,
             decode_s,
             total_s: t0.elapsed().as_secs_f64(),
         },
     };
-    if req.samples > 1 {
+    if motions > 1 {
         for (i, (npz_path, _)) in req.sample_outputs().into_iter().enumerate() {
             let mut r = report.clone();
             r.sample = Some(i);
             r.seed = Some(req.seed + i as u64);
+            if let Mode::Batch(_) = mode {
+                r.embedding = req.embeddings[i].display().to_string();
+            }
             let json = sidecar_json(&r)?;
             outputs.write(&npz_path.with_extension("json"), |w| w.write_all(&json))?;
         }
