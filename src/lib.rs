@@ -44,9 +44,9 @@ pub mod tensor;
 pub mod vulkan;
 
 pub use api::{
-    BackendChoice, Draws, Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo, Motion,
-    MotionBricks, Noise, Plan, PlanRequest, PrecisionChoice, Progress, ProgressFn, Sampling, Stage,
-    TextInput,
+    BackendChoice, ChatTemplate, Draws, Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo,
+    LongText, Motion, MotionBricks, Noise, Plan, PlanRequest, PrecisionChoice, Progress,
+    ProgressFn, Sampling, Stage, TextEncoder, TextInput, TextOptions,
 };
 pub use backend::{Backend, BufRef};
 pub use error::{Error, Result};

@@ -5,6 +5,7 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use super::engine::Engine;
+use super::text::{TextEncoder, TextOptions};
 use super::{ProgressFn, Stage, report};
 use crate::backend::Backend;
 use crate::device::BackendVisitor;
@@ -12,6 +13,7 @@ use crate::formats::write_atomic;
 use crate::models::kimodo::generate::{Generation, check_embedding_scale, npz_bytes, run_model};
 use crate::models::kimodo::sampler::{Diagnostics, SampleOptions};
 use crate::models::kimodo::{KimodoConfig, KimodoModel};
+use crate::models::llm2vec::prompt_cache::check_fits;
 use crate::{Error, Result};
 
 /// Text features: `rows` vectors of `dim` floats, row-major. What a text encoder returns for
@@ -56,14 +58,16 @@ impl Embeddings {
     }
 }
 
-/// What a generation is conditioned on. A prompt joins this enum when the text encoder lands
-/// (the enum is `non_exhaustive` for that reason).
+/// What a generation is conditioned on (`non_exhaustive`: more inputs may join).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum TextInput {
     /// One text feature of the model's width ([`Kimodo::embedding_dim`], 4096 for LLM2Vec),
     /// as upstream's LLM2Vec encoder returns it for the prompt.
     Embedding(Vec<f32>),
+    /// A prompt, embedded by the text encoder the model was given
+    /// ([`Kimodo::with_text_encoder`]) with its options, as [`TextEncoder::encode`] does.
+    Prompt(String),
 }
 
 /// Where the initial noise `x_T` comes from.
@@ -115,6 +119,15 @@ impl GenerateRequest {
             cfg_rows: 2,
             heading: 0.0,
             diagnostics: false,
+        }
+    }
+
+    /// [`GenerateRequest::new`] from a prompt ([`TextInput::Prompt`]): the model must have a
+    /// text encoder ([`Kimodo::with_text_encoder`]).
+    pub fn from_prompt(prompt: impl Into<String>, frames: usize) -> GenerateRequest {
+        GenerateRequest {
+            text: TextInput::Prompt(prompt.into()),
+            ..GenerateRequest::new(Vec::new(), frames)
         }
     }
 }
@@ -233,6 +246,7 @@ pub struct Kimodo {
     engine: Engine,
     model: KimodoModel,
     path: PathBuf,
+    text: Option<TextEncoder>,
 }
 
 impl Kimodo {
@@ -246,7 +260,42 @@ impl Kimodo {
             engine: engine.clone(),
             model,
             path: path.to_path_buf(),
+            text: None,
         })
+    }
+
+    /// [`Kimodo::load`] and [`TextEncoder::load_with`] on one engine, joined by
+    /// [`Kimodo::with_text_encoder`] (which checks that they fit).
+    pub fn load_with_text(
+        engine: &Engine,
+        motion: impl AsRef<Path>,
+        text: impl AsRef<Path>,
+        options: TextOptions,
+    ) -> Result<Kimodo> {
+        let kimodo = Kimodo::load(engine, motion)?;
+        let text = TextEncoder::load_with(engine, text, options)?;
+        kimodo.with_text_encoder(text)
+    }
+
+    /// Gives the model a text encoder for [`TextInput::Prompt`] requests (it may run on
+    /// another engine). Refused unless it fits: its embeddings must have the width the
+    /// motion model takes, and it must be an LLM2Vec encoder (bidirectional attention), not
+    /// a causal language model. The motion file records no more about the encoder it was
+    /// trained with, so these are the checks there are.
+    pub fn with_text_encoder(mut self, text: TextEncoder) -> Result<Kimodo> {
+        check_fits(
+            text.model(),
+            text.path(),
+            "TextEncoder",
+            self.model.config.llm_dim,
+        )?;
+        self.text = Some(text);
+        Ok(self)
+    }
+
+    /// The text encoder given with [`Kimodo::with_text_encoder`].
+    pub fn text_encoder(&self) -> Option<&TextEncoder> {
+        self.text.as_ref()
     }
 
     /// The width of the text feature the model takes (4096 for LLM2Vec).
@@ -294,7 +343,23 @@ impl Kimodo {
         progress: &mut ProgressFn<'_>,
     ) -> Result<Motion> {
         let c = &self.model.config;
-        let TextInput::Embedding(embedding) = &req.text;
+        let encoded;
+        let embedding: &[f32] = match &req.text {
+            TextInput::Embedding(e) => e,
+            TextInput::Prompt(p) => {
+                let Some(text) = &self.text else {
+                    return Err(Error::InvalidArgument(
+                        "GenerateRequest.text is a prompt, but this Kimodo has no text encoder: \
+                         give it one with Kimodo::with_text_encoder (or Kimodo::load_with_text), \
+                         or pass an embedding"
+                            .into(),
+                    ));
+                };
+                encoded = text.encode(&[p.as_str()])?;
+                report(progress, Stage::Encode, 1, 1)?;
+                encoded.as_slice()
+            }
+        };
         if embedding.len() != c.llm_dim {
             return Err(Error::Shape(format!(
                 "GenerateRequest.text: the embedding has {} values; this model takes text \
@@ -368,6 +433,7 @@ impl std::fmt::Debug for Kimodo {
         f.debug_struct("Kimodo")
             .field("path", &self.path)
             .field("engine", &self.engine)
+            .field("text", &self.text)
             .finish()
     }
 }

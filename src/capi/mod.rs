@@ -64,8 +64,8 @@ pub const KINEMA_PRECISION_STRICT: i32 = 1;
 /// `kinema_engine_options.precision`: 16-bit weights, cooperative matrices.
 pub const KINEMA_PRECISION_FAST: i32 = 2;
 
-/// A progress callback: `user` as given, the stage (`"sample"`, `"decode"`, `"plan"`), steps
-/// done and total. Return 0 to go on, anything else to cancel (the call then returns
+/// A progress callback: `user` as given, the stage (`"encode"`, `"sample"`, `"decode"`,
+/// `"plan"`), steps done and total. Return 0 to go on, anything else to cancel (the call then returns
 /// [`KINEMA_ERROR_CANCELLED`]). It runs on the calling thread and must not unwind.
 pub type kinema_progress_fn = Option<
     unsafe extern "C" fn(user: *mut c_void, stage: *const c_char, step: u64, total: u64) -> i32,
@@ -434,6 +434,7 @@ fn progress_of(
             Stage::Sample => c"sample",
             Stage::Decode => c"decode",
             Stage::Plan => c"plan",
+            Stage::Encode => c"encode",
         };
         // SAFETY: the caller gave this function and pointer for this call; it must not unwind.
         match unsafe { f(user, name.as_ptr(), step as u64, total as u64) } {
