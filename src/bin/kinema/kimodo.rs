@@ -22,7 +22,7 @@ use crate::args::RunArgs;
 pub struct GenerateOpts {
     /// The Kimodo model file (`kinema convert kimodo`).
     #[arg(long)]
-    model: PathBuf,
+    pub(crate) model: PathBuf,
     /// Text feature: float32 .npy of shape [1, 4096] or [1, 1, 4096] (upstream's LLM2Vec
     /// output for the prompt).
     #[arg(long)]
@@ -30,21 +30,34 @@ pub struct GenerateOpts {
     /// A text prompt, embedded with --text-model (LLM2Vec) before the motion model loads;
     /// instead of --embedding.
     #[arg(long, conflicts_with = "embedding", requires = "text_model")]
-    prompt: Option<String>,
-    /// The LLM2Vec text model for --prompt (`kinema convert llm2vec`).
-    #[arg(long, requires = "prompt")]
-    text_model: Option<PathBuf>,
+    pub(crate) prompt: Option<String>,
+    /// A JSON list of prompts, one motion each, written as <stem>/<stem>_00.npz,
+    /// <stem>_01.npz, ... (each with its sidecar); instead of --prompt.
+    #[arg(
+        long,
+        conflicts_with_all = ["embedding", "prompt"],
+        requires = "text_model"
+    )]
+    pub(crate) prompts_file: Option<PathBuf>,
+    /// The LLM2Vec text model for --prompt or --prompts-file (`kinema convert llm2vec`).
+    #[arg(long)]
+    pub(crate) text_model: Option<PathBuf>,
+    /// With --prompt or --prompts-file: keep the text model loaded (and prepared for the
+    /// backend) from one prompt to the next and through the motion phases, instead of freeing
+    /// it before each motion model loads: less latency over several prompts, more memory.
+    #[arg(long)]
+    pub(crate) keep_text_loaded: bool,
     /// With --prompt: the Llama-3 chat template on, off, or auto (the text model's default,
     /// decided at conversion as upstream decides it).
     #[arg(long, default_value = "auto")]
-    chat_template: String,
+    pub(crate) chat_template: String,
     /// With --prompt: do not read or write the embedding cache.
     #[arg(long)]
-    no_cache: bool,
+    pub(crate) no_cache: bool,
     /// With --prompt: the embedding cache folder (default: $KINEMA_CACHE_DIR/embeddings,
     /// $XDG_CACHE_HOME/kinema/embeddings or ~/.cache/kinema/embeddings).
     #[arg(long)]
-    cache_dir: Option<PathBuf>,
+    pub(crate) cache_dir: Option<PathBuf>,
     /// Initial noise x_T: float32 .npy [1, T, dim] (for parity with a PyTorch run); default:
     /// drawn from --seed.
     #[arg(long)]
@@ -82,7 +95,7 @@ pub struct GenerateOpts {
     // --json prints the report (the sidecar's content) on stdout; --quiet: no progress bar,
     // no notes and no summary.
     #[command(flatten)]
-    run: RunArgs,
+    pub(crate) run: RunArgs,
     /// Add the first step's stage outputs and guided prediction to the npz.
     #[arg(long)]
     diagnostics: bool,
@@ -93,7 +106,7 @@ pub struct GenerateOpts {
     exports: ExportArgs,
     /// Output npz (upstream's keys plus `features`); a JSON sidecar is written beside it.
     #[arg(short, long)]
-    output: PathBuf,
+    pub(crate) output: PathBuf,
 }
 
 /// The extra exports of `generate` and `convert motion` (one file per flag).
@@ -282,116 +295,12 @@ pub fn drift(path: &Path, o: &DriftOpts, json: bool) -> kinema::Result<()> {
     crate::drift::model(&Kimodo::drift(path, &opts)?, json)
 }
 
-/// Embeds `prompt` with the text model on the selected backend (the text model is dropped
-/// before the motion model loads) and returns the embedding's `.npy`: the cache entry, or a
-/// temporary file (with the folder that holds it) when the cache is off.
-fn embed_prompt(
-    o: &GenerateOpts,
-    selection: &kinema::device::Selection,
-    prompt: &str,
-    text_model: &Path,
-) -> kinema::Result<(PathBuf, Option<ScratchDir>)> {
-    use kinema::models::llm2vec::encode::TemplateChoice;
-    use kinema::models::llm2vec::prompt_cache::{self, PromptEmbedding};
-    let template = TemplateChoice::parse(&o.chat_template)?;
-    let llm_dim = kinema::models::kimodo::config::KimodoModel::load(&o.model)?
-        .config
-        .llm_dim;
-    let cache = if o.no_cache {
-        None
-    } else {
-        o.cache_dir.clone().or_else(prompt_cache::default_cache_dir)
-    };
-    struct Run<'a>(&'a Path, &'a str, TemplateChoice, usize, Option<&'a Path>);
-    impl BackendVisitor for Run<'_> {
-        type Output = kinema::Result<PromptEmbedding>;
-        fn visit<B: Backend>(self, b: &B) -> Self::Output {
-            prompt_cache::embed_prompt(b, self.0, self.1, self.2, self.3, self.4)
-        }
-    }
-    let e =
-        selection
-            .backend
-            .visit(Run(text_model, prompt, template, llm_dim, cache.as_deref()))?;
-    if !o.run.quiet {
-        for n in &e.notes {
-            eprintln!("note: {n}");
-        }
-        eprintln!(
-            "kinema: prompt embedded ({} tokens, chat template {}): {}",
-            e.tokens,
-            if e.template { "on" } else { "off" },
-            if e.cache_hit {
-                "from the cache".to_string()
-            } else {
-                format!("{:.2} s", e.encode_s)
-            }
-        );
-    }
-    match e.cache_entry {
-        Some(p) if p.exists() => Ok((p, None)),
-        _ => {
-            let dir = ScratchDir::new()?;
-            let p = dir.0.join("embedding.npy");
-            let a = kinema::formats::NpyArray::from_f32(&[1, e.embedding.len()], &e.embedding)?;
-            kinema::formats::npy::write_file(&p, &a)?;
-            Ok((p, Some(dir)))
-        }
-    }
-}
-
-/// A private temporary folder, removed on drop.
-struct ScratchDir(PathBuf);
-
-impl ScratchDir {
-    fn new() -> kinema::Result<ScratchDir> {
-        let base = std::env::temp_dir();
-        for i in 0..100u32 {
-            let p = base.join(format!("kinema-prompt-{}-{i}", std::process::id()));
-            match std::fs::create_dir(&p) {
-                Ok(()) => return Ok(ScratchDir(p)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(kinema::Error::io(&p, e)),
-            }
-        }
-        Err(kinema::Error::InvalidArgument(format!(
-            "could not make a temporary folder in {}",
-            base.display()
-        )))
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// `kinema generate`.
 pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
     let selection = o.run.select()?;
-    // With --prompt, the embedding is a cache entry (or, with --no-cache, a temporary file
-    // removed when `_scratch` drops).
-    let mut _scratch = None;
-    let embedding = match (&o.embedding, &o.prompt, &o.text_model) {
-        (Some(e), None, _) => e.clone(),
-        (None, Some(prompt), Some(text_model)) => {
-            let (path, scratch) = embed_prompt(o, &selection, prompt, text_model)?;
-            _scratch = scratch;
-            path
-        }
-        _ => {
-            return Err(kinema::Error::InvalidArgument(
-                "give --embedding FILE.npy (the text feature of the prompt) or --prompt TEXT \
-                 with --text-model text.gguf"
-                    .into(),
-            ));
-        }
-    };
-    let show = !o.run.quiet && std::io::stderr().is_terminal();
-    let req = GenerateRequest {
+    let base = GenerateRequest {
         model: o.model.clone(),
-        embedding,
+        embedding: o.embedding.clone().unwrap_or_default(),
         noise: o.noise.clone(),
         frames: o.frames,
         steps: o.steps,
@@ -408,7 +317,34 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
         output: o.output.clone(),
         glb: o.glb.clone(),
         exports: o.exports.exports(),
+        text: None,
     };
+    let prompts = o.prompt.is_some() || o.prompts_file.is_some();
+    if !prompts && (o.text_model.is_some() || o.keep_text_loaded) {
+        return Err(kinema::Error::InvalidArgument(
+            "--text-model and --keep-text-loaded apply to --prompt or --prompts-file".into(),
+        ));
+    }
+    match (&o.embedding, prompts, &o.text_model) {
+        (Some(_), false, _) => generate_one(o, &selection, &base),
+        (None, true, Some(text_model)) => {
+            crate::prompt::generate_from_prompts(o, &selection, &base, text_model)
+        }
+        _ => Err(kinema::Error::InvalidArgument(
+            "give --embedding FILE.npy (the text feature of the prompt) or --prompt TEXT \
+             with --text-model text.gguf"
+                .into(),
+        )),
+    }
+}
+
+/// One motion of `req` on the selected backend, with the progress bar and the summary.
+pub(crate) fn generate_one(
+    o: &GenerateOpts,
+    selection: &kinema::device::Selection,
+    req: &GenerateRequest,
+) -> kinema::Result<()> {
+    let show = !o.run.quiet && std::io::stderr().is_terminal();
     if show {
         eprintln!(
             "kinema: generating on {}",
@@ -437,7 +373,7 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
         }
     };
     let r = selection.backend.visit(Generate {
-        req: &req,
+        req,
         progress: &mut progress,
     })?;
     if o.run.json {
@@ -460,6 +396,15 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
                 req.sidecar().display().to_string()
             }
         );
+        if let Some(t) = &r.text {
+            eprintln!(
+                "kinema: text phase {:.2} s, peak {}; motion phase {:.2} s, peak {}",
+                t.seconds,
+                crate::prompt::describe_memory(&t.memory),
+                r.timings.total_s,
+                crate::prompt::describe_memory(&r.memory)
+            );
+        }
     }
     Ok(())
 }

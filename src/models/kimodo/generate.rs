@@ -20,7 +20,7 @@ use super::glb;
 use super::motion::{self, Motion};
 use super::sampler::{self, Diagnostics, Sample, SampleOptions};
 use super::skeleton::Skeleton;
-use crate::backend::{Backend, BackendInfo};
+use crate::backend::{Backend, BackendInfo, MemoryUse};
 use crate::formats::{NpyArray, NpyDType, npy};
 use crate::models::kit::identity::sidecar_json;
 use crate::models::kit::output::OutputPlan;
@@ -55,6 +55,29 @@ pub struct GenerateRequest {
     pub glb: Option<PathBuf>,
     /// More formats of the same motion (`--bvh`, `--csv`, `--amass`, `--skin`).
     pub exports: Exports,
+    /// With `--prompt`: how the embedding was made (recorded in the sidecar).
+    pub text: Option<TextPhase>,
+}
+
+/// The text phase of `generate --prompt` (the embedding of the prompt), for the sidecar.
+#[derive(Clone, Debug, Serialize)]
+pub struct TextPhase {
+    pub text_model: String,
+    pub prompt: String,
+    /// `on` or `off`.
+    pub chat_template: &'static str,
+    /// Token ids run through the text model (0 for an empty prompt).
+    pub tokens: usize,
+    /// `hit`, `miss` or `off` (`--no-cache`).
+    pub cache: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_entry: Option<String>,
+    /// `--keep-text-loaded`: the text model stayed loaded through the motion phase.
+    pub kept_loaded: bool,
+    /// Seconds of the phase (opening the text model, the cache, encoding).
+    pub seconds: f64,
+    /// Peak memory of the phase.
+    pub memory: MemoryUse,
 }
 
 impl GenerateRequest {
@@ -272,6 +295,12 @@ pub struct GenerateReport {
     pub output_skeleton: &'static str,
     pub outputs: Vec<String>,
     pub timings: ReportTimings,
+    /// Peak memory of the motion phase: from loading the motion model to writing the
+    /// outputs (what is counted: see [`MemoryUse::what`]).
+    pub memory: MemoryUse,
+    /// With `--prompt`: the text phase before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextPhase>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -293,6 +322,7 @@ pub fn generate<B: Backend>(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<GenerateReport> {
     let t0 = Instant::now();
+    backend.reset_peak_memory();
     req.validate()?;
     if req.samples > 1 {
         // Upstream makes the `<stem>` folders too (`os.makedirs`, generate.py#L156).
@@ -459,6 +489,8 @@ pub fn generate<B: Backend>(
             decode_s,
             total_s: t0.elapsed().as_secs_f64(),
         },
+        memory: backend.memory_use(),
+        text: req.text.clone(),
     };
     if req.samples > 1 {
         for (i, (npz_path, _)) in req.sample_outputs().into_iter().enumerate() {
