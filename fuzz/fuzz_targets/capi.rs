@@ -463,7 +463,8 @@ fuzz_target!(|data: &[u8]| {
                     let ptrs: Vec<*const c_char> = texts.iter().map(|t| t.as_ptr()).collect();
                     // At most the prompts there are (a correct call reads `count` pointers);
                     // the output holds 3 rows, and only `count * dim` is a length accepted.
-                    let count = i.len(1 + i.u8() as usize % 3).min(ptrs.len());
+                    let right = 1 + i.u8() as usize % 3;
+                    let count = i.len(right).min(ptrs.len());
                     let mut out = vec![0f32; 3 * dim];
                     let out_len = i.len(count * dim);
                     let encoder = maybe(&mut i, w.text);
@@ -498,14 +499,15 @@ fuzz_target!(|data: &[u8]| {
                         null()
                     };
                     let mut enc = null_mut();
-                    e.check(kinema_text_encoder_load(
+                    let s = kinema_text_encoder_load(
                         maybe(&mut i, w.engine),
                         name,
                         &to,
                         &mut enc,
                         e.ptr(),
                         e.cap(),
-                    ));
+                    );
+                    e.check(s);
                     kinema_text_encoder_free(enc);
                     let mut o = std::mem::zeroed::<kimodo_generate_options>();
                     kimodo_generate_options_init(&mut o, 2 + i.u8() as u32 % 6);
@@ -524,14 +526,15 @@ fuzz_target!(|data: &[u8]| {
                     e.check(s);
                     kimodo_motion_free(m);
                     let mut k = null_mut();
-                    e.check(kimodo_model_load_with_text(
+                    let s = kimodo_model_load_with_text(
                         maybe(&mut i, w.engine),
                         name,
                         maybe(&mut i, w.text),
                         &mut k,
                         e.ptr(),
                         e.cap(),
-                    ));
+                    );
+                    e.check(s);
                     kimodo_model_free(k);
                 }
                 _ => {
