@@ -45,7 +45,8 @@
 //! The layers this facade is built on (`kinema::models`, `kinema::graph`, `kinema::cpu`,
 //! `kinema::vulkan`) stay public for drift studies and benchmarks; the API reaches the same
 //! code paths as the command line (`models::kimodo::generate::run_model`,
-//! `models::motionbricks::run::run_plan`).
+//! `models::motionbricks::run::run_plan`, `models::llm2vec::encode::{prepare, encode}` and
+//! `models::llm2vec::prompt_cache::check_fits`).
 
 #![warn(missing_docs)]
 
