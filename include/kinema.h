@@ -1,4 +1,4 @@
-/* kinema: Kimodo and MotionBricks inference, C API.
+/* kinema: Kimodo, MotionBricks and LLM2Vec text-encoder inference, C API.
  *
  * Conventions (see src/capi/mod.rs): every function returns KINEMA_OK (0) or a KINEMA_ERROR_*
  * code and writes the message to the caller's error buffer (char *error, size_t capacity);
@@ -86,6 +86,32 @@
 #define KINEMA_PRECISION_FAST 2
 
 /**
+ * `kinema_text_options.chat_template`: as the model file says (what upstream does for it).
+ */
+#define KINEMA_CHAT_TEMPLATE_AUTO 0
+
+/**
+ * `kinema_text_options.chat_template`: the Llama-3 user header and `<|eot_id|>`.
+ */
+#define KINEMA_CHAT_TEMPLATE_ON 1
+
+/**
+ * `kinema_text_options.chat_template`: BOS + text.
+ */
+#define KINEMA_CHAT_TEMPLATE_OFF 2
+
+/**
+ * `kinema_text_options.long_text`: prompts over LLM2Vec's 400 text tokens are cut word by
+ * word (upstream's rule).
+ */
+#define KINEMA_LONG_TEXT_TRIM 0
+
+/**
+ * `kinema_text_options.long_text`: prompts over LLM2Vec's 400 text tokens are refused.
+ */
+#define KINEMA_LONG_TEXT_REFUSE 1
+
+/**
  * A Kimodo model loaded on an engine.
  */
 typedef struct kimodo_model kimodo_model;
@@ -99,6 +125,11 @@ typedef struct kimodo_motion kimodo_motion;
  * An engine: one backend (see [`crate::Engine`]).
  */
 typedef struct kinema_engine kinema_engine;
+
+/**
+ * An LLM2Vec (Llama) text encoder loaded on an engine.
+ */
+typedef struct kinema_text_encoder kinema_text_encoder;
 
 /**
  * One batch of MotionBricks commands: the inputs by name, sampling and seed.
@@ -146,8 +177,8 @@ typedef struct kinema_engine_options {
 } kinema_engine_options;
 
 /**
- * A progress callback: `user` as given, the stage (`"sample"`, `"decode"`, `"plan"`), steps
- * done and total. Return 0 to go on, anything else to cancel (the call then returns
+ * A progress callback: `user` as given, the stage (`"encode"`, `"sample"`, `"decode"`,
+ * `"plan"`), steps done and total. Return 0 to go on, anything else to cancel (the call then returns
  * [`KINEMA_ERROR_CANCELLED`]). It runs on the calling thread and must not unwind.
  */
 typedef int32_t (*kinema_progress_fn)(void *user, const char *stage, uint64_t step, uint64_t total);
@@ -351,6 +382,28 @@ typedef struct mb_plan_view {
   const float *qpos;
 } mb_plan_view;
 
+/**
+ * How a text encoder tokenizes. Fill with [`kinema_text_options_init`], then change fields.
+ */
+typedef struct kinema_text_options {
+  /**
+   * `sizeof(kinema_text_options)` as the caller was built.
+   */
+  uint32_t size;
+  /**
+   * [`KINEMA_ABI_VERSION`] of the caller's header.
+   */
+  uint32_t version;
+  /**
+   * `KINEMA_CHAT_TEMPLATE_AUTO`, `_ON` or `_OFF`.
+   */
+  int32_t chat_template;
+  /**
+   * `KINEMA_LONG_TEXT_TRIM` or `_REFUSE`.
+   */
+  int32_t long_text;
+} kinema_text_options;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -395,9 +448,13 @@ void kinema_engine_destroy(struct kinema_engine *engine);
 size_t kinema_engine_last_error(const struct kinema_engine *engine, char *buffer, size_t capacity);
 
 /**
- * Loads a Kimodo model (`kinema convert kimodo`). `text_path` must be null: the LLM2Vec text
- * encoder is not in this library yet (pass text features to
- * [`kimodo_generate_embedding`]).
+ * Loads a Kimodo model (`kinema convert kimodo`) and, when `text_path` is not null, the
+ * LLM2Vec text encoder for [`kimodo_generate`] with the default text options (the chat
+ * template as the file says). The encoder must fit the motion model: embeddings of the
+ * width it takes, from an LLM2Vec (bidirectional) encoder, not a causal language model;
+ * otherwise nothing is loaded and the error names the mismatch. With a null `text_path`,
+ * give text features to [`kimodo_generate_embedding`] (or use
+ * [`kimodo_model_load_with_text`] with an encoder loaded with other options).
  *
  * # Safety
  * `engine` null or live; the paths null or NUL-terminated; `out` a writable slot; `error`
@@ -633,6 +690,108 @@ int32_t mb_plan_result_get(const struct mb_plan_result *plan,
  * `plan` is null or a result not freed before.
  */
 void mb_plan_result_free(struct mb_plan_result *plan);
+
+/**
+ * Fills `options` with the defaults (the chat template as the model file says, long
+ * prompts cut as upstream does) and this header's `size` and `version`.
+ *
+ * # Safety
+ * `options` is null or points to a writable `kinema_text_options`.
+ */
+int32_t kinema_text_options_init(struct kinema_text_options *options);
+
+/**
+ * Loads an LLM2Vec text encoder (`kinema convert llm2vec`, or a llama.cpp `llama` GGUF);
+ * `options` null = the defaults. On success `*out` holds it (free with
+ * [`kinema_text_encoder_free`]).
+ *
+ * # Safety
+ * `engine` null or live; `path` null or NUL-terminated; `options` null or a readable options
+ * struct; `out` a writable slot; `error` null or `capacity` writable bytes.
+ */
+int32_t kinema_text_encoder_load(const struct kinema_engine *engine,
+                                 const char *path,
+                                 const struct kinema_text_options *options,
+                                 struct kinema_text_encoder **out,
+                                 char *error,
+                                 size_t capacity);
+
+/**
+ * Frees a text encoder (null is ignored). Kimodo models given it keep their own reference.
+ *
+ * # Safety
+ * `encoder` is null or an encoder not freed before.
+ */
+void kinema_text_encoder_free(struct kinema_text_encoder *encoder);
+
+/**
+ * The width of an embedding (the model's hidden size); 0 for a null encoder.
+ *
+ * # Safety
+ * `encoder` is null or live.
+ */
+size_t kinema_text_encoder_dim(const struct kinema_text_encoder *encoder);
+
+/**
+ * Embeds `count` prompts (NUL-terminated UTF-8; invalid UTF-8 is rejected) into `out`,
+ * `count * kinema_text_encoder_dim` floats row-major, which `out_len` must be (checked
+ * before anything is read). An empty prompt embeds to zeros, as upstream. Nothing is written
+ * to `out` on an error.
+ *
+ * # Safety
+ * `encoder` null or live; `prompts` `count` readable pointers, each null or NUL-terminated,
+ * when `count` is nonzero; `out` `out_len` writable floats when that is `count * dim`;
+ * `error` null or `capacity` writable bytes.
+ */
+int32_t kinema_text_encode(const struct kinema_text_encoder *encoder,
+                           const char *const *prompts,
+                           size_t count,
+                           float *out,
+                           size_t out_len,
+                           char *error,
+                           size_t capacity);
+
+/**
+ * Loads a Kimodo model (`kinema convert kimodo`) given a text encoder already loaded (with
+ * the text options wanted) for [`kimodo_generate`]; the encoder must fit as
+ * [`kimodo_model_load`] says. The model keeps its own reference: the encoder may be freed.
+ *
+ * # Safety
+ * `engine` and `encoder` null or live; `motion_path` null or NUL-terminated; `out` a
+ * writable slot; `error` null or `capacity` writable bytes.
+ */
+int32_t kimodo_model_load_with_text(const struct kinema_engine *engine,
+                                    const char *motion_path,
+                                    const struct kinema_text_encoder *encoder,
+                                    struct kimodo_model **out,
+                                    char *error,
+                                    size_t capacity);
+
+/**
+ * Whether the model has a text encoder ([`kimodo_generate`] works): 1 or 0 (0 for null).
+ *
+ * # Safety
+ * `model` is null or live.
+ */
+int32_t kimodo_model_has_text_encoder(const struct kimodo_model *model);
+
+/**
+ * Generates one motion from a prompt (NUL-terminated UTF-8; invalid UTF-8 is rejected),
+ * embedded by the model's text encoder (loaded with [`kimodo_model_load`]'s `text_path` or
+ * [`kimodo_model_load_with_text`]); the progress callback hears `"encode"` once before the
+ * steps. On success `*out` holds the motion (free with [`kimodo_motion_free`]).
+ *
+ * # Safety
+ * `model` null or live; `prompt` null or NUL-terminated; `options` a readable options struct
+ * whose `noise`, when non-null, points to `noise_len` floats; `out` a writable slot; `error`
+ * null or `capacity` writable bytes.
+ */
+int32_t kimodo_generate(const struct kimodo_model *model,
+                        const char *prompt,
+                        const struct kimodo_generate_options *options,
+                        struct kimodo_motion **out,
+                        char *error,
+                        size_t capacity);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -125,6 +125,7 @@ fn generate_writes_the_npz_of_kinema_generate() {
         constraints: None,
         samples: 1,
         exports: Default::default(),
+        text: Vec::new(),
     };
     let b = CpuBackend::with(Isa::select().unwrap(), 2, Precision::Strict).unwrap();
     cli::generate(&cli_req, &b, &mut |_, _| {}).unwrap();

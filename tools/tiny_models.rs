@@ -2,10 +2,16 @@
 //! not an API example): `cargo run --example tiny_models -- DIR` leaves
 //! `DIR/kimodo-soma30-tiny.gguf` (the Kimodo SOMA30 parity checkpoint, converted) and
 //! `DIR/motionbricks-tiny.gguf` (MotionBricks at the parity fixtures' reduced widths with
-//! synthetic weights).
+//! synthetic weights) and `DIR/llm2vec-tiny.gguf` (a seeded random bidirectional Llama whose
+//! embeddings are 48 wide, the tiny Kimodo model's text-feature width).
 
+#[path = "../tests/common/tiny_llama.rs"]
+mod tiny_llama;
 #[path = "../tests/common/tiny_models.rs"]
 mod tiny_models;
+
+/// The text model's file name in DIR.
+const TEXT: &str = "llm2vec-tiny.gguf";
 
 fn main() {
     let Some(dir) = std::env::args_os().nth(1) else {
@@ -17,7 +23,17 @@ fn main() {
         .map_err(|e| kinema::Error::io(&dir, e))
         .and_then(|()| tiny_models::write(&dir));
     match made {
-        Ok((k, m)) => println!("{}\n{}", k.display(), m.display()),
+        Ok((k, m)) => {
+            let text = dir.join(TEXT);
+            tiny_llama::write(
+                &text,
+                &tiny_llama::Spec {
+                    hidden: 48,
+                    ..tiny_llama::Spec::default()
+                },
+            );
+            println!("{}\n{}\n{}", k.display(), m.display(), text.display())
+        }
         Err(e) => {
             eprintln!("tiny_models: {e}");
             std::process::exit(1);

@@ -5,6 +5,7 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use super::engine::Engine;
+use super::text::{TextEncoder, TextOptions};
 use super::{ProgressFn, Stage, report};
 use crate::backend::Backend;
 use crate::device::BackendVisitor;
@@ -13,6 +14,7 @@ use crate::models::kimodo::generate::{Generation, check_embedding_scale, npz_byt
 use crate::models::kimodo::multiprompt::{self, MultiOptions, MultiSample};
 use crate::models::kimodo::sampler::{Diagnostics, SampleOptions};
 use crate::models::kimodo::{KimodoConfig, KimodoModel};
+use crate::models::llm2vec::prompt_cache::check_fits;
 use crate::{Error, Result};
 
 /// Text features: `rows` vectors of `dim` floats, row-major. What a text encoder returns for
@@ -57,14 +59,16 @@ impl Embeddings {
     }
 }
 
-/// What a generation is conditioned on. A prompt joins this enum when the text encoder lands
-/// (the enum is `non_exhaustive` for that reason).
+/// What a generation is conditioned on (`non_exhaustive`: more inputs may join).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum TextInput {
     /// One text feature of the model's width ([`Kimodo::embedding_dim`], 4096 for LLM2Vec),
     /// as upstream's LLM2Vec encoder returns it for the prompt.
     Embedding(Vec<f32>),
+    /// A prompt, embedded by the text encoder the model was given
+    /// ([`Kimodo::with_text_encoder`]) with its options, as [`TextEncoder::encode`] does.
+    Prompt(String),
 }
 
 /// Where the initial noise `x_T` comes from.
@@ -136,6 +140,15 @@ impl GenerateRequest {
             diagnostics: false,
             segments: Vec::new(),
             transition_frames: crate::models::kimodo::multiprompt::TRANSITION_FRAMES,
+        }
+    }
+
+    /// [`GenerateRequest::new`] from a prompt ([`TextInput::Prompt`]): the model must have a
+    /// text encoder ([`Kimodo::with_text_encoder`]).
+    pub fn from_prompt(prompt: impl Into<String>, frames: usize) -> GenerateRequest {
+        GenerateRequest {
+            text: TextInput::Prompt(prompt.into()),
+            ..GenerateRequest::new(Vec::new(), frames)
         }
     }
 }
@@ -275,6 +288,7 @@ pub struct Kimodo {
     engine: Engine,
     model: KimodoModel,
     path: PathBuf,
+    text: Option<TextEncoder>,
 }
 
 impl Kimodo {
@@ -288,7 +302,42 @@ impl Kimodo {
             engine: engine.clone(),
             model,
             path: path.to_path_buf(),
+            text: None,
         })
+    }
+
+    /// [`Kimodo::load`] and [`TextEncoder::load_with`] on one engine, joined by
+    /// [`Kimodo::with_text_encoder`] (which checks that they fit).
+    pub fn load_with_text(
+        engine: &Engine,
+        motion: impl AsRef<Path>,
+        text: impl AsRef<Path>,
+        options: TextOptions,
+    ) -> Result<Kimodo> {
+        let kimodo = Kimodo::load(engine, motion)?;
+        let text = TextEncoder::load_with(engine, text, options)?;
+        kimodo.with_text_encoder(text)
+    }
+
+    /// Gives the model a text encoder for [`TextInput::Prompt`] requests (it may run on
+    /// another engine). Refused unless it fits: its embeddings must have the width the
+    /// motion model takes, and it must be an LLM2Vec encoder (bidirectional attention), not
+    /// a causal language model. The motion file records no more about the encoder it was
+    /// trained with, so these are the checks there are.
+    pub fn with_text_encoder(mut self, text: TextEncoder) -> Result<Kimodo> {
+        check_fits(
+            text.model(),
+            text.path(),
+            "TextEncoder",
+            self.model.config.llm_dim,
+        )?;
+        self.text = Some(text);
+        Ok(self)
+    }
+
+    /// The text encoder given with [`Kimodo::with_text_encoder`].
+    pub fn text_encoder(&self) -> Option<&TextEncoder> {
+        self.text.as_ref()
     }
 
     /// The width of the text feature the model takes (4096 for LLM2Vec).
@@ -336,7 +385,8 @@ impl Kimodo {
         progress: &mut ProgressFn<'_>,
     ) -> Result<Motion> {
         let c = &self.model.config;
-        let TextInput::Embedding(embedding) = &req.text;
+        let embedding = self.text_feature(&req.text, "GenerateRequest.text", progress)?;
+        let embedding: &[f32] = &embedding;
         if embedding.len() != c.llm_dim {
             return Err(Error::Shape(format!(
                 "GenerateRequest.text: the embedding has {} values; this model takes text \
@@ -409,6 +459,31 @@ impl Kimodo {
 }
 
 impl Kimodo {
+    /// The text feature of `text`: the embedding as given, or the prompt embedded by this
+    /// model's text encoder (reported as [`Stage::Encode`]).
+    fn text_feature<'a>(
+        &self,
+        text: &'a TextInput,
+        label: &str,
+        progress: &mut ProgressFn<'_>,
+    ) -> Result<std::borrow::Cow<'a, [f32]>> {
+        match text {
+            TextInput::Embedding(e) => Ok(std::borrow::Cow::Borrowed(e)),
+            TextInput::Prompt(p) => {
+                let Some(encoder) = &self.text else {
+                    return Err(Error::InvalidArgument(format!(
+                        "{label} is a prompt, but this Kimodo has no text encoder: give it one \
+                         with Kimodo::with_text_encoder (or Kimodo::load_with_text), or pass an \
+                         embedding"
+                    )));
+                };
+                let encoded = encoder.encode(&[p.as_str()])?;
+                report(progress, Stage::Encode, 1, 1)?;
+                Ok(std::borrow::Cow::Owned(encoded.as_slice().to_vec()))
+            }
+        }
+    }
+
     /// A request with [`GenerateRequest::segments`]: the segments stitched into one motion.
     fn generate_segments(
         &self,
@@ -437,8 +512,8 @@ impl Kimodo {
             frames: req.frames,
         }];
         for (i, s) in req.segments.iter().enumerate() {
-            let TextInput::Embedding(e) = &s.text;
             let label = format!("GenerateRequest.segments[{i}].text");
+            let e = self.text_feature(&s.text, &label, progress)?;
             if e.len() != c.llm_dim {
                 return Err(Error::Shape(format!(
                     "{label}: the embedding has {} values; this model takes {}",
@@ -446,9 +521,9 @@ impl Kimodo {
                     c.llm_dim
                 )));
             }
-            check_embedding_scale(&self.model, e, &label)?;
+            check_embedding_scale(&self.model, &e, &label)?;
             segs.push(multiprompt::Segment {
-                embedding: e.clone(),
+                embedding: e.into_owned(),
                 frames: s.frames,
             });
         }
@@ -511,6 +586,7 @@ impl std::fmt::Debug for Kimodo {
         f.debug_struct("Kimodo")
             .field("path", &self.path)
             .field("engine", &self.engine)
+            .field("text", &self.text)
             .finish()
     }
 }

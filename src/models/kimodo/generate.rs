@@ -21,7 +21,7 @@ use super::motion::{self, Motion};
 use super::multiprompt::{self, MultiOptions, Segment};
 use super::sampler::{self, Diagnostics, Sample, SampleOptions};
 use super::skeleton::Skeleton;
-use crate::backend::{Backend, BackendInfo};
+use crate::backend::{Backend, BackendInfo, MemoryUse};
 use crate::formats::{NpyArray, NpyDType, npy};
 use crate::models::kit::identity::sidecar_json;
 use crate::models::kit::output::OutputPlan;
@@ -62,6 +62,31 @@ pub struct GenerateRequest {
     pub glb: Option<PathBuf>,
     /// More formats of the same motion (`--bvh`, `--csv`, `--amass`, `--skin`).
     pub exports: Exports,
+    /// Per embedding, in order: how it was made from a prompt (recorded in the sidecar), or
+    /// `None` for a file given as is. Empty when no embedding came from a prompt.
+    pub text: Vec<Option<TextPhase>>,
+}
+
+/// The embedding of one prompt in the text phase of `generate --prompt`, for the sidecar.
+/// `seconds` and `memory` are the whole phase's (every prompt of the run shares one load).
+#[derive(Clone, Debug, Serialize)]
+pub struct TextPhase {
+    pub text_model: String,
+    pub prompt: String,
+    /// `on` or `off`.
+    pub chat_template: &'static str,
+    /// Token ids run through the text model (0 for an empty prompt).
+    pub tokens: usize,
+    /// `hit`, `miss` or `off` (`--no-cache`).
+    pub cache: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_entry: Option<String>,
+    /// `--keep-text-loaded`: the text model stayed loaded through the motion phase.
+    pub kept_loaded: bool,
+    /// Seconds of the phase (opening the text model, the cache, encoding).
+    pub seconds: f64,
+    /// Peak memory of the phase.
+    pub memory: MemoryUse,
 }
 
 /// What a request generates.
@@ -368,12 +393,21 @@ pub struct GenerateReport {
     pub output_skeleton: &'static str,
     pub outputs: Vec<String>,
     pub timings: ReportTimings,
+    /// Peak memory of the motion phase: from loading the motion model to writing the
+    /// outputs (what is counted: see [`MemoryUse::what`]).
+    pub memory: MemoryUse,
+    /// With `--prompt`: the text phase before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextPhase>,
 }
 
 /// One segment of a multi-prompt motion, in the sidecar.
 #[derive(Clone, Debug, Serialize)]
 pub struct SegmentReport {
     pub embedding: String,
+    /// The segment's prompt, when it came from one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextPhase>,
     pub frames: usize,
     pub start: usize,
     pub overlap: usize,
@@ -399,6 +433,7 @@ pub fn generate<B: Backend>(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<GenerateReport> {
     let t0 = Instant::now();
+    backend.reset_peak_memory();
     req.validate()?;
     let mode = req.mode()?;
     let motions = req.motions();
@@ -532,8 +567,10 @@ pub fn generate<B: Backend>(
                 .segments
                 .iter()
                 .zip(&req.embeddings)
-                .map(|(r, e)| SegmentReport {
+                .enumerate()
+                .map(|(k, (r, e))| SegmentReport {
                     embedding: e.display().to_string(),
+                    text: req.text.get(k).cloned().flatten(),
                     frames: r.plan.frames,
                     start: r.plan.start,
                     generated: r.plan.generated,
@@ -651,6 +688,12 @@ pub fn generate<B: Backend>(
             decode_s,
             total_s: t0.elapsed().as_secs_f64(),
         },
+        memory: backend.memory_use(),
+        // Segments carry their own prompts; a batch, each motion its own (below).
+        text: match mode {
+            Mode::Segments(_) => None,
+            _ => req.text.first().cloned().flatten(),
+        },
     };
     if motions > 1 {
         for (i, (npz_path, _)) in req.sample_outputs().into_iter().enumerate() {
@@ -659,6 +702,7 @@ pub fn generate<B: Backend>(
             r.seed = Some(req.seed + i as u64);
             if let Mode::Batch(_) = mode {
                 r.embedding = req.embeddings[i].display().to_string();
+                r.text = req.text.get(i).cloned().flatten();
             }
             let json = sidecar_json(&r)?;
             outputs.write(&npz_path.with_extension("json"), |w| w.write_all(&json))?;
