@@ -74,12 +74,18 @@ fn encode(s: &Setup, backend: &str, prompt: &str, out: &Path) {
 }
 
 fn generate_from_embedding(s: &Setup, backend: &str, embedding: &Path, out: &Path) {
+    generate_from_embedding_seed(s, backend, embedding, out, 4);
+}
+
+/// As [`generate_from_embedding`] with another seed (MOTION_ARGS but `--seed seed`).
+fn generate_from_embedding_seed(s: &Setup, backend: &str, embedding: &Path, out: &Path, seed: u64) {
     run(kinema()
         .args(["generate", "--quiet", "--backend", backend, "--model"])
         .arg(&s.motion)
         .arg("--embedding")
         .arg(embedding)
-        .args(MOTION_ARGS)
+        .args(&MOTION_ARGS[..4])
+        .args(["--seed", &seed.to_string()])
         .arg("-o")
         .arg(out));
 }
@@ -182,8 +188,9 @@ fn a_prompts_file_writes_one_motion_per_prompt_with_the_text_model_kept_loaded()
             let emb = d.join(format!("e{i}.npy"));
             let want = d.join(format!("want{i}.npz"));
             if run_no == 0 {
+                // Prompt i of a batch is sample i: seed 4 + i, as --samples counts.
                 encode(&s, "cpu", p, &emb);
-                generate_from_embedding(&s, "cpu", &emb, &want);
+                generate_from_embedding_seed(&s, "cpu", &emb, &want, 4 + i as u64);
             }
             assert!(
                 std::fs::read(&got).unwrap() == std::fs::read(&want).unwrap(),

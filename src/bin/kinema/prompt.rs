@@ -1,8 +1,9 @@
-//! `kinema generate --prompt` / `--prompts-file` (issue 11, part 6): for each prompt, a text
-//! phase (the embedding, through the cache) and then a motion phase, each with its time and
-//! peak memory recorded in the sidecar. Without `--keep-text-loaded` the text model is freed before the
-//! motion model loads, so the two are never resident together; with it the text model stays
-//! loaded from prompt to prompt.
+//! The text phase of `kinema generate` with prompts (issue 11, part 6): every prompt of the
+//! run (`--prompt`s, `--prompts-file`, timeline prompts) embedded through the cache with one
+//! load of the text model, its time and peak memory recorded in each prompt's sidecar record.
+//! Without `--keep-text-loaded` the text model is freed before the motion model loads, so the
+//! two are never resident together; with it the text model stays loaded through the motion
+//! phase.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
