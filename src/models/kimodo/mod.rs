@@ -16,6 +16,7 @@ mod harness;
 pub mod import;
 mod model;
 pub mod motion;
+pub mod postprocess;
 pub mod sampler;
 pub mod schedule;
 pub mod skeleton;
