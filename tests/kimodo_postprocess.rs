@@ -302,3 +302,147 @@ fn postprocess_motion_matches_upstream() {
         );
     }
 }
+
+/// The `kinema generate` wiring, on the tiny fixture checkpoints: post-processing runs by
+/// default for SOMA (with the constraint list), never for G1, and `--no-postprocess` gives
+/// exactly the decode of before (upstream's `decode_output` of the same features).
+mod cli {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    use kinema::formats::{NpyArray, NpzReader, npy};
+    use kinema::models::kimodo::generate::decode_motion;
+    use kinema::models::kimodo::motion::decode_output;
+    use kinema::models::kimodo::{KimodoModel, Skeleton, constraints};
+
+    fn kinema() -> Command {
+        Command::new(env!("CARGO_BIN_EXE_kinema"))
+    }
+
+    fn run(cmd: &mut Command) {
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn model(dir: &Path, skel: &str) -> PathBuf {
+        let gguf = dir.join(format!("{skel}.gguf"));
+        let ckpt = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/kimodo/{skel}/checkpoint"));
+        run(kinema()
+            .args(["convert", "kimodo", "--quiet"])
+            .arg(ckpt)
+            .arg("-o")
+            .arg(&gguf));
+        gguf
+    }
+
+    fn generate(model: &Path, emb: &Path, out: &Path, frames: usize, extra: &[&str]) {
+        run(kinema()
+            .args(["generate", "--quiet", "--backend", "cpu", "--steps", "2"])
+            .args(["--frames", &frames.to_string()])
+            .arg("--model")
+            .arg(model)
+            .arg("--embedding")
+            .arg(emb)
+            .args(extra)
+            .arg("-o")
+            .arg(out));
+    }
+
+    fn sidecar_postprocess(out: &Path) -> bool {
+        let j: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.with_extension("json")).unwrap()).unwrap();
+        j["postprocess"].as_bool().unwrap()
+    }
+
+    fn f32s(npz: &NpzReader, k: &str) -> Vec<f32> {
+        npz.array(k).unwrap().to_f32().unwrap()
+    }
+
+    const MOTION_KEYS: [&str; 6] = [
+        "local_rot_mats",
+        "global_rot_mats",
+        "posed_joints",
+        "root_positions",
+        "smooth_root_pos",
+        "global_root_heading",
+    ];
+
+    #[test]
+    fn generate_postprocesses_soma_by_default_and_never_g1() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let emb = dir.join("e.npy");
+        let e: Vec<f32> = (0..48).map(|i| ((i as f32) * 0.37).sin()).collect();
+        npy::write_file(&emb, &NpyArray::from_f32(&[1, 48], &e).unwrap()).unwrap();
+        let constraints_file = super::dir().join("soma30_mixed.constraints.json");
+        let frames = 152;
+
+        let soma = model(dir, "soma30");
+        let m = KimodoModel::load(&soma).unwrap();
+        let skel = Skeleton::load(m.config.skeleton).unwrap();
+        let c = constraints_file.to_str().unwrap();
+        let on = dir.join("on.npz");
+        let off = dir.join("off.npz");
+        generate(&soma, &emb, &on, frames, &["--constraints", c]);
+        generate(
+            &soma,
+            &emb,
+            &off,
+            frames,
+            &["--constraints", c, "--no-postprocess"],
+        );
+        assert!(sidecar_postprocess(&on));
+        assert!(!sidecar_postprocess(&off));
+        let (on_npz, off_npz) = (
+            NpzReader::open(&on).unwrap(),
+            NpzReader::open(&off).unwrap(),
+        );
+        let features = f32s(&off_npz, "features");
+        assert_eq!(features, f32s(&on_npz, "features"), "sampling is unchanged");
+        // --no-postprocess: the decode of before, bit for bit.
+        let plain = decode_output(&features, frames, &skel, &m.stats).unwrap();
+        let list = constraints::parse(&std::fs::read(&constraints_file).unwrap()).unwrap();
+        let (post, ran) = decode_motion(&features, frames, &skel, &m.stats, Some(&list)).unwrap();
+        assert!(ran);
+        let field = |mo: &kinema::models::kimodo::Motion, k: &str| -> Vec<f32> {
+            match k {
+                "local_rot_mats" => mo.local_rot_mats.clone(),
+                "global_rot_mats" => mo.global_rot_mats.clone(),
+                "posed_joints" => mo.posed_joints.clone(),
+                "root_positions" => mo.root_positions.clone(),
+                "smooth_root_pos" => mo.smooth_root_pos.clone(),
+                _ => mo.global_root_heading.clone(),
+            }
+        };
+        for k in MOTION_KEYS {
+            assert_eq!(f32s(&off_npz, k), field(&plain, k), "--no-postprocess {k}");
+            assert_eq!(f32s(&on_npz, k), field(&post, k), "default {k}");
+        }
+        assert_ne!(
+            f32s(&on_npz, "posed_joints"),
+            f32s(&off_npz, "posed_joints"),
+            "post-processing changed nothing"
+        );
+        for k in ["smooth_root_pos", "global_root_heading", "foot_contacts"] {
+            assert_eq!(
+                on_npz.array(k).unwrap().data,
+                off_npz.array(k).unwrap().data,
+                "{k} is left as upstream leaves it"
+            );
+        }
+
+        // G1: upstream's CLI ignores the flag and never post-processes.
+        let g1 = model(dir, "g1");
+        let (a, b) = (dir.join("g1_a.npz"), dir.join("g1_b.npz"));
+        generate(&g1, &emb, &a, 20, &[]);
+        generate(&g1, &emb, &b, 20, &["--no-postprocess"]);
+        assert!(!sidecar_postprocess(&a));
+        assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    }
+}

@@ -99,11 +99,16 @@ pub struct GenerateRequest {
     pub heading: f32,
     /// Keep the first step's stage outputs and guided prediction ([`Motion::diagnostics`]).
     pub diagnostics: bool,
+    /// Post-process the motion (upstream's foot-skate cleanup by trajectory correction and
+    /// IK, [`crate::models::kimodo::postprocess`]) where upstream's CLI does: every model but
+    /// G1's. Default `true`, as `kinema generate` (`--no-postprocess` clears it).
+    pub postprocess: bool,
 }
 
 impl GenerateRequest {
     /// `frames` frames from one text feature, with `kinema generate`'s defaults: 100 steps,
-    /// seed 0, the model's guidance weights, 2 rows, heading 0, no diagnostics.
+    /// seed 0, the model's guidance weights, 2 rows, heading 0, no diagnostics,
+    /// post-processing on (where upstream's CLI has it on).
     pub fn new(embedding: impl Into<Vec<f32>>, frames: usize) -> GenerateRequest {
         GenerateRequest {
             text: TextInput::Embedding(embedding.into()),
@@ -115,6 +120,7 @@ impl GenerateRequest {
             cfg_rows: 2,
             heading: 0.0,
             diagnostics: false,
+            postprocess: true,
         }
     }
 }
@@ -129,9 +135,16 @@ pub struct Motion {
     fps: f32,
     cfg_rows: usize,
     diagnostics: Option<Diagnostics>,
+    postprocessed: bool,
 }
 
 impl Motion {
+    /// Whether post-processing ran ([`GenerateRequest::postprocess`] and a model upstream's
+    /// CLI post-processes).
+    pub fn postprocessed(&self) -> bool {
+        self.postprocessed
+    }
+
     /// Frames T.
     pub fn frames(&self) -> usize {
         self.motion.frames
@@ -349,6 +362,7 @@ impl Kimodo {
             model: &self.model,
             embedding,
             opts: &opts,
+            postprocess: req.postprocess,
             progress,
         })?;
         report(progress, Stage::Decode, 1, 1)?;
@@ -359,6 +373,7 @@ impl Kimodo {
             fps: c.fps,
             cfg_rows: opts.cfg_rows,
             diagnostics: g.sample.diagnostics,
+            postprocessed: g.postprocessed,
         })
     }
 }
@@ -377,6 +392,7 @@ struct Run<'a, 'p> {
     model: &'a KimodoModel,
     embedding: &'a [f32],
     opts: &'a SampleOptions,
+    postprocess: bool,
     progress: &'a mut ProgressFn<'p>,
 }
 
@@ -388,6 +404,13 @@ impl BackendVisitor for Run<'_, '_> {
             Ok(()) => ControlFlow::Continue(()),
             Err(_) => ControlFlow::Break(()),
         };
-        run_model(b, self.model, self.embedding, self.opts, &mut step)
+        run_model(
+            b,
+            self.model,
+            self.embedding,
+            self.opts,
+            self.postprocess,
+            &mut step,
+        )
     }
 }

@@ -1,7 +1,8 @@
 //! `kinema generate`: a text feature in, motion out. Checks the options and every output
 //! path first ([`OutputPlan`]), reads and checks the inputs (embedding, optional noise), runs
 //! [`sampler::sample`] on the chosen backend, decodes the features as upstream's
-//! `Kimodo.__call__` does (SOMA30 expanded to SOMA77), and writes the outputs together, only
+//! `Kimodo.__call__` does (post-processed as upstream's CLI does unless `--no-postprocess`,
+//! then SOMA30 expanded to SOMA77), and writes the outputs together, only
 //! once all of them are ready: the npz with upstream's keys plus `features` (and the
 //! diagnostics), a JSON sidecar saying exactly what ran, and optionally an animated glTF
 //! binary.
@@ -13,11 +14,12 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::config::{KimodoModel, keys, names};
-use super::constraints::{self, Conditions};
+use super::config::{KimodoModel, MotionStats, SkeletonKind, keys, names};
+use super::constraints::{self, Conditions, Constraint};
 use super::export::{Exports, Format};
 use super::glb;
 use super::motion::{self, Motion};
+use super::postprocess;
 use super::sampler::{self, Diagnostics, Sample, SampleOptions};
 use super::skeleton::Skeleton;
 use crate::backend::{Backend, BackendInfo};
@@ -51,6 +53,11 @@ pub struct GenerateRequest {
     pub seed: u64,
     pub heading: f32,
     pub diagnostics: bool,
+    /// Post-process the motion (upstream's foot-skate and constraint cleanup, see
+    /// [`postprocess`]) where upstream's CLI does: every model but G1's
+    /// ([`postprocess::enabled_by_default`]). `kinema generate` sets it unless
+    /// `--no-postprocess`.
+    pub postprocess: bool,
     pub output: PathBuf,
     pub glb: Option<PathBuf>,
     /// More formats of the same motion (`--bvh`, `--csv`, `--amass`, `--skin`).
@@ -262,6 +269,8 @@ pub struct GenerateReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub constrained_entries: Option<usize>,
     pub heading: f32,
+    /// Whether post-processing ran (asked for and the model is not G1's).
+    pub postprocess: bool,
     pub backend: &'static str,
     /// CPU ISA or Vulkan device.
     pub device: String,
@@ -362,10 +371,14 @@ pub fn generate<B: Backend>(
     let seeded = noise.is_none();
     opts.noise = noise.map(|(x, _)| x);
     let skel = Skeleton::load(cfg.skeleton)?;
+    let mut constraint_list = Vec::new();
     if let Some(p) = &req.constraints {
-        let (_, cond) = constraints::load(p, &skel, &model.stats, frames)?;
+        let (list, cond) = constraints::load(p, &skel, &model.stats, frames)?;
+        constraint_list = list;
         opts.constraints = Some(cond);
     }
+    let post = req.postprocess.then_some(constraint_list.as_slice());
+    let mut postprocessed = false;
     let load_s = t0.elapsed().as_secs_f64();
 
     let sample = sampler::sample(backend, &model, &embedding, &opts, progress)?;
@@ -384,7 +397,8 @@ pub fn generate<B: Backend>(
             sample.clone()
         };
         debug_assert_eq!(one.features.len(), per);
-        let motion = motion::decode_output(&one.features, frames, &skel, &model.stats)?;
+        let (motion, ran) = decode_motion(&one.features, frames, &skel, &model.stats, post)?;
+        postprocessed = ran;
         let out_skel = if motion.skeleton == skel.kind {
             skel.clone()
         } else {
@@ -444,6 +458,7 @@ pub fn generate<B: Backend>(
         constraints: req.constraints.as_ref().map(|p| p.display().to_string()),
         constrained_entries: opts.constraints.as_ref().map(Conditions::count),
         heading: opts.heading,
+        postprocess: postprocessed,
         backend: info.kind,
         device: info.device.clone(),
         precision: info.precision.name(),
@@ -507,19 +522,52 @@ pub struct Generation {
     pub motion: Motion,
     /// The skeleton of `motion` (SOMA77 for a SOMA30 model).
     pub skeleton: Skeleton,
+    /// Whether post-processing ran.
+    pub postprocessed: bool,
     /// Seconds spent decoding the features.
     pub decode_s: f64,
 }
 
+/// Decodes one sample's normalised features into the motion upstream returns: the inverse
+/// representation on the model's skeleton, then, when `postprocess` is given (the constraint
+/// list, possibly empty) and upstream's CLI post-processes this model
+/// ([`postprocess::enabled_by_default`]), `post_process_motion` as `KimodoModel` calls it
+/// (`kimodo/model/kimodo_model.py#L322-331`, before the SOMA77 expansion), then SOMA30 to
+/// SOMA77. Without post-processing this is exactly [`motion::decode_output`]. Returns the
+/// motion and whether post-processing ran.
+pub fn decode_motion(
+    features: &[f32],
+    frames: usize,
+    skel: &Skeleton,
+    stats: &MotionStats,
+    postprocess: Option<&[Constraint]>,
+) -> Result<(Motion, bool)> {
+    match postprocess {
+        Some(list) if postprocess::enabled_by_default(skel.kind) => {
+            let mut m = motion::decode(features, frames, skel, stats)?;
+            postprocess::postprocess_motion(&mut m, skel, list)?;
+            let m = if m.skeleton == SkeletonKind::Soma30 {
+                m.to_soma77()?
+            } else {
+                m
+            };
+            Ok((m, true))
+        }
+        _ => Ok((motion::decode_output(features, frames, skel, stats)?, false)),
+    }
+}
+
 /// One generation on a loaded model, the part `kinema generate` and the host API share:
 /// [`sampler::sample_cancellable`], the overflow check of the result and the decode
-/// ([`motion::decode_output`]). Callers check the text feature with [`check_embedding_scale`]
-/// first. `progress(done, steps)` is called after every step and may cancel.
+/// ([`decode_motion`], post-processed when `postprocess` and upstream's CLI would). Callers
+/// check the text feature with [`check_embedding_scale`] first. `progress(done, steps)` is
+/// called after every step and may cancel.
 pub fn run_model<B: Backend>(
     backend: &B,
     model: &KimodoModel,
     embedding: &[f32],
     opts: &SampleOptions,
+    postprocess: bool,
     progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
 ) -> Result<Generation> {
     let sample = sampler::sample_cancellable(backend, model, embedding, opts, progress, None)?;
@@ -527,7 +575,13 @@ pub fn run_model<B: Backend>(
     check_sampled(&sample.features, cfg.motion_dim, embedding, opts)?;
     let t_dec = Instant::now();
     let skel = Skeleton::load(cfg.skeleton)?;
-    let motion = motion::decode_output(&sample.features, opts.frames, &skel, &model.stats)?;
+    let (motion, postprocessed) = decode_motion(
+        &sample.features,
+        opts.frames,
+        &skel,
+        &model.stats,
+        postprocess.then_some(&[]),
+    )?;
     let skeleton = if motion.skeleton == skel.kind {
         skel
     } else {
@@ -537,6 +591,7 @@ pub fn run_model<B: Backend>(
         sample,
         motion,
         skeleton,
+        postprocessed,
         decode_s: t_dec.elapsed().as_secs_f64(),
     })
 }
