@@ -244,7 +244,6 @@ pub(super) fn parent(parents: &[i32], j: usize) -> usize {
 /// target pose's joint and copies the target's global rotation; then the three joints are
 /// blended back into the motion.
 fn effector_ik(poses: &mut [Pose], inp: &CorrectionInputs) {
-    let n = poses.len();
     let mut masks: BTreeMap<usize, Vec<f32>> = BTreeMap::new();
     let mut fixed: Vec<Pose> = poses.to_vec();
     for c in inp.pins {
@@ -260,20 +259,18 @@ fn effector_ik(poses: &mut [Pose], inp: &CorrectionInputs) {
                 .entry(pp)
                 .or_insert_with(|| inp.fullbody_mask.to_vec());
         }
-        for f in 0..n {
+        for (f, pose) in fixed.iter_mut().enumerate() {
             if c.mask[f] == 0.0 {
                 continue;
             }
             let target = joint_to_global(inp.parents, joint as i32, &inp.targets[f]);
             set(&mut masks, p, f);
             match c.ik {
-                IkType::OneBone => {
-                    ik::one_bone(&mut fixed[f], joint, 1.0, target.translation, inp.parents)
-                }
+                IkType::OneBone => ik::one_bone(pose, joint, 1.0, target.translation, inp.parents),
                 IkType::TwoBone => {
                     set(&mut masks, pp, f);
                     ik::two_bone(
-                        &mut fixed[f],
+                        pose,
                         joint,
                         1.0,
                         target.translation,
@@ -283,8 +280,8 @@ fn effector_ik(poses: &mut [Pose], inp: &CorrectionInputs) {
                 }
             }
             set(&mut masks, joint, f);
-            let parent_world = joint_to_global(inp.parents, p as i32, &fixed[f]);
-            fixed[f][joint].rotation = target.rotation.mul(parent_world.rotation.conjugate());
+            let parent_world = joint_to_global(inp.parents, p as i32, pose);
+            pose[joint].rotation = target.rotation.then(parent_world.rotation.conjugate());
         }
     }
     blend_corrections(poses, &fixed, &masks);
@@ -458,7 +455,7 @@ fn contact_ik(poses: &mut [Pose], inp: &CorrectionInputs) {
             fixed[f][p].rotation = Quat::slerp(orig_p, fixed[f][p].rotation, w);
             fixed[f][pp].rotation = Quat::slerp(orig_pp, fixed[f][pp].rotation, w);
             let parent_rot = joint_to_global(inp.parents, p as i32, &fixed[f]).rotation;
-            fixed[f][joint].rotation = joint_rot.mul(parent_rot.conjugate());
+            fixed[f][joint].rotation = joint_rot.then(parent_rot.conjugate());
         }
     }
     blend_corrections(poses, &fixed, &masks);
@@ -473,11 +470,11 @@ fn contact_ik(poses: &mut [Pose], inp: &CorrectionInputs) {
         let mut ivs = contact_intervals(&c.mask, &joint_mask, inp.contact_threshold);
         filter_intervals(&mut ivs, &joint_mask, true);
         for (s, e) in ivs {
-            for f in s..e {
+            for (f, pose) in fixed.iter_mut().enumerate().take(e).skip(s) {
                 // Project the joint onto the floor at its bone length from the parent
                 // (10 fixed-point steps, #L844-855).
-                let parent_pos = joint_to_global(inp.parents, p as i32, &fixed[f]).translation;
-                let mut target = joint_to_global(inp.parents, joint as i32, &fixed[f]).translation;
+                let parent_pos = joint_to_global(inp.parents, p as i32, pose).translation;
+                let mut target = joint_to_global(inp.parents, joint as i32, pose).translation;
                 let len = length3(sub(target, parent_pos));
                 for _ in 0..10 {
                     target[1] = c.min_height;
@@ -488,7 +485,7 @@ fn contact_ik(poses: &mut [Pose], inp: &CorrectionInputs) {
                         parent_pos[2] + dir[2] * len,
                     ];
                 }
-                ik::one_bone(&mut fixed[f], joint, 1.0, target, inp.parents);
+                ik::one_bone(pose, joint, 1.0, target, inp.parents);
                 set(&mut masks, p, f);
             }
         }

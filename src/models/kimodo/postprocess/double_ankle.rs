@@ -69,7 +69,7 @@ pub fn correct(
             let o_second = joint_to_global(parents, second as i32, &original[f]);
             let delta: Transform = o_first.delta_to(o_second);
             let corrected_first = joint_to_global(parents, first as i32, &fixed[f]);
-            let target = delta.mul(corrected_first).translation;
+            let target = delta.then(corrected_first).translation;
             ik::two_bone(&mut fixed[f], second, 1.0, target, parents, c.hint_offset);
             for j in [knee, hip] {
                 if let Some(m) = masks.get_mut(&j) {

@@ -16,10 +16,10 @@ fn ancestors_world(pose: &[Transform], parents: &[i32], a: usize) -> Transform {
     let mut world = Transform::IDENTITY;
     let mut idx = parents[a];
     while idx >= 0 {
-        world = world.mul(pose[idx as usize]);
+        world = world.then(pose[idx as usize]);
         idx = parents[idx as usize];
     }
-    world.mul(Transform::IDENTITY)
+    world.then(Transform::IDENTITY)
 }
 
 /// `getAngleWithTwoSideVectors` (#L16-25).
@@ -63,9 +63,9 @@ pub fn two_bone(
     }
     let a_idx = a_idx as usize;
     let a_parent = ancestors_world(pose, parents, a_idx);
-    let a_world = pose[a_idx].mul(a_parent);
-    let b_world = pose[b_idx].mul(a_world);
-    let c_world = pose[c_idx].mul(b_world);
+    let a_world = pose[a_idx].then(a_parent);
+    let b_world = pose[b_idx].then(a_world);
+    let c_world = pose[c_idx].then(b_world);
     let a = a_world.translation;
     let b = b_world.translation;
     let c = c_world.translation;
@@ -95,24 +95,24 @@ pub fn two_bone(
         rotation: Quat::from_axis_angle(in_b, abc_want - abc_now),
         translation: [0.0; 3],
     };
-    pose[b_idx] = rot_b.mul(pose[b_idx]);
+    pose[b_idx] = rot_b.then(pose[b_idx]);
     let in_a = a_world.rotation.rotate_inverse(axis);
     let rot_a = Transform {
         rotation: Quat::from_axis_angle(in_a, bac_want - bac_now),
         translation: [0.0; 3],
     };
-    pose[a_idx] = rot_a.mul(pose[a_idx]);
+    pose[a_idx] = rot_a.then(pose[a_idx]);
 
     // Stage 2 (#L144-156) swings with the end point as it was before stage 1 (upstream
     // reuses `c`), in the frame of the updated `a`.
-    let a_world = pose[a_idx].mul(a_parent);
+    let a_world = pose[a_idx].then(a_parent);
     let ac = a_world.rotation.rotate_inverse(sub(c, a));
     let at = a_world.rotation.rotate_inverse(sub(target, a));
     let swing = Transform {
         rotation: Quat::between(ac, at),
         translation: [0.0; 3],
     };
-    pose[a_idx] = swing.mul(pose[a_idx]);
+    pose[a_idx] = swing.then(pose[a_idx]);
 }
 
 /// `IK::OneBoneIk` (#L160-200): rotate the parent `a` of `b` so that `b` points at the target
@@ -128,8 +128,8 @@ pub fn one_bone(pose: &mut [Transform], b_idx: usize, weight: f32, target: Vec3,
     }
     let a_idx = a_idx as usize;
     let a_parent = ancestors_world(pose, parents, a_idx);
-    let a_world = pose[a_idx].mul(a_parent);
-    let b_world = pose[b_idx].mul(a_world);
+    let a_world = pose[a_idx].then(a_parent);
+    let b_world = pose[b_idx].then(a_world);
     let ab = a_world
         .rotation
         .rotate_inverse(sub(b_world.translation, a_world.translation));
@@ -137,7 +137,7 @@ pub fn one_bone(pose: &mut [Transform], b_idx: usize, weight: f32, target: Vec3,
         .rotation
         .rotate_inverse(sub(target, a_world.translation));
     let delta = Quat::nlerp(Quat::IDENTITY, Quat::between(ab, at), weight);
-    pose[a_idx].rotation = delta.mul(pose[a_idx].rotation);
+    pose[a_idx].rotation = delta.then(pose[a_idx].rotation);
 }
 
 #[cfg(test)]

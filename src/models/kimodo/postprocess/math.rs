@@ -7,9 +7,14 @@
 //! sides. No FMA contraction happens on either side (upstream builds with `-msse4.1 -mavx`,
 //! no `-mfma`; Rust never contracts).
 //!
-//! Conventions as upstream: quaternions are `[x, y, z, w]`; the product `a.mul(b)` is
+//! Conventions as upstream: quaternions are `[x, y, z, w]`; the product `a.then(b)` is
 //! upstream's `a * b`, "rotate by `a`, then by `b`" (the Hamilton product `b a`); a transform
-//! product `a.mul(b)` applies `a` (a child's local transform) then `b` (its parent's).
+//! product `a.then(b)` applies `a` (a child's local transform) then `b` (its parent's).
+
+use std::f32::consts::{FRAC_PI_2, PI, TAU};
+
+/// Upstream's `Math::OneDivTwoPi` (`Constants.h#L20`, `0.159154943f`).
+const ONE_DIV_TWO_PI: f32 = 0.159_154_94;
 
 /// A 3-vector (upstream's `Vector` with its w lane unused).
 pub type Vec3 = [f32; 3];
@@ -83,13 +88,9 @@ fn dx_round(x: f32) -> f32 {
 /// `Vector::AngleMod2Pi` then the reflection into `[-pi/2, pi/2]` of `Vector::SinCos`
 /// (`Vector.inl#L807-823`, #L878-885): the reduced angle and the cosine's sign.
 fn dx_reduce(angle: f32) -> (f32, f32) {
-    const PI: f32 = 3.141_592_654;
-    const TWO_PI: f32 = 6.283_185_307;
-    const ONE_DIV_TWO_PI: f32 = 0.159_154_943;
-    const PI_DIV_TWO: f32 = 1.570_796_327;
-    let x = angle - dx_round(angle * ONE_DIV_TWO_PI) * TWO_PI;
+    let x = angle - dx_round(angle * ONE_DIV_TWO_PI) * TAU;
     let c = PI.copysign(x);
-    if x.abs() <= PI_DIV_TWO {
+    if x.abs() <= FRAC_PI_2 {
         (x, 1.0)
     } else {
         (c - x, -1.0)
@@ -126,14 +127,13 @@ pub fn dx_sin_cos(angle: f32) -> (f32, f32) {
 /// `Vector::ATan` (`Vector.inl#L449-512`, `XMVectorATan`): odd degree-17 polynomial on
 /// `[-1, 1]`, `±pi/2 - atan(1/v)` outside.
 fn dx_atan(v: f32) -> f32 {
-    const T0: [f32; 4] = [-0.333_331_45, 0.199_935_51, -0.142_088_99, 0.106_562_64];
+    const T0: [f32; 4] = [-0.333_331_45, 0.199_935_51, -0.142_089, 0.106_562_64];
     const T1: [f32; 4] = [
         -0.075_289_64,
         0.042_909_614,
         -0.016_165_737,
         0.002_866_225_7,
     ];
-    const PI_DIV_TWO: f32 = 1.570_796_327;
     let sign = if v.abs() <= 1.0 {
         0.0
     } else if v > 1.0 {
@@ -151,19 +151,13 @@ fn dx_atan(v: f32) -> f32 {
         r = (r + T0[k]) * x2;
     }
     let r = (r + 1.0) * x;
-    if sign == 0.0 {
-        r
-    } else {
-        sign * PI_DIV_TWO - r
-    }
+    if sign == 0.0 { r } else { sign * FRAC_PI_2 - r }
 }
 
 /// `Vector::ATan2` (`Vector.inl#L512-548`, `XMVectorATan2`) for finite arguments: the
 /// special cases for zero arguments, then `atan(y / x)` plus `pi` (signed like `y`) when `x`
 /// is negative. Infinite arguments do not occur here (they are zeroed on input).
 pub fn dx_atan2(y: f32, x: f32) -> f32 {
-    const PI: f32 = 3.141_592_654;
-    const PI_DIV_TWO: f32 = 1.570_796_327;
     let x_positive = x.is_sign_positive();
     if y == 0.0 {
         return if x_positive {
@@ -173,7 +167,7 @@ pub fn dx_atan2(y: f32, x: f32) -> f32 {
         };
     }
     if x == 0.0 {
-        return PI_DIV_TWO.copysign(y);
+        return FRAC_PI_2.copysign(y);
     }
     let r0 = dx_atan(y / x);
     let r1 = if x_positive { -0.0 } else { PI.copysign(y) };
@@ -199,7 +193,7 @@ impl Quat {
 
     /// `Quaternion::operator*` (`Quaternion.inl#L533-573`): `self` then `rhs`, summed as
     /// `(w-term + x-term) + (y-term + z-term)` like the SSE code.
-    pub fn mul(self, rhs: Quat) -> Quat {
+    pub fn then(self, rhs: Quat) -> Quat {
         let a = self.0;
         let b = rhs.0;
         let w = [b[3] * a[0], b[3] * a[1], b[3] * a[2], b[3] * a[3]];
@@ -232,13 +226,13 @@ impl Quat {
     /// upstream's product order.
     pub fn rotate(self, v: Vec3) -> Vec3 {
         let a = Quat([v[0], v[1], v[2], 0.0]);
-        self.conjugate().mul(a).mul(self).xyz()
+        self.conjugate().then(a).then(self).xyz()
     }
 
     /// `Quaternion::RotateVectorInverse` (`Quaternion.inl#L352-357`).
     pub fn rotate_inverse(self, v: Vec3) -> Vec3 {
         let a = Quat([v[0], v[1], v[2], 0.0]);
-        self.mul(a).mul(self.conjugate()).xyz()
+        self.then(a).then(self.conjugate()).xyz()
     }
 
     /// `Quaternion::YAxis` (`Quaternion.inl#L437-457`).
@@ -286,7 +280,7 @@ impl Quat {
     /// `Quaternion::NLerp` (`Quaternion.inl#L76-91`).
     pub fn nlerp(from: Quat, to: Quat, t: f32) -> Quat {
         let from = if dot4(from.0, to.0) < 0.0 {
-            Quat(from.0.map(|v| v * -1.0))
+            Quat(from.0.map(|v| -v))
         } else {
             from
         };
@@ -379,9 +373,9 @@ impl Transform {
 
     /// `Transform::operator*=` (`Transform.inl#L436-472`, normal case): rotation
     /// `normalize(self.rot * rhs.rot)`, translation `rhs.rot(self.t) + rhs.t`.
-    pub fn mul(self, rhs: Transform) -> Transform {
+    pub fn then(self, rhs: Transform) -> Transform {
         Transform {
-            rotation: self.rotation.mul(rhs.rotation).normalized(),
+            rotation: self.rotation.then(rhs.rotation).normalized(),
             translation: add(rhs.rotation.rotate(self.translation), rhs.translation),
         }
     }
@@ -405,7 +399,7 @@ impl Transform {
             Quat(conj.map(|v| v / len))
         };
         Transform {
-            rotation: to.rotation.mul(inv),
+            rotation: to.rotation.then(inv),
             translation: inv.rotate(sub(to.translation, self.translation)),
         }
     }
@@ -417,15 +411,34 @@ pub fn joint_to_global(parents: &[i32], index: i32, pose: &[Transform]) -> Trans
     let mut world = Transform::IDENTITY;
     let mut i = index;
     while i > -1 {
-        world = world.mul(pose[i as usize]);
+        world = world.then(pose[i as usize]);
         i = parents[i as usize];
     }
-    world.mul(Transform::IDENTITY)
+    world.then(Transform::IDENTITY)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn constants_are_upstreams_f32_values() {
+        // `Constants.h#L17-21`, as the C++ compiler rounds them to f32.
+        for (text, ours) in [
+            ("3.141592654", PI),
+            ("6.283185307", TAU),
+            ("0.159154943", ONE_DIV_TWO_PI),
+            ("1.570796327", FRAC_PI_2),
+        ] {
+            assert_eq!(
+                text.parse::<f32>().unwrap().to_bits(),
+                ours.to_bits(),
+                "{text}"
+            );
+        }
+        // `SIMD.h#L91`, written shorter here (clippy): the same f32.
+        assert_eq!("-0.1420889944".parse::<f32>().unwrap(), -0.142_089f32);
+    }
 
     #[test]
     fn polynomials_track_libm() {
@@ -447,9 +460,9 @@ mod tests {
         let h = std::f32::consts::FRAC_1_SQRT_2;
         let rz = Quat([0.0, 0.0, h, h]);
         let rx = Quat([h, 0.0, 0.0, h]);
-        let v = rz.mul(rx).rotate([1.0, 0.0, 0.0]);
+        let v = rz.then(rx).rotate([1.0, 0.0, 0.0]);
         assert!((v[0]).abs() < 1e-6 && (v[1]).abs() < 1e-6 && (v[2] - 1.0).abs() < 1e-6);
-        let back = rz.mul(rx).rotate_inverse(v);
+        let back = rz.then(rx).rotate_inverse(v);
         assert!((back[0] - 1.0).abs() < 1e-6);
     }
 

@@ -303,7 +303,7 @@ pub fn correct(
     ];
     // #L231-275: the toes (the last child of each foot) get one-bone contacts. Upstream gives
     // both toes the right toe's rest height (#L256-260).
-    let last_child = |foot: usize| (0..nj).filter(|&i| rig.parents[i] == foot as i32).last();
+    let last_child = |foot: usize| (0..nj).rfind(|&i| rig.parents[i] == foot as i32);
     if let (Some(lt), Some(rt)) = (last_child(rig.left_foot), last_child(rig.right_foot)) {
         let toe_height = height(rt);
         let toe = |joint: usize, mask: &[f32], ch: usize| ContactInfo {

@@ -168,8 +168,8 @@ impl TrajectoryCorrector {
                 rhs[i] -= self.l2[i] * rhs[i - 2];
             }
         }
-        for i in 0..k {
-            rhs[i] /= self.d[i];
+        for (r, d) in rhs.iter_mut().zip(&self.d) {
+            *r /= d;
         }
         for i in (0..k).rev() {
             if i + 1 < k {
