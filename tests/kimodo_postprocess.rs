@@ -446,3 +446,51 @@ mod cli {
         assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     }
 }
+
+#[test]
+fn bad_inputs_are_errors_not_panics() {
+    let skel = Skeleton::load(SkeletonKind::Soma30).unwrap();
+    let rig = Rig::for_skeleton(&skel).unwrap();
+    let frames = 4;
+    let nj = rig.parents.len();
+    let targets = Targets::none(frames, nj);
+    let masks = Masks::none(frames);
+    let contacts = vec![0.0; frames * 4];
+    let mut root = vec![0.0; frames * 3];
+    let mut rot = Targets::none(frames, nj).rotations;
+    let run = |rig: &Rig, root: &mut [f32], rot: &mut [f32], contacts: &[f32]| {
+        postprocess::correct(rig, root, rot, &targets, &masks, contacts, 0.5, 0.04)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    assert!(run(&rig, &mut root, &mut rot, &contacts).is_ok());
+    let mut cyclic = rig.clone();
+    cyclic.parents[0] = 5;
+    assert!(
+        run(&cyclic, &mut root, &mut rot, &contacts)
+            .unwrap_err()
+            .contains("parent 5")
+    );
+    let mut rootless_hand = rig.clone();
+    rootless_hand.left_hand = 0;
+    assert!(
+        run(&rootless_hand, &mut root, &mut rot, &contacts)
+            .unwrap_err()
+            .contains("grandparent")
+    );
+    assert!(
+        run(&rig, &mut root[..5], &mut rot, &contacts)
+            .unwrap_err()
+            .contains("root holds 5 values")
+    );
+    assert!(
+        run(&rig, &mut root, &mut rot, &contacts[..3])
+            .unwrap_err()
+            .contains("contacts holds 3 values")
+    );
+    // Non-finite inputs are zeroed as upstream's binding does, and the result stays finite.
+    let mut root = vec![f32::NAN; frames * 3];
+    let mut rot = vec![f32::INFINITY; frames * nj * 4];
+    run(&rig, &mut root, &mut rot, &vec![1.0; frames * 4]).unwrap();
+    assert!(root.iter().chain(&rot).all(|v| v.is_finite()));
+}

@@ -129,19 +129,46 @@ impl Rig {
             right_foot: idx(names[3])?,
             double_ankles: skel.kind == SkeletonKind::G1,
         };
-        for j in [rig.left_hand, rig.right_hand, rig.left_foot, rig.right_foot] {
-            let depth = std::iter::successors(Some(j as i32), |&i| {
-                (i >= 0).then(|| rig.parents[i as usize])
-            })
-            .count();
-            if depth < 4 {
-                return Err(Error::InvalidArgument(format!(
-                    "post-processing: joint {} needs a parent and a grandparent for two-bone IK",
-                    skel.names[j]
-                )));
+        rig.check()?;
+        Ok(rig)
+    }
+
+    /// Refuses a rig the IK cannot walk: a parent that does not precede its joint (which
+    /// would also allow a cycle), translations of another length, or a hand or foot without a
+    /// parent and grandparent.
+    pub fn check(&self) -> Result<()> {
+        let nj = self.parents.len();
+        let bad = |msg: String| {
+            Err(Error::InvalidArgument(format!(
+                "post-processing rig: {msg}"
+            )))
+        };
+        if self.translations.len() != nj {
+            return bad(format!(
+                "{} translations for {nj} joints",
+                self.translations.len()
+            ));
+        }
+        for (j, &p) in self.parents.iter().enumerate() {
+            if p < -1 || p >= j as i32 {
+                return bad(format!(
+                    "joint {j} has parent {p} (parents precede their joints)"
+                ));
             }
         }
-        Ok(rig)
+        for j in [
+            self.left_hand,
+            self.right_hand,
+            self.left_foot,
+            self.right_foot,
+        ] {
+            if j >= nj || self.parents[j] < 0 || self.parents[self.parents[j] as usize] < 0 {
+                return bad(format!(
+                    "hand or foot joint {j} needs a parent and a grandparent"
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn default_pose(&self) -> Vec<Transform> {
@@ -232,6 +259,7 @@ pub fn correct(
     contact_threshold: f32,
     root_margin: f32,
 ) -> Result<()> {
+    rig.check()?;
     let nj = rig.parents.len();
     let frames = masks.fullbody.len();
     for (what, m) in [
