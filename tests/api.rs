@@ -98,6 +98,10 @@ fn generate_writes_the_npz_of_kinema_generate() {
     let motion = k.generate(&req).unwrap();
     assert_eq!(motion.frames(), 12);
     assert_eq!(motion.skeleton(), "soma77");
+    assert!(
+        motion.postprocessed(),
+        "on by default for SOMA, as upstream's CLI"
+    );
     assert_eq!(motion.posed_joints().len(), 12 * motion.joints() * 3);
 
     let tmp = tempfile::tempdir().unwrap();
@@ -120,6 +124,7 @@ fn generate_writes_the_npz_of_kinema_generate() {
         seed: 5,
         heading: 0.3,
         diagnostics: true,
+        postprocess: true,
         output: out.clone(),
         glb: None,
         constraints: None,

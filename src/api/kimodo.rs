@@ -113,6 +113,10 @@ pub struct GenerateRequest {
     /// Frames pinned and blended at each transition (upstream's `num_transition_frames`,
     /// default 5).
     pub transition_frames: usize,
+    /// Post-process the motion (upstream's foot-skate cleanup by trajectory correction and
+    /// IK, [`crate::models::kimodo::postprocess`]) where upstream's CLI does: every model but
+    /// G1's. Default `true`, as `kinema generate` (`--no-postprocess` clears it).
+    pub postprocess: bool,
 }
 
 /// One more segment of a multi-prompt motion ([`GenerateRequest::segments`]).
@@ -126,7 +130,8 @@ pub struct Segment {
 
 impl GenerateRequest {
     /// `frames` frames from one text feature, with `kinema generate`'s defaults: 100 steps,
-    /// seed 0, the model's guidance weights, 2 rows, heading 0, no diagnostics.
+    /// seed 0, the model's guidance weights, 2 rows, heading 0, no diagnostics,
+    /// post-processing on (where upstream's CLI has it on).
     pub fn new(embedding: impl Into<Vec<f32>>, frames: usize) -> GenerateRequest {
         GenerateRequest {
             text: TextInput::Embedding(embedding.into()),
@@ -140,6 +145,7 @@ impl GenerateRequest {
             diagnostics: false,
             segments: Vec::new(),
             transition_frames: crate::models::kimodo::multiprompt::TRANSITION_FRAMES,
+            postprocess: true,
         }
     }
 
@@ -163,9 +169,16 @@ pub struct Motion {
     fps: f32,
     cfg_rows: usize,
     diagnostics: Option<Diagnostics>,
+    postprocessed: bool,
 }
 
 impl Motion {
+    /// Whether post-processing ran ([`GenerateRequest::postprocess`] and a model upstream's
+    /// CLI post-processes).
+    pub fn postprocessed(&self) -> bool {
+        self.postprocessed
+    }
+
     /// Frames T.
     pub fn frames(&self) -> usize {
         self.motion.frames
@@ -444,6 +457,7 @@ impl Kimodo {
             model: &self.model,
             embedding,
             opts: &opts,
+            postprocess: req.postprocess,
             progress,
         })?;
         report(progress, Stage::Decode, 1, 1)?;
@@ -454,6 +468,7 @@ impl Kimodo {
             fps: c.fps,
             cfg_rows: opts.cfg_rows,
             diagnostics: g.sample.diagnostics,
+            postprocessed: g.postprocessed,
         })
     }
 }
@@ -546,7 +561,13 @@ impl Kimodo {
             progress,
         })?;
         let skel = crate::models::kimodo::Skeleton::load(c.skeleton)?;
-        let motion = crate::models::kimodo::motion::decode_raw_output(&ms.raw, ms.frames, &skel)?;
+        // Segments carry no constraints in the API: the clean-up runs on its own.
+        let (motion, postprocessed) = crate::models::kimodo::generate::decode_raw_motion(
+            &ms.raw,
+            ms.frames,
+            &skel,
+            req.postprocess.then_some(&[][..]),
+        )?;
         let mut features = ms.raw;
         crate::models::kimodo::motion::normalize(&self.model.stats, &mut features)?;
         report(progress, Stage::Decode, 1, 1)?;
@@ -557,6 +578,7 @@ impl Kimodo {
             fps: c.fps,
             cfg_rows: opts.cfg_rows,
             diagnostics: None,
+            postprocessed,
         })
     }
 }
@@ -596,6 +618,7 @@ struct Run<'a, 'p> {
     model: &'a KimodoModel,
     embedding: &'a [f32],
     opts: &'a SampleOptions,
+    postprocess: bool,
     progress: &'a mut ProgressFn<'p>,
 }
 
@@ -607,6 +630,13 @@ impl BackendVisitor for Run<'_, '_> {
             Ok(()) => ControlFlow::Continue(()),
             Err(_) => ControlFlow::Break(()),
         };
-        run_model(b, self.model, self.embedding, self.opts, &mut step)
+        run_model(
+            b,
+            self.model,
+            self.embedding,
+            self.opts,
+            self.postprocess,
+            &mut step,
+        )
     }
 }

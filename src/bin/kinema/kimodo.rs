@@ -112,6 +112,11 @@ pub struct GenerateOpts {
     /// Add the first step's stage outputs and guided prediction to the npz.
     #[arg(long)]
     diagnostics: bool,
+    /// Skip the post-processing (foot-skate and constraint cleanup by trajectory correction
+    /// and IK, upstream's MotionCorrection), which runs by default except for G1 models,
+    /// as upstream's CLI does.
+    #[arg(long)]
+    no_postprocess: bool,
     /// Also write an animated glTF binary (skeleton only; skinned with --skin).
     #[arg(long)]
     glb: Option<PathBuf>,
@@ -419,6 +424,7 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
         seed: o.seed,
         heading: o.heading,
         diagnostics: o.diagnostics,
+        postprocess: !o.no_postprocess,
         output: o.output.clone(),
         glb: o.glb.clone(),
         exports: o.exports.exports(),

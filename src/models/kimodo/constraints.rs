@@ -518,17 +518,21 @@ fn expand_joint_names(skel: &Skeleton, names: &[String]) -> Result<(Vec<usize>, 
 }
 
 /// What one body entry contributes once decoded: per constrained frame its FK.
-struct Posed {
+pub(crate) struct Posed {
     /// `[K, J, 3, 3]`.
-    global_rots: Vec<f32>,
+    pub global_rots: Vec<f32>,
     /// `[K, J, 3]`.
-    posed: Vec<f32>,
+    pub posed: Vec<f32>,
 }
 
 /// Axis-angle decode, the SOMA 77 -> 30 subset when needed
 /// (`_convert_constraint_local_rots_to_skeleton`, `kimodo/constraints.py#L17-36`), then FK at
 /// the given root positions (`FullBodyConstraintSet.from_dict`).
-fn pose(c: &Constraint, skel: &Skeleton, soma77: &Option<Soma77Expansion>) -> Result<Posed> {
+pub(crate) fn pose(
+    c: &Constraint,
+    skel: &Skeleton,
+    soma77: &Option<Soma77Expansion>,
+) -> Result<Posed> {
     let nj = skel.num_joints();
     let k = c.frame_indices.len();
     let subset: Option<&[usize]> = if c.num_joints == nj {

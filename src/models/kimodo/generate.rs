@@ -1,7 +1,8 @@
 //! `kinema generate`: a text feature in, motion out. Checks the options and every output
 //! path first ([`OutputPlan`]), reads and checks the inputs (embedding, optional noise), runs
 //! [`sampler::sample`] on the chosen backend, decodes the features as upstream's
-//! `Kimodo.__call__` does (SOMA30 expanded to SOMA77), and writes the outputs together, only
+//! `Kimodo.__call__` does (post-processed as upstream's CLI does unless `--no-postprocess`,
+//! then SOMA30 expanded to SOMA77), and writes the outputs together, only
 //! once all of them are ready: the npz with upstream's keys plus `features` (and the
 //! diagnostics), a JSON sidecar saying exactly what ran, and optionally an animated glTF
 //! binary.
@@ -13,12 +14,13 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::config::{KimodoModel, keys, names};
-use super::constraints::{self, Conditions};
+use super::config::{KimodoModel, MotionStats, SkeletonKind, keys, names};
+use super::constraints::{self, Conditions, Constraint};
 use super::export::{Exports, Format};
 use super::glb;
 use super::motion::{self, Motion};
 use super::multiprompt::{self, MultiOptions, Segment};
+use super::postprocess;
 use super::sampler::{self, Diagnostics, Sample, SampleOptions};
 use super::skeleton::Skeleton;
 use crate::backend::{Backend, BackendInfo, MemoryUse};
@@ -58,6 +60,11 @@ pub struct GenerateRequest {
     pub seed: u64,
     pub heading: f32,
     pub diagnostics: bool,
+    /// Post-process the motion (upstream's foot-skate and constraint cleanup, see
+    /// [`postprocess`]) where upstream's CLI does: every model but G1's
+    /// ([`postprocess::enabled_by_default`]). `kinema generate` sets it unless
+    /// `--no-postprocess`.
+    pub postprocess: bool,
     pub output: PathBuf,
     pub glb: Option<PathBuf>,
     /// More formats of the same motion (`--bvh`, `--csv`, `--amass`, `--skin`).
@@ -383,6 +390,8 @@ pub struct GenerateReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub constrained_entries: Option<usize>,
     pub heading: f32,
+    /// Whether post-processing ran (asked for and the model is not G1's).
+    pub postprocess: bool,
     pub backend: &'static str,
     /// CPU ISA or Vulkan device.
     pub device: String,
@@ -510,11 +519,15 @@ pub fn generate<B: Backend>(
     opts.noise = noise.map(|(x, _)| x);
     let skel = Skeleton::load(cfg.skeleton)?;
     let mut constrained_entries = None;
+    let mut constraint_list = Vec::new();
     if let Some(p) = &req.constraints {
-        let (_, cond) = constraints::load(p, &skel, &model.stats, frames)?;
+        let (list, cond) = constraints::load(p, &skel, &model.stats, frames)?;
         constrained_entries = Some(cond.count());
+        constraint_list = list;
         opts.constraints = Some(cond);
     }
+    let post = req.postprocess.then_some(constraint_list.as_slice());
+    let mut postprocessed = false;
     let load_s = t0.elapsed().as_secs_f64();
 
     // Every motion's normalised features, diagnostics and decoded motion.
@@ -579,7 +592,8 @@ pub fn generate<B: Backend>(
                 .collect(),
         );
         for ms in runs {
-            let motion = motion::decode_raw_output(&ms.raw, ms.frames, &skel)?;
+            let (motion, ran) = decode_raw_motion(&ms.raw, ms.frames, &skel, post)?;
+            postprocessed = ran;
             let mut features = ms.raw;
             motion::normalize(&model.stats, &mut features)?;
             produced.push((
@@ -603,7 +617,8 @@ pub fn generate<B: Backend>(
             } else {
                 sample.clone()
             };
-            let motion = motion::decode_output(&one.features, frames, &skel, &model.stats)?;
+            let (motion, ran) = decode_motion(&one.features, frames, &skel, &model.stats, post)?;
+            postprocessed = ran;
             produced.push((one, motion));
         }
     }
@@ -673,6 +688,7 @@ pub fn generate<B: Backend>(
         constraints: req.constraints.as_ref().map(|p| p.display().to_string()),
         constrained_entries,
         heading: opts.heading,
+        postprocess: postprocessed,
         backend: info.kind,
         device: info.device.clone(),
         precision: info.precision.name(),
@@ -746,19 +762,75 @@ pub struct Generation {
     pub motion: Motion,
     /// The skeleton of `motion` (SOMA77 for a SOMA30 model).
     pub skeleton: Skeleton,
+    /// Whether post-processing ran.
+    pub postprocessed: bool,
     /// Seconds spent decoding the features.
     pub decode_s: f64,
 }
 
+/// Decodes one sample's normalised features into the motion upstream returns: the inverse
+/// representation on the model's skeleton, then, when `postprocess` is given (the constraint
+/// list, possibly empty) and upstream's CLI post-processes this model
+/// ([`postprocess::enabled_by_default`]), `post_process_motion` as `KimodoModel` calls it
+/// (`kimodo/model/kimodo_model.py#L322-331`, before the SOMA77 expansion), then SOMA30 to
+/// SOMA77. Without post-processing this is exactly [`motion::decode_output`]. Returns the
+/// motion and whether post-processing ran.
+pub fn decode_motion(
+    features: &[f32],
+    frames: usize,
+    skel: &Skeleton,
+    stats: &MotionStats,
+    postprocess: Option<&[Constraint]>,
+) -> Result<(Motion, bool)> {
+    match postprocess {
+        Some(list) if postprocess::enabled_by_default(skel.kind) => {
+            let mut m = motion::decode(features, frames, skel, stats)?;
+            postprocess::postprocess_motion(&mut m, skel, list)?;
+            let m = if m.skeleton == SkeletonKind::Soma30 {
+                m.to_soma77()?
+            } else {
+                m
+            };
+            Ok((m, true))
+        }
+        _ => Ok((motion::decode_output(features, frames, skel, stats)?, false)),
+    }
+}
+
+/// [`decode_motion`] for unnormalised features (a stitched multi-prompt motion, which
+/// upstream decodes unnormalised): [`motion::decode_raw_output`], post-processed as there.
+pub fn decode_raw_motion(
+    features: &[f32],
+    frames: usize,
+    skel: &Skeleton,
+    postprocess: Option<&[Constraint]>,
+) -> Result<(Motion, bool)> {
+    match postprocess {
+        Some(list) if postprocess::enabled_by_default(skel.kind) => {
+            let mut m = motion::inverse(features, frames, skel)?;
+            postprocess::postprocess_motion(&mut m, skel, list)?;
+            let m = if m.skeleton == SkeletonKind::Soma30 {
+                m.to_soma77()?
+            } else {
+                m
+            };
+            Ok((m, true))
+        }
+        _ => Ok((motion::decode_raw_output(features, frames, skel)?, false)),
+    }
+}
+
 /// One generation on a loaded model, the part `kinema generate` and the host API share:
 /// [`sampler::sample_cancellable`], the overflow check of the result and the decode
-/// ([`motion::decode_output`]). Callers check the text feature with [`check_embedding_scale`]
-/// first. `progress(done, steps)` is called after every step and may cancel.
+/// ([`decode_motion`], post-processed when `postprocess` and upstream's CLI would). Callers
+/// check the text feature with [`check_embedding_scale`] first. `progress(done, steps)` is
+/// called after every step and may cancel.
 pub fn run_model<B: Backend>(
     backend: &B,
     model: &KimodoModel,
     embedding: &[f32],
     opts: &SampleOptions,
+    postprocess: bool,
     progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
 ) -> Result<Generation> {
     let sample = sampler::sample_cancellable(backend, model, embedding, opts, progress, None)?;
@@ -766,7 +838,13 @@ pub fn run_model<B: Backend>(
     check_sampled(&sample.features, cfg.motion_dim, embedding, opts)?;
     let t_dec = Instant::now();
     let skel = Skeleton::load(cfg.skeleton)?;
-    let motion = motion::decode_output(&sample.features, opts.frames, &skel, &model.stats)?;
+    let (motion, postprocessed) = decode_motion(
+        &sample.features,
+        opts.frames,
+        &skel,
+        &model.stats,
+        postprocess.then_some(&[]),
+    )?;
     let skeleton = if motion.skeleton == skel.kind {
         skel
     } else {
@@ -776,6 +854,7 @@ pub fn run_model<B: Backend>(
         sample,
         motion,
         skeleton,
+        postprocessed,
         decode_s: t_dec.elapsed().as_secs_f64(),
     })
 }

@@ -17,6 +17,7 @@ pub mod import;
 mod model;
 pub mod motion;
 pub mod multiprompt;
+pub mod postprocess;
 pub mod sampler;
 pub mod schedule;
 pub mod skeleton;
