@@ -663,9 +663,12 @@ fn api_segments_match_the_library() {
         noise: Noise::Seed(3),
         heading: 0.2,
         segments: vec![seg(1, 14), seg(2, 11)],
+        // The library's raw decode below; post-processing has its own tests.
+        postprocess: false,
         ..GenerateRequest::new(e[0].clone(), 16)
     };
     let got = k.generate(&req).unwrap();
+    assert!(!got.postprocessed());
     assert_eq!(got.frames(), 41);
     assert_eq!(got.skeleton(), "soma77");
 
@@ -686,6 +689,17 @@ fn api_segments_match_the_library() {
     let skel = Skeleton::load(m.config.skeleton).unwrap();
     let want = motion::decode_raw_output(&s.raw, s.frames, &skel).unwrap();
     assert_eq!(got.posed_joints(), want.posed_joints.as_slice());
+    // By default a stitched motion is post-processed as a single one is (SOMA).
+    let pp = k
+        .generate(&GenerateRequest {
+            postprocess: true,
+            ..req.clone()
+        })
+        .unwrap();
+    assert!(pp.postprocessed());
+    assert_eq!(pp.frames(), 41);
+    assert!(pp.posed_joints().iter().all(|v| v.is_finite()));
+    assert_ne!(pp.posed_joints(), want.posed_joints.as_slice());
 
     let bad = |r: GenerateRequest, want: &str| {
         let err = k.generate(&r).unwrap_err().to_string();
