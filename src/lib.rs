@@ -44,9 +44,9 @@ pub mod tensor;
 pub mod vulkan;
 
 pub use api::{
-    BackendChoice, Draws, Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo, Motion,
-    MotionBricks, MotionParts, Noise, Plan, PlanRequest, PrecisionChoice, Progress, ProgressFn,
-    Sampling, Stage, TextInput,
+    Agent, AgentCommand, AgentFrames, AgentOptions, AgentPlan, BackendChoice, ClipLibrary, Draws,
+    Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo, Motion, MotionBricks, MotionParts,
+    Noise, Plan, PlanRequest, PrecisionChoice, Progress, ProgressFn, Sampling, Stage, TextInput,
 };
 pub use backend::{Backend, BufRef};
 pub use error::{Error, Result};
