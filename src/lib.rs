@@ -44,9 +44,10 @@ pub mod tensor;
 pub mod vulkan;
 
 pub use api::{
-    Agent, AgentCommand, AgentFrames, AgentOptions, AgentPlan, BackendChoice, ClipLibrary, Draws,
-    Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo, Motion, MotionBricks, MotionParts,
-    Noise, Plan, PlanRequest, PrecisionChoice, Progress, ProgressFn, Sampling, Stage, TextInput,
+    Agent, AgentCommand, AgentFrames, AgentOptions, AgentPlan, BackendChoice, ChatTemplate,
+    ClipLibrary, Draws, Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo, LongText,
+    Motion, MotionBricks, MotionParts, Noise, Plan, PlanRequest, PrecisionChoice, Progress,
+    ProgressFn, Sampling, Segment, Stage, TextEncoder, TextInput, TextOptions,
 };
 pub use backend::{Backend, BufRef};
 pub use error::{Error, Result};

@@ -98,6 +98,10 @@ fn generate_writes_the_npz_of_kinema_generate() {
     let motion = k.generate(&req).unwrap();
     assert_eq!(motion.frames(), 12);
     assert_eq!(motion.skeleton(), "soma77");
+    assert!(
+        motion.postprocessed(),
+        "on by default for SOMA, as upstream's CLI"
+    );
     assert_eq!(motion.posed_joints().len(), 12 * motion.joints() * 3);
 
     let tmp = tempfile::tempdir().unwrap();
@@ -109,9 +113,10 @@ fn generate_writes_the_npz_of_kinema_generate() {
     let out = tmp.path().join("cli.npz");
     let cli_req = cli::GenerateRequest {
         model: m.kimodo.clone(),
-        embedding: emb,
+        embeddings: vec![emb],
         noise: None,
-        frames: Some(12),
+        frames: vec![12],
+        transition_frames: 5,
         steps: 4,
         cfg_text: None,
         cfg_constraint: None,
@@ -119,11 +124,13 @@ fn generate_writes_the_npz_of_kinema_generate() {
         seed: 5,
         heading: 0.3,
         diagnostics: true,
+        postprocess: true,
         output: out.clone(),
         glb: None,
         constraints: None,
         samples: 1,
         exports: Default::default(),
+        text: Vec::new(),
     };
     let b = CpuBackend::with(Isa::select().unwrap(), 2, Precision::Strict).unwrap();
     cli::generate(&cli_req, &b, &mut |_, _| {}).unwrap();

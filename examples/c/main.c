@@ -1,7 +1,9 @@
 /* kinema from C: a Kimodo generation and a MotionBricks plan on one engine, hostile calls
  * that must fail cleanly, and both models run at once from two threads with the results of
- * the single-threaded runs, then the MotionBricks navigation agent walking a few plans.
- * Usage: kinema_example KIMODO.gguf MOTIONBRICKS.gguf CLIPS.npz
+ * the single-threaded runs; then text: prompts embedded by an LLM2Vec text encoder, and a
+ * Kimodo motion from a prompt equal to the motion from that prompt's embedding; then the
+ * MotionBricks navigation agent walking a few plans.
+ * Usage: kinema_example KIMODO.gguf MOTIONBRICKS.gguf LLM2VEC.gguf CLIPS.npz
  * (examples/c/run.sh builds the library, the tiny models and this program, then runs it). */
 #include <math.h>
 #include <pthread.h>
@@ -83,8 +85,9 @@ static mb_plan_view plan_view(const mb_plan_result *p) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s KIMODO.gguf MOTIONBRICKS.gguf CLIPS.npz\n", argv[0]);
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s KIMODO.gguf MOTIONBRICKS.gguf LLM2VEC.gguf CLIPS.npz\n",
+                argv[0]);
         return 2;
     }
 
@@ -115,8 +118,9 @@ int main(int argc, char **argv) {
     EXPECT_ERROR(kinema_engine_create(&eo, NULL, error, sizeof error), KINEMA_ERROR_ARGUMENT,
                  "out is null");
     kimodo_model *kimodo = NULL;
-    EXPECT_ERROR(kimodo_model_load(engine, argv[1], "llm2vec.gguf", &kimodo, error, sizeof error),
-                 KINEMA_ERROR_ARGUMENT, "text encoder");
+    /* A text model that is not one: nothing is loaded. */
+    EXPECT_ERROR(kimodo_model_load(engine, argv[1], argv[2], &kimodo, error, sizeof error),
+                 KINEMA_ERROR_FORMAT, "not a Llama text model");
     EXPECT_ERROR(kimodo_model_load(engine, "/nonexistent.gguf", NULL, &kimodo, error, sizeof error),
                  KINEMA_ERROR_IO, "/nonexistent.gguf");
     char last[512];
@@ -216,6 +220,61 @@ int main(int argc, char **argv) {
     }
     printf("two threads: the same motion and plan, bit for bit\n");
 
+    /* Text: an LLM2Vec encoder, prompts in (UTF-8), embeddings out. */
+    kinema_text_options to;
+    CHECK(kinema_text_options_init(&to));
+    kinema_text_encoder *text = NULL;
+    to.chat_template = 7;
+    EXPECT_ERROR(kinema_text_encoder_load(engine, argv[3], &to, &text, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "chat_template = 7");
+    to.chat_template = KINEMA_CHAT_TEMPLATE_AUTO;
+    CHECK(kinema_text_encoder_load(engine, argv[3], &to, &text, error, sizeof error));
+    size_t tdim = kinema_text_encoder_dim(text);
+    const char *prompts[2] = {"A person walks forward.", "someone waves \xc3\xa9"};
+    float *embeddings = malloc(2 * tdim * sizeof *embeddings);
+    EXPECT_ERROR(kinema_text_encode(text, prompts, 2, embeddings, tdim, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "needed");
+    const char *invalid[1] = {"walks \xff\xfe"};
+    EXPECT_ERROR(kinema_text_encode(text, invalid, 1, embeddings, tdim, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "not UTF-8");
+    CHECK(kinema_text_encode(text, prompts, 2, embeddings, 2 * tdim, error, sizeof error));
+    printf("text: 2 prompts -> 2 x %zu floats; [0][0] = %.6f\n", tdim, embeddings[0]);
+
+    /* Kimodo from a prompt: the motion of that prompt's embedding, bit for bit. */
+    kimodo_model *kimodo_text = NULL;
+    CHECK(kimodo_model_load(engine, argv[1], argv[3], &kimodo_text, error, sizeof error));
+    if (kimodo_model_has_text_encoder(kimodo_text) != 1 || kimodo_model_has_text_encoder(kimodo) != 0)
+        return 1;
+    EXPECT_ERROR(kimodo_generate(kimodo, prompts[0], &go, &motion, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "no text encoder");
+    EXPECT_ERROR(kimodo_generate(kimodo_text, invalid[0], &go, &motion, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "not UTF-8");
+    kimodo_motion *from_prompt = NULL, *from_embedding = NULL;
+    CHECK(kimodo_generate(kimodo_text, prompts[0], &go, &from_prompt, error, sizeof error));
+    CHECK(kimodo_generate_embedding(kimodo_text, embeddings, tdim, &go, &from_embedding, error, sizeof error));
+    kimodo_motion_view a = motion_view(from_prompt), b = motion_view(from_embedding);
+    if (memcmp(a.posed_joints, b.posed_joints, a.frames * a.joints * 3 * sizeof(float)) != 0) {
+        fprintf(stderr, "the motion from the prompt differs from the motion from its embedding\n");
+        return 1;
+    }
+    printf("kimodo from a prompt: the motion of its embedding, bit for bit\n");
+    /* An encoder loaded with other options, given to a model. */
+    kimodo_model *kimodo_off = NULL;
+    to.chat_template = KINEMA_CHAT_TEMPLATE_OFF;
+    kinema_text_encoder *text_off = NULL;
+    CHECK(kinema_text_encoder_load(engine, argv[3], &to, &text_off, error, sizeof error));
+    CHECK(kimodo_model_load_with_text(engine, argv[1], text_off, &kimodo_off, error, sizeof error));
+    kinema_text_encoder_free(text_off); /* the model keeps its own reference */
+    kimodo_motion *off = NULL;
+    CHECK(kimodo_generate(kimodo_off, prompts[0], &go, &off, error, sizeof error));
+    kimodo_motion_free(off);
+    kimodo_model_free(kimodo_off);
+    kimodo_motion_free(from_prompt);
+    kimodo_motion_free(from_embedding);
+    kimodo_model_free(kimodo_text);
+    kinema_text_encoder_free(text);
+    free(embeddings);
+
     kimodo_motion_free(jobs[0].motion);
     mb_plan_result_free(jobs[1].plan);
     mb_plan_result_free(plan);
@@ -227,7 +286,7 @@ int main(int argc, char **argv) {
     mb_agent *agent = NULL;
     EXPECT_ERROR(mb_agent_create(mb, "no-such-clips.npz", &ao, &agent, error, sizeof error),
                  KINEMA_ERROR_ARGUMENT, "no-such-clips.npz");
-    CHECK(mb_agent_create(mb, argv[3], &ao, &agent, error, sizeof error));
+    CHECK(mb_agent_create(mb, argv[4], &ao, &agent, error, sizeof error));
     mb_agent_command walk;
     CHECK(mb_agent_command_init(&walk));
     walk.style = "run";

@@ -3,7 +3,9 @@
 //! library's checks stand between a wrong length and a bad read), unknown struct sizes and
 //! versions, out-of-range enums and flags, tiny error buffers, cancelling progress callbacks.
 //! Every call must return a status and leave the process intact; a successful call's results
-//! must be readable and freeable. The tiny models are written once per process.
+//! must be readable and freeable. The tiny models (Kimodo, MotionBricks, a 48-wide LLM2Vec
+//! text encoder) are written once per process; the engine is always the CPU one (options
+//! given, never null), so nothing probes Vulkan.
 #![no_main]
 
 use std::ffi::{CString, c_char, c_void};
@@ -16,12 +18,20 @@ use kinema::models::kimodo::convert::{ConvertOptions, convert};
 use kinema::models::motionbricks::harness::{reduced, synthetic_model, write_model};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "../../tests/common/tiny_llama.rs"]
+#[allow(dead_code)]
+mod tiny_llama;
+
 struct World {
     engine: *mut kinema_engine,
     kimodo: *mut kimodo_model,
     mb: *mut mb_model,
     /// The agent's synthetic style clips.
     clips: CString,
+    /// The tiny LLM2Vec encoder (48 wide, the tiny Kimodo model's text width).
+    text: *mut kinema_text_encoder,
+    /// The tiny Kimodo model with that encoder.
+    kimodo_text: *mut kimodo_model,
 }
 
 // SAFETY: the handles are Send + Sync on the Rust side (the library's engines and models are
@@ -46,6 +56,14 @@ fn world() -> &'static World {
         .unwrap();
         let m = dir.join("mb.gguf");
         write_model(&synthetic_model(reduced()).unwrap(), &m).unwrap();
+        let t = dir.join("text.gguf");
+        tiny_llama::write(
+            &t,
+            &tiny_llama::Spec {
+                hidden: 48,
+                ..tiny_llama::Spec::default()
+            },
+        );
         let c = dir.join("clips.npz");
         ClipLibrary::synthetic(1)
             .to_npz()
@@ -58,8 +76,10 @@ fn world() -> &'static World {
             kimodo: null_mut(),
             mb: null_mut(),
             clips: cstr(&c),
+            text: null_mut(),
+            kimodo_text: null_mut(),
         };
-        let (kp, mp) = (cstr(&k), cstr(&m));
+        let (kp, mp, tp) = (cstr(&k), cstr(&m), cstr(&t));
         // SAFETY: valid pointers to writable slots and NUL-terminated paths.
         unsafe {
             assert_eq!(kinema_engine_options_init(o.as_mut_ptr()), KINEMA_OK);
@@ -77,6 +97,25 @@ fn world() -> &'static World {
             );
             assert_eq!(
                 mb_model_load(w.engine, mp.as_ptr(), &mut w.mb, null_mut(), 0),
+                KINEMA_OK
+            );
+            // Options always given (never null): the engine is the CPU one above, so no
+            // Vulkan probe happens here.
+            let mut to = std::mem::zeroed::<kinema_text_options>();
+            assert_eq!(kinema_text_options_init(&mut to), KINEMA_OK);
+            assert_eq!(
+                kinema_text_encoder_load(w.engine, tp.as_ptr(), &to, &mut w.text, null_mut(), 0),
+                KINEMA_OK
+            );
+            assert_eq!(
+                kimodo_model_load(
+                    w.engine,
+                    kp.as_ptr(),
+                    tp.as_ptr(),
+                    &mut w.kimodo_text,
+                    null_mut(),
+                    0
+                ),
                 KINEMA_OK
             );
         }
@@ -175,7 +214,7 @@ fuzz_target!(|data: &[u8]| {
         // SAFETY: every pointer passed is null or valid for what a correct call would read or
         // write; only lengths, sizes, versions, enums and handles' presence are hostile.
         unsafe {
-            match i.u8() % 9 {
+            match i.u8() % 10 {
                 0 => {
                     let mut o = std::mem::zeroed::<kinema_engine_options>();
                     kinema_engine_options_init(&mut o);
@@ -191,7 +230,12 @@ fuzz_target!(|data: &[u8]| {
                     // Never a null `options`: it means the defaults, whose `auto` backend
                     // probes Vulkan, and a Vulkan driver's own allocations (lavapipe leaks
                     // 128 bytes per instance) are not ours to fuzz. examples/c covers null.
-                    let s = kinema_engine_create(&o, maybe(&mut i, &mut out), e.ptr(), e.cap());
+                    let s = kinema_engine_create(
+                        &o,
+                        maybe(&mut i, &mut out),
+                        e.ptr(),
+                        e.cap(),
+                    );
                     e.check(s);
                     kinema_engine_destroy(out);
                 }
@@ -414,6 +458,99 @@ fuzz_target!(|data: &[u8]| {
                     kinema_engine_last_error(maybe(&mut i, w.engine), p, cap);
                 }
                 7 => {
+                    // Text: prompts of fuzzed bytes (invalid UTF-8 included), hostile counts
+                    // and output lengths, fuzzed options; then a generation from a prompt.
+                    let dim = kinema_text_encoder_dim(w.text);
+                    let texts: Vec<CString> = (0..3)
+                        .map(|_| {
+                            let n = i.u8() as usize % 24;
+                            CString::new(
+                                i.bytes(n)
+                                    .into_iter()
+                                    .map(|b| if b == 0 { b' ' } else { b })
+                                    .collect::<Vec<_>>(),
+                            )
+                            .unwrap()
+                        })
+                        .collect();
+                    let ptrs: Vec<*const c_char> = texts.iter().map(|t| t.as_ptr()).collect();
+                    // At most the prompts there are (a correct call reads `count` pointers);
+                    // the output holds 3 rows, and only `count * dim` is a length accepted.
+                    let right = 1 + i.u8() as usize % 3;
+                    let count = i.len(right).min(ptrs.len());
+                    let mut out = vec![0f32; 3 * dim];
+                    let out_len = i.len(count * dim);
+                    let encoder = maybe(&mut i, w.text);
+                    let prompts = if i.u8() % 8 == 0 {
+                        null()
+                    } else {
+                        ptrs.as_ptr()
+                    };
+                    let s = kinema_text_encode(
+                        encoder,
+                        prompts,
+                        count,
+                        maybe(&mut i, out.as_mut_ptr()),
+                        out_len,
+                        e.ptr(),
+                        e.cap(),
+                    );
+                    e.check(s);
+                    if s == KINEMA_OK {
+                        assert!(out.iter().all(|x| x.is_finite()));
+                    }
+                    // Options of fuzzed layout and enums; the encoder load fails early on a
+                    // bad layout or enum, else loads the file (no Vulkan: a CPU engine).
+                    let mut to = std::mem::zeroed::<kinema_text_options>();
+                    kinema_text_options_init(&mut to);
+                    (to.size, to.version) = i.layout(std::mem::size_of::<kinema_text_options>());
+                    to.chat_template = i.u8() as i32 % 5 - 1;
+                    to.long_text = i.u8() as i32 % 4 - 1;
+                    let name = if i.u8() % 2 == 0 {
+                        texts[0].as_ptr()
+                    } else {
+                        null()
+                    };
+                    let mut enc = null_mut();
+                    let s = kinema_text_encoder_load(
+                        maybe(&mut i, w.engine),
+                        name,
+                        &to,
+                        &mut enc,
+                        e.ptr(),
+                        e.cap(),
+                    );
+                    e.check(s);
+                    kinema_text_encoder_free(enc);
+                    let mut o = std::mem::zeroed::<kimodo_generate_options>();
+                    kimodo_generate_options_init(&mut o, 2 + i.u8() as u32 % 6);
+                    (o.size, o.version) = i.layout(std::mem::size_of::<kimodo_generate_options>());
+                    o.steps = i.u8() as u32 % 3;
+                    let model = [w.kimodo_text, w.kimodo][i.u8() as usize % 2];
+                    let mut m = null_mut();
+                    let s = kimodo_generate(
+                        maybe(&mut i, model),
+                        maybe(&mut i, ptrs[0] as *mut c_char),
+                        maybe(&mut i, &mut o),
+                        maybe(&mut i, &mut m),
+                        e.ptr(),
+                        e.cap(),
+                    );
+                    e.check(s);
+                    kimodo_motion_free(m);
+                    let mut k = null_mut();
+                    let s = kimodo_model_load_with_text(
+                        maybe(&mut i, w.engine),
+                        name,
+                        maybe(&mut i, w.text),
+                        &mut k,
+                        e.ptr(),
+                        e.cap(),
+                    );
+                    e.check(s);
+                    kimodo_model_free(k);
+                }
+                8 => {
                     // The agent: hostile options, commands, lengths and views.
                     let mut ao = std::mem::zeroed::<mb_agent_options>();
                     mb_agent_options_init(&mut ao);
@@ -507,6 +644,52 @@ fuzz_target!(|data: &[u8]| {
                 _ => {
                     // Every function with null everywhere.
                     let (ep, ec) = (e.ptr(), e.cap());
+                    e.check(kinema_text_encoder_load(
+                        null(),
+                        null(),
+                        null(),
+                        null_mut(),
+                        ep,
+                        ec,
+                    ));
+                    e.check(kinema_text_encode(
+                        null(),
+                        null(),
+                        i.u64() as usize,
+                        null_mut(),
+                        i.u64() as usize,
+                        ep,
+                        ec,
+                    ));
+                    e.check(kimodo_generate(null(), null(), null(), null_mut(), ep, ec));
+                    e.check(kimodo_model_load_with_text(
+                        null(),
+                        null(),
+                        null(),
+                        null_mut(),
+                        ep,
+                        ec,
+                    ));
+                    assert_eq!(kinema_text_encoder_dim(null()), 0);
+                    assert_eq!(kimodo_model_has_text_encoder(null()), 0);
+                    assert_eq!(kinema_text_options_init(null_mut()), KINEMA_ERROR_ARGUMENT);
+                    kinema_text_encoder_free(null_mut());
+                    e.check(mb_agent_create(null(), null(), null(), null_mut(), ep, ec));
+                    e.check(mb_agent_push_command(null_mut(), null(), ep, ec));
+                    e.check(mb_agent_step(
+                        null_mut(),
+                        i.u64() as usize,
+                        null_mut(),
+                        i.u64() as usize,
+                        null_mut(),
+                        None,
+                        null_mut(),
+                        ep,
+                        ec,
+                    ));
+                    e.check(mb_agent_poll(null_mut(), null_mut(), 0, null_mut(), ep, ec));
+                    assert_eq!(mb_agent_command_init(null_mut()), KINEMA_ERROR_ARGUMENT);
+                    assert_eq!(mb_agent_options_init(null_mut()), KINEMA_ERROR_ARGUMENT);
                     e.check(kinema_engine_create(null(), null_mut(), ep, ec));
                     e.check(kimodo_model_load(
                         null(),
@@ -560,22 +743,6 @@ fuzz_target!(|data: &[u8]| {
                     e.check(mb_command_get_sampling_argmax(null(), null_mut(), ep, ec));
                     e.check(mb_plan(null(), null(), null(), null_mut(), ep, ec));
                     e.check(mb_plan_result_get(null(), null_mut(), ep, ec));
-                    e.check(mb_agent_create(null(), null(), null(), null_mut(), ep, ec));
-                    e.check(mb_agent_push_command(null_mut(), null(), ep, ec));
-                    e.check(mb_agent_step(
-                        null_mut(),
-                        i.u64() as usize,
-                        null_mut(),
-                        i.u64() as usize,
-                        null_mut(),
-                        None,
-                        null_mut(),
-                        ep,
-                        ec,
-                    ));
-                    e.check(mb_agent_poll(null_mut(), null_mut(), 0, null_mut(), ep, ec));
-                    assert_eq!(mb_agent_command_init(null_mut()), KINEMA_ERROR_ARGUMENT);
-                    assert_eq!(mb_agent_options_init(null_mut()), KINEMA_ERROR_ARGUMENT);
                     assert_eq!(kimodo_model_embedding_dim(null()), 0);
                     assert_eq!(
                         kinema_engine_options_init(null_mut()),

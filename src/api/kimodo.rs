@@ -5,13 +5,16 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use super::engine::Engine;
+use super::text::{TextEncoder, TextOptions};
 use super::{ProgressFn, Stage, report};
 use crate::backend::Backend;
 use crate::device::BackendVisitor;
 use crate::formats::write_atomic;
 use crate::models::kimodo::generate::{Generation, check_embedding_scale, npz_bytes, run_model};
+use crate::models::kimodo::multiprompt::{self, MultiOptions, MultiSample};
 use crate::models::kimodo::sampler::{Diagnostics, SampleOptions};
 use crate::models::kimodo::{KimodoConfig, KimodoModel};
+use crate::models::llm2vec::prompt_cache::check_fits;
 use crate::{Error, Result};
 
 /// Text features: `rows` vectors of `dim` floats, row-major. What a text encoder returns for
@@ -56,14 +59,16 @@ impl Embeddings {
     }
 }
 
-/// What a generation is conditioned on. A prompt joins this enum when the text encoder lands
-/// (the enum is `non_exhaustive` for that reason).
+/// What a generation is conditioned on (`non_exhaustive`: more inputs may join).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum TextInput {
     /// One text feature of the model's width ([`Kimodo::embedding_dim`], 4096 for LLM2Vec),
     /// as upstream's LLM2Vec encoder returns it for the prompt.
     Embedding(Vec<f32>),
+    /// A prompt, embedded by the text encoder the model was given
+    /// ([`Kimodo::with_text_encoder`]) with its options, as [`TextEncoder::encode`] does.
+    Prompt(String),
 }
 
 /// Where the initial noise `x_T` comes from.
@@ -99,11 +104,34 @@ pub struct GenerateRequest {
     pub heading: f32,
     /// Keep the first step's stage outputs and guided prediction ([`Motion::diagnostics`]).
     pub diagnostics: bool,
+    /// More segments of the SAME motion after `text` and `frames` (upstream's multi-prompt,
+    /// [`crate::models::kimodo::multiprompt`]): each continues the motion through upstream's
+    /// transition. Empty (the default): one segment. With segments the noise must be
+    /// [`Noise::Seed`] (each segment draws the next values of the seed's stream) and
+    /// `diagnostics` false; `cfg_rows` applies to the first segment, the others run 3 rows.
+    pub segments: Vec<Segment>,
+    /// Frames pinned and blended at each transition (upstream's `num_transition_frames`,
+    /// default 5).
+    pub transition_frames: usize,
+    /// Post-process the motion (upstream's foot-skate cleanup by trajectory correction and
+    /// IK, [`crate::models::kimodo::postprocess`]) where upstream's CLI does: every model but
+    /// G1's. Default `true`, as `kinema generate` (`--no-postprocess` clears it).
+    pub postprocess: bool,
+}
+
+/// One more segment of a multi-prompt motion ([`GenerateRequest::segments`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Segment {
+    /// Its text condition.
+    pub text: TextInput,
+    /// Its frames in the motion (at least 1).
+    pub frames: usize,
 }
 
 impl GenerateRequest {
     /// `frames` frames from one text feature, with `kinema generate`'s defaults: 100 steps,
-    /// seed 0, the model's guidance weights, 2 rows, heading 0, no diagnostics.
+    /// seed 0, the model's guidance weights, 2 rows, heading 0, no diagnostics,
+    /// post-processing on (where upstream's CLI has it on).
     pub fn new(embedding: impl Into<Vec<f32>>, frames: usize) -> GenerateRequest {
         GenerateRequest {
             text: TextInput::Embedding(embedding.into()),
@@ -115,6 +143,18 @@ impl GenerateRequest {
             cfg_rows: 2,
             heading: 0.0,
             diagnostics: false,
+            segments: Vec::new(),
+            transition_frames: crate::models::kimodo::multiprompt::TRANSITION_FRAMES,
+            postprocess: true,
+        }
+    }
+
+    /// [`GenerateRequest::new`] from a prompt ([`TextInput::Prompt`]): the model must have a
+    /// text encoder ([`Kimodo::with_text_encoder`]).
+    pub fn from_prompt(prompt: impl Into<String>, frames: usize) -> GenerateRequest {
+        GenerateRequest {
+            text: TextInput::Prompt(prompt.into()),
+            ..GenerateRequest::new(Vec::new(), frames)
         }
     }
 }
@@ -129,9 +169,16 @@ pub struct Motion {
     fps: f32,
     cfg_rows: usize,
     diagnostics: Option<Diagnostics>,
+    postprocessed: bool,
 }
 
 impl Motion {
+    /// Whether post-processing ran ([`GenerateRequest::postprocess`] and a model upstream's
+    /// CLI post-processes).
+    pub fn postprocessed(&self) -> bool {
+        self.postprocessed
+    }
+
     /// Frames T.
     pub fn frames(&self) -> usize {
         self.motion.frames
@@ -254,6 +301,7 @@ pub struct Kimodo {
     engine: Engine,
     model: KimodoModel,
     path: PathBuf,
+    text: Option<TextEncoder>,
 }
 
 impl Kimodo {
@@ -267,7 +315,42 @@ impl Kimodo {
             engine: engine.clone(),
             model,
             path: path.to_path_buf(),
+            text: None,
         })
+    }
+
+    /// [`Kimodo::load`] and [`TextEncoder::load_with`] on one engine, joined by
+    /// [`Kimodo::with_text_encoder`] (which checks that they fit).
+    pub fn load_with_text(
+        engine: &Engine,
+        motion: impl AsRef<Path>,
+        text: impl AsRef<Path>,
+        options: TextOptions,
+    ) -> Result<Kimodo> {
+        let kimodo = Kimodo::load(engine, motion)?;
+        let text = TextEncoder::load_with(engine, text, options)?;
+        kimodo.with_text_encoder(text)
+    }
+
+    /// Gives the model a text encoder for [`TextInput::Prompt`] requests (it may run on
+    /// another engine). Refused unless it fits: its embeddings must have the width the
+    /// motion model takes, and it must be an LLM2Vec encoder (bidirectional attention), not
+    /// a causal language model. The motion file records no more about the encoder it was
+    /// trained with, so these are the checks there are.
+    pub fn with_text_encoder(mut self, text: TextEncoder) -> Result<Kimodo> {
+        check_fits(
+            text.model(),
+            text.path(),
+            "TextEncoder",
+            self.model.config.llm_dim,
+        )?;
+        self.text = Some(text);
+        Ok(self)
+    }
+
+    /// The text encoder given with [`Kimodo::with_text_encoder`].
+    pub fn text_encoder(&self) -> Option<&TextEncoder> {
+        self.text.as_ref()
     }
 
     /// The width of the text feature the model takes (4096 for LLM2Vec).
@@ -315,7 +398,8 @@ impl Kimodo {
         progress: &mut ProgressFn<'_>,
     ) -> Result<Motion> {
         let c = &self.model.config;
-        let TextInput::Embedding(embedding) = &req.text;
+        let embedding = self.text_feature(&req.text, "GenerateRequest.text", progress)?;
+        let embedding: &[f32] = &embedding;
         if embedding.len() != c.llm_dim {
             return Err(Error::Shape(format!(
                 "GenerateRequest.text: the embedding has {} values; this model takes text \
@@ -340,6 +424,9 @@ impl Kimodo {
             return Err(Error::InvalidArgument(
                 "GenerateRequest.steps = 0: the sampler needs at least one DDIM step".into(),
             ));
+        }
+        if !req.segments.is_empty() {
+            return self.generate_segments(req, embedding, progress);
         }
         if !(2..=c.max_frames()).contains(&req.frames) {
             return Err(Error::InvalidArgument(format!(
@@ -370,6 +457,7 @@ impl Kimodo {
             model: &self.model,
             embedding,
             opts: &opts,
+            postprocess: req.postprocess,
             progress,
         })?;
         report(progress, Stage::Decode, 1, 1)?;
@@ -380,7 +468,138 @@ impl Kimodo {
             fps: c.fps,
             cfg_rows: opts.cfg_rows,
             diagnostics: g.sample.diagnostics,
+            postprocessed: g.postprocessed,
         })
+    }
+}
+
+impl Kimodo {
+    /// The text feature of `text`: the embedding as given, or the prompt embedded by this
+    /// model's text encoder (reported as [`Stage::Encode`]).
+    fn text_feature<'a>(
+        &self,
+        text: &'a TextInput,
+        label: &str,
+        progress: &mut ProgressFn<'_>,
+    ) -> Result<std::borrow::Cow<'a, [f32]>> {
+        match text {
+            TextInput::Embedding(e) => Ok(std::borrow::Cow::Borrowed(e)),
+            TextInput::Prompt(p) => {
+                let Some(encoder) = &self.text else {
+                    return Err(Error::InvalidArgument(format!(
+                        "{label} is a prompt, but this Kimodo has no text encoder: give it one \
+                         with Kimodo::with_text_encoder (or Kimodo::load_with_text), or pass an \
+                         embedding"
+                    )));
+                };
+                let encoded = encoder.encode(&[p.as_str()])?;
+                report(progress, Stage::Encode, 1, 1)?;
+                Ok(std::borrow::Cow::Owned(encoded.as_slice().to_vec()))
+            }
+        }
+    }
+
+    /// A request with [`GenerateRequest::segments`]: the segments stitched into one motion.
+    fn generate_segments(
+        &self,
+        req: &GenerateRequest,
+        first: &[f32],
+        progress: &mut ProgressFn<'_>,
+    ) -> Result<Motion> {
+        let c = &self.model.config;
+        let Noise::Seed(seed) = req.noise else {
+            return Err(Error::InvalidArgument(
+                "GenerateRequest.noise: Noise::Values gives one sampling loop's x_T; a request \
+                 with segments draws each segment's noise from Noise::Seed"
+                    .into(),
+            ));
+        };
+        if req.diagnostics {
+            return Err(Error::InvalidArgument(
+                "GenerateRequest.diagnostics: a request with segments runs one sampling loop \
+                 per segment; diagnostics hold one"
+                    .into(),
+            ));
+        }
+        check_embedding_scale(&self.model, first, "GenerateRequest.text")?;
+        let mut segs = vec![multiprompt::Segment {
+            embedding: first.to_vec(),
+            frames: req.frames,
+        }];
+        for (i, s) in req.segments.iter().enumerate() {
+            let label = format!("GenerateRequest.segments[{i}].text");
+            let e = self.text_feature(&s.text, &label, progress)?;
+            if e.len() != c.llm_dim {
+                return Err(Error::Shape(format!(
+                    "{label}: the embedding has {} values; this model takes {}",
+                    e.len(),
+                    c.llm_dim
+                )));
+            }
+            check_embedding_scale(&self.model, &e, &label)?;
+            segs.push(multiprompt::Segment {
+                embedding: e.into_owned(),
+                frames: s.frames,
+            });
+        }
+        let mut opts = MultiOptions::new(&self.model);
+        opts.steps = req.steps;
+        opts.cfg_rows = req.cfg_rows;
+        opts.heading = req.heading;
+        opts.seed = seed;
+        opts.transition = req.transition_frames;
+        if let Some(w) = req.cfg_text {
+            opts.cfg_text = w;
+        }
+        if let Some(w) = req.cfg_constraint {
+            opts.cfg_constraint = w;
+        }
+        let ms = self.engine.backend().visit(MultiRun {
+            model: &self.model,
+            segments: &segs,
+            opts: &opts,
+            progress,
+        })?;
+        let skel = crate::models::kimodo::Skeleton::load(c.skeleton)?;
+        // Segments carry no constraints in the API: the clean-up runs on its own.
+        let (motion, postprocessed) = crate::models::kimodo::generate::decode_raw_motion(
+            &ms.raw,
+            ms.frames,
+            &skel,
+            req.postprocess.then_some(&[][..]),
+        )?;
+        let mut features = ms.raw;
+        crate::models::kimodo::motion::normalize(&self.model.stats, &mut features)?;
+        report(progress, Stage::Decode, 1, 1)?;
+        Ok(Motion {
+            motion,
+            features,
+            feature_dim: c.motion_dim,
+            fps: c.fps,
+            cfg_rows: opts.cfg_rows,
+            diagnostics: None,
+            postprocessed,
+        })
+    }
+}
+
+/// [`multiprompt::sample_segments`] on the engine's backend.
+struct MultiRun<'a, 'p> {
+    model: &'a KimodoModel,
+    segments: &'a [multiprompt::Segment],
+    opts: &'a MultiOptions,
+    progress: &'a mut ProgressFn<'p>,
+}
+
+impl BackendVisitor for MultiRun<'_, '_> {
+    type Output = Result<MultiSample>;
+    fn visit<B: Backend>(self, b: &B) -> Result<MultiSample> {
+        let progress = self.progress;
+        let mut step = |done, n| match report(progress, Stage::Sample, done, n) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(_) => ControlFlow::Break(()),
+        };
+        multiprompt::sample_segments(b, self.model, self.segments, self.opts, &mut step)
     }
 }
 
@@ -389,6 +608,7 @@ impl std::fmt::Debug for Kimodo {
         f.debug_struct("Kimodo")
             .field("path", &self.path)
             .field("engine", &self.engine)
+            .field("text", &self.text)
             .finish()
     }
 }
@@ -398,6 +618,7 @@ struct Run<'a, 'p> {
     model: &'a KimodoModel,
     embedding: &'a [f32],
     opts: &'a SampleOptions,
+    postprocess: bool,
     progress: &'a mut ProgressFn<'p>,
 }
 
@@ -409,6 +630,13 @@ impl BackendVisitor for Run<'_, '_> {
             Ok(()) => ControlFlow::Continue(()),
             Err(_) => ControlFlow::Break(()),
         };
-        run_model(b, self.model, self.embedding, self.opts, &mut step)
+        run_model(
+            b,
+            self.model,
+            self.embedding,
+            self.opts,
+            self.postprocess,
+            &mut step,
+        )
     }
 }

@@ -23,8 +23,10 @@
 //! - An [`Engine`] is one backend (the CPU kernels with their thread pool, or one Vulkan
 //!   device) and nothing else: there is no global state, so two engines live side by side in
 //!   one process. It is cheap to clone (the clones share the backend) and `Send + Sync`.
-//! - A model ([`Kimodo`], [`MotionBricks`]) holds its weights (memory-mapped) and a clone of
-//!   the engine it was loaded on; it is `Send + Sync`. Several models may share one engine,
+//! - A model ([`Kimodo`], [`MotionBricks`], [`TextEncoder`]) holds its weights (memory-mapped) and a clone of
+//!   the engine it was loaded on; it is `Send + Sync` (a [`TextEncoder`] is also cheap to
+//!   clone: clones share the weights, so one encoder may serve several threads and a
+//!   [`Kimodo`] at once). Several models may share one engine,
 //!   and one model may run requests from several threads at once: each request builds its own
 //!   graph and buffers, and the backends serialise what must be serialised (the CPU pool runs
 //!   one parallel region at a time; a Vulkan submission is reported to the thread that made
@@ -46,7 +48,8 @@
 //! The layers this facade is built on (`kinema::models`, `kinema::graph`, `kinema::cpu`,
 //! `kinema::vulkan`) stay public for drift studies and benchmarks; the API reaches the same
 //! code paths as the command line (`models::kimodo::generate::run_model`,
-//! `models::motionbricks::run::run_plan`).
+//! `models::motionbricks::run::run_plan`, `models::llm2vec::encode::{prepare, encode}` and
+//! `models::llm2vec::prompt_cache::check_fits`).
 
 #![warn(missing_docs)]
 
@@ -54,11 +57,15 @@ mod agent;
 mod engine;
 mod kimodo;
 mod motionbricks;
+mod text;
 
 pub use agent::{Agent, AgentCommand, AgentFrames, AgentOptions, AgentPlan};
 pub use engine::{Engine, EngineOptions};
-pub use kimodo::{Embeddings, GenerateRequest, Kimodo, Motion, MotionParts, Noise, TextInput};
+pub use kimodo::{
+    Embeddings, GenerateRequest, Kimodo, Motion, MotionParts, Noise, Segment, TextInput,
+};
 pub use motionbricks::{Draws, MotionBricks, Plan, PlanRequest};
+pub use text::{ChatTemplate, LongText, TextEncoder, TextOptions};
 
 pub use crate::device::BackendChoice;
 pub use crate::models::motionbricks::agent::clips::ClipLibrary;
@@ -83,15 +90,18 @@ pub enum Stage {
     Decode,
     /// A MotionBricks plan (`0` of `1` before, `1` of `1` after).
     Plan,
+    /// A prompt embedded by the text encoder (`1` of `1` after).
+    Encode,
 }
 
 impl Stage {
-    /// `sample`, `decode` or `plan`.
+    /// `sample`, `decode`, `plan` or `encode`.
     pub fn name(self) -> &'static str {
         match self {
             Stage::Sample => "sample",
             Stage::Decode => "decode",
             Stage::Plan => "plan",
+            Stage::Encode => "encode",
         }
     }
 }
@@ -121,6 +131,8 @@ const _: () = {
     const fn shared<T: Send + Sync>() {}
     shared::<Engine>();
     shared::<Kimodo>();
+    shared::<TextEncoder>();
+    shared::<Embeddings>();
     shared::<MotionBricks>();
     shared::<Motion>();
     shared::<Plan>();

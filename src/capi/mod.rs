@@ -13,8 +13,10 @@
 //! - Options structs start with `size` (the caller's `sizeof`) and `version`
 //!   ([`KINEMA_ABI_VERSION`]); the library accepts the layouts of every version it knows and
 //!   rejects the rest, so a caller built against an older header keeps working.
-//! - There is no global state. Engines, models and results may be used from several threads
-//!   at once (a model runs concurrent requests); an `mb_command` is a plain value the caller
+//! - Text (prompts) crosses the boundary as NUL-terminated UTF-8; invalid UTF-8 is rejected
+//!   with [`KINEMA_ERROR_ARGUMENT`].
+//! - There is no global state. Engines, models, text encoders and results may be used from
+//!   several threads at once (a model or encoder runs concurrent requests); an `mb_command` is a plain value the caller
 //!   must not change from two threads at once. Results (`kimodo_motion`, `mb_plan_result`)
 //!   own their arrays: the pointers a view hands out stay valid until the result is freed.
 //!   Freeing an engine while models loaded on it live is allowed (they keep the backend).
@@ -28,9 +30,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::api::{
-    Agent, AgentCommand, AgentOptions, BackendChoice, Draws, Engine, EngineOptions,
-    GenerateRequest, Kimodo, Motion, MotionBricks, Noise, Plan, PlanRequest, PrecisionChoice,
-    Progress, Sampling, Stage,
+    Agent, AgentCommand, AgentOptions, BackendChoice, ChatTemplate, Draws, Engine, EngineOptions,
+    GenerateRequest, Kimodo, LongText, Motion, MotionBricks, Noise, Plan, PlanRequest,
+    PrecisionChoice, Progress, Sampling, Stage, TextEncoder, TextInput, TextOptions,
 };
 use crate::{Error, Result};
 
@@ -64,9 +66,20 @@ pub const KINEMA_PRECISION_AUTO: i32 = 0;
 pub const KINEMA_PRECISION_STRICT: i32 = 1;
 /// `kinema_engine_options.precision`: 16-bit weights, cooperative matrices.
 pub const KINEMA_PRECISION_FAST: i32 = 2;
+/// `kinema_text_options.chat_template`: as the model file says (what upstream does for it).
+pub const KINEMA_CHAT_TEMPLATE_AUTO: i32 = 0;
+/// `kinema_text_options.chat_template`: the Llama-3 user header and `<|eot_id|>`.
+pub const KINEMA_CHAT_TEMPLATE_ON: i32 = 1;
+/// `kinema_text_options.chat_template`: BOS + text.
+pub const KINEMA_CHAT_TEMPLATE_OFF: i32 = 2;
+/// `kinema_text_options.long_text`: prompts over LLM2Vec's 400 text tokens are cut word by
+/// word (upstream's rule).
+pub const KINEMA_LONG_TEXT_TRIM: i32 = 0;
+/// `kinema_text_options.long_text`: prompts over LLM2Vec's 400 text tokens are refused.
+pub const KINEMA_LONG_TEXT_REFUSE: i32 = 1;
 
-/// A progress callback: `user` as given, the stage (`"sample"`, `"decode"`, `"plan"`), steps
-/// done and total. Return 0 to go on, anything else to cancel (the call then returns
+/// A progress callback: `user` as given, the stage (`"encode"`, `"sample"`, `"decode"`,
+/// `"plan"`), steps done and total. Return 0 to go on, anything else to cancel (the call then returns
 /// [`KINEMA_ERROR_CANCELLED`]). It runs on the calling thread and must not unwind.
 pub type kinema_progress_fn = Option<
     unsafe extern "C" fn(user: *mut c_void, stage: *const c_char, step: u64, total: u64) -> i32,
@@ -78,6 +91,12 @@ type LastError = Arc<Mutex<String>>;
 /// An engine: one backend (see [`crate::Engine`]).
 pub struct kinema_engine {
     engine: Engine,
+    last: LastError,
+}
+
+/// An LLM2Vec (Llama) text encoder loaded on an engine.
+pub struct kinema_text_encoder {
+    encoder: TextEncoder,
     last: LastError,
 }
 
@@ -205,6 +224,20 @@ pub struct kinema_engine_options {
     pub threads: u32,
     /// A Vulkan device index; -1 = the default (the first discrete GPU).
     pub device: i32,
+}
+
+/// How a text encoder tokenizes. Fill with [`kinema_text_options_init`], then change fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct kinema_text_options {
+    /// `sizeof(kinema_text_options)` as the caller was built.
+    pub size: u32,
+    /// [`KINEMA_ABI_VERSION`] of the caller's header.
+    pub version: u32,
+    /// `KINEMA_CHAT_TEMPLATE_AUTO`, `_ON` or `_OFF`.
+    pub chat_template: i32,
+    /// `KINEMA_LONG_TEXT_TRIM` or `_REFUSE`.
+    pub long_text: i32,
 }
 
 /// One Kimodo generation. Fill with [`kimodo_generate_options_init`], then change fields.
@@ -512,6 +545,7 @@ fn progress_of(
             Stage::Sample => c"sample",
             Stage::Decode => c"decode",
             Stage::Plan => c"plan",
+            Stage::Encode => c"encode",
         };
         // SAFETY: the caller gave this function and pointer for this call; it must not unwind.
         match unsafe { f(user, name.as_ptr(), step as u64, total as u64) } {
@@ -542,4 +576,6 @@ unsafe fn free<T>(p: *mut T) {
 mod agent;
 mod ffi;
 pub use agent::*;
+mod text;
 pub use ffi::*;
+pub use text::*;
