@@ -44,9 +44,10 @@ pub mod tensor;
 pub mod vulkan;
 
 pub use api::{
-    BackendChoice, ChatTemplate, Draws, Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo,
-    LongText, Motion, MotionBricks, MotionParts, Noise, Plan, PlanRequest, PrecisionChoice,
-    Progress, ProgressFn, Sampling, Segment, Stage, TextEncoder, TextInput, TextOptions,
+    Agent, AgentCommand, AgentFrames, AgentOptions, AgentPlan, BackendChoice, ChatTemplate,
+    ClipLibrary, Draws, Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo, LongText,
+    Motion, MotionBricks, MotionParts, Noise, Plan, PlanRequest, PrecisionChoice, Progress,
+    ProgressFn, Sampling, Segment, Stage, TextEncoder, TextInput, TextOptions,
 };
 pub use backend::{Backend, BufRef};
 pub use error::{Error, Result};

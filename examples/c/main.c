@@ -1,8 +1,9 @@
 /* kinema from C: a Kimodo generation and a MotionBricks plan on one engine, hostile calls
  * that must fail cleanly, and both models run at once from two threads with the results of
  * the single-threaded runs; then text: prompts embedded by an LLM2Vec text encoder, and a
- * Kimodo motion from a prompt equal to the motion from that prompt's embedding.
- * Usage: kinema_example KIMODO.gguf MOTIONBRICKS.gguf LLM2VEC.gguf
+ * Kimodo motion from a prompt equal to the motion from that prompt's embedding; then the
+ * MotionBricks navigation agent walking a few plans.
+ * Usage: kinema_example KIMODO.gguf MOTIONBRICKS.gguf LLM2VEC.gguf CLIPS.npz
  * (examples/c/run.sh builds the library, the tiny models and this program, then runs it). */
 #include <math.h>
 #include <pthread.h>
@@ -84,8 +85,9 @@ static mb_plan_view plan_view(const mb_plan_result *p) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s KIMODO.gguf MOTIONBRICKS.gguf LLM2VEC.gguf\n", argv[0]);
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s KIMODO.gguf MOTIONBRICKS.gguf LLM2VEC.gguf CLIPS.npz\n",
+                argv[0]);
         return 2;
     }
 
@@ -277,7 +279,46 @@ int main(int argc, char **argv) {
     mb_plan_result_free(jobs[1].plan);
     mb_plan_result_free(plan);
     mb_command_free(command);
-    mb_model_free(mb);
+
+    /* The navigation agent: stand idle, then walk towards +y; it replans every 16 frames. */
+    mb_agent_options ao;
+    CHECK(mb_agent_options_init(&ao));
+    mb_agent *agent = NULL;
+    EXPECT_ERROR(mb_agent_create(mb, "no-such-clips.npz", &ao, &agent, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "no-such-clips.npz");
+    CHECK(mb_agent_create(mb, argv[4], &ao, &agent, error, sizeof error));
+    mb_agent_command walk;
+    CHECK(mb_agent_command_init(&walk));
+    walk.style = "run";
+    EXPECT_ERROR(mb_agent_push_command(agent, &walk, error, sizeof error), KINEMA_ERROR_ARGUMENT,
+                 "is not a style");
+    walk.style = "walk";
+    walk.movement[0] = 0.0;
+    walk.movement[1] = 1.0;
+    walk.seed = 3;
+    CHECK(mb_agent_push_command(agent, &walk, error, sizeof error));
+    float *frames = malloc(64 * 36 * sizeof(float));
+    mb_agent_frames fv = {.size = sizeof fv, .version = KINEMA_ABI_VERSION};
+    EXPECT_ERROR(mb_agent_step(agent, 64, frames, 63 * 36, &fv, NULL, NULL, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "needed");
+    CHECK(mb_agent_step(agent, 64, frames, 64 * 36, &fv, NULL, NULL, error, sizeof error));
+    for (size_t i = 0; i < fv.frames * 36; i++) {
+        if (!isfinite(frames[i])) {
+            fprintf(stderr, "agent frame %zu: not finite\n", i / 36);
+            return 1;
+        }
+    }
+    printf("agent: %zu frames, %zu plans, last at frame %zu (%u tokens, %.1f ms)\n", fv.frames,
+           fv.plans, fv.last_plan_frame, fv.last_plan_tokens, fv.last_plan_ms);
+    CHECK(mb_agent_poll(agent, frames, 16 * 36, &fv, error, sizeof error));
+    if (fv.first_frame != 64 || fv.plans != 1 || fv.frames != 16) {
+        fprintf(stderr, "agent poll: %zu frames from %zu, %zu plans\n", fv.frames,
+                fv.first_frame, fv.plans);
+        return 1;
+    }
+    free(frames);
+    mb_model_free(mb); /* the agent keeps the model alive */
+    mb_agent_free(agent);
     kimodo_motion_free(motion);
     kimodo_model_free(kimodo);
     free(embedding);

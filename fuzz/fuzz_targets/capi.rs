@@ -12,6 +12,7 @@ use std::ffi::{CString, c_char, c_void};
 use std::ptr::{null, null_mut};
 use std::sync::OnceLock;
 
+use kinema::ClipLibrary;
 use kinema::capi::*;
 use kinema::models::kimodo::convert::{ConvertOptions, convert};
 use kinema::models::motionbricks::harness::{reduced, synthetic_model, write_model};
@@ -25,6 +26,8 @@ struct World {
     engine: *mut kinema_engine,
     kimodo: *mut kimodo_model,
     mb: *mut mb_model,
+    /// The agent's synthetic style clips.
+    clips: CString,
     /// The tiny LLM2Vec encoder (48 wide, the tiny Kimodo model's text width).
     text: *mut kinema_text_encoder,
     /// The tiny Kimodo model with that encoder.
@@ -61,11 +64,18 @@ fn world() -> &'static World {
                 ..tiny_llama::Spec::default()
             },
         );
+        let c = dir.join("clips.npz");
+        ClipLibrary::synthetic(1)
+            .to_npz()
+            .unwrap()
+            .write(&c)
+            .unwrap();
         let mut o = std::mem::MaybeUninit::<kinema_engine_options>::uninit();
         let mut w = World {
             engine: null_mut(),
             kimodo: null_mut(),
             mb: null_mut(),
+            clips: cstr(&c),
             text: null_mut(),
             kimodo_text: null_mut(),
         };
@@ -204,7 +214,7 @@ fuzz_target!(|data: &[u8]| {
         // SAFETY: every pointer passed is null or valid for what a correct call would read or
         // write; only lengths, sizes, versions, enums and handles' presence are hostile.
         unsafe {
-            match i.u8() % 9 {
+            match i.u8() % 10 {
                 0 => {
                     let mut o = std::mem::zeroed::<kinema_engine_options>();
                     kinema_engine_options_init(&mut o);
@@ -540,6 +550,97 @@ fuzz_target!(|data: &[u8]| {
                     e.check(s);
                     kimodo_model_free(k);
                 }
+                8 => {
+                    // The agent: hostile options, commands, lengths and views.
+                    let mut ao = std::mem::zeroed::<mb_agent_options>();
+                    mb_agent_options_init(&mut ao);
+                    (ao.size, ao.version) = i.layout(std::mem::size_of::<mb_agent_options>());
+                    ao.argmax = (i.u8() % 2) as i32;
+                    let bad = CString::new("no-such-clips.npz").unwrap();
+                    let clips = [w.clips.as_ptr(), bad.as_ptr(), null()][i.u8() as usize % 3];
+                    let opts = if i.u8() % 3 == 0 {
+                        null()
+                    } else {
+                        &ao as *const _
+                    };
+                    let mut agent = null_mut();
+                    let s = mb_agent_create(
+                        maybe(&mut i, w.mb),
+                        clips,
+                        opts,
+                        maybe(&mut i, &mut agent),
+                        e.ptr(),
+                        e.cap(),
+                    );
+                    e.check(s);
+                    for _ in 0..i.u8() % 4 {
+                        let mut c = std::mem::zeroed::<mb_agent_command>();
+                        mb_agent_command_init(&mut c);
+                        (c.size, c.version) = i.layout(std::mem::size_of::<mb_agent_command>());
+                        let junk = CString::new(
+                            i.bytes(6)
+                                .into_iter()
+                                .filter(|&b| b != 0)
+                                .collect::<Vec<_>>(),
+                        )
+                        .unwrap();
+                        let styles = [c"walk".as_ptr(), c"idle".as_ptr(), c"walk_zombie".as_ptr()];
+                        c.style = match i.u8() % 5 {
+                            0 => junk.as_ptr(),
+                            1 => null(),
+                            k => styles[k as usize - 2],
+                        };
+                        let mut f = || f64::from_bits(i.u64()) % 8.0;
+                        c.movement = [f(), f()];
+                        c.facing = [f(), f()];
+                        c.speed = f();
+                        c.waypoint = [f(), f()];
+                        c.waypoint_heading = f();
+                        c.has_speed = (i.u8() % 2) as i32;
+                        c.has_waypoint = (i.u8() % 2) as i32;
+                        c.seed = [0, i.u64()][i.u8() as usize % 2];
+                        let cp = if i.u8() % 6 == 0 {
+                            null()
+                        } else {
+                            &c as *const _
+                        };
+                        let s = mb_agent_push_command(maybe(&mut i, agent), cp, e.ptr(), e.cap());
+                        e.check(s);
+                        let frames = i.u8() as usize % 40;
+                        let mut q = vec![0f32; frames.max(16) * 36];
+                        let mut v = std::mem::zeroed::<mb_agent_frames>();
+                        (v.size, v.version) = i.layout(std::mem::size_of::<mb_agent_frames>());
+                        let vp = maybe(&mut i, &mut v as *mut _);
+                        let s = if i.u8() % 2 == 0 {
+                            mb_agent_step(
+                                maybe(&mut i, agent),
+                                frames,
+                                maybe(&mut i, q.as_mut_ptr()),
+                                i.len(frames * 36),
+                                vp,
+                                Some(progress),
+                                (i.u8() % 3) as usize as *mut c_void,
+                                e.ptr(),
+                                e.cap(),
+                            )
+                        } else {
+                            let len = i.len(16 * 36);
+                            mb_agent_poll(
+                                maybe(&mut i, agent),
+                                q.as_mut_ptr(),
+                                len,
+                                vp,
+                                e.ptr(),
+                                e.cap(),
+                            )
+                        };
+                        e.check(s);
+                        if s == KINEMA_OK {
+                            assert!(v.frames <= 40 && v.plans <= 3);
+                        }
+                    }
+                    mb_agent_free(agent);
+                }
                 _ => {
                     // Every function with null everywhere.
                     let (ep, ec) = (e.ptr(), e.cap());
@@ -573,6 +674,22 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(kimodo_model_has_text_encoder(null()), 0);
                     assert_eq!(kinema_text_options_init(null_mut()), KINEMA_ERROR_ARGUMENT);
                     kinema_text_encoder_free(null_mut());
+                    e.check(mb_agent_create(null(), null(), null(), null_mut(), ep, ec));
+                    e.check(mb_agent_push_command(null_mut(), null(), ep, ec));
+                    e.check(mb_agent_step(
+                        null_mut(),
+                        i.u64() as usize,
+                        null_mut(),
+                        i.u64() as usize,
+                        null_mut(),
+                        None,
+                        null_mut(),
+                        ep,
+                        ec,
+                    ));
+                    e.check(mb_agent_poll(null_mut(), null_mut(), 0, null_mut(), ep, ec));
+                    assert_eq!(mb_agent_command_init(null_mut()), KINEMA_ERROR_ARGUMENT);
+                    assert_eq!(mb_agent_options_init(null_mut()), KINEMA_ERROR_ARGUMENT);
                     e.check(kinema_engine_create(null(), null_mut(), ep, ec));
                     e.check(kimodo_model_load(
                         null(),
@@ -637,6 +754,7 @@ fuzz_target!(|data: &[u8]| {
                     mb_model_free(null_mut());
                     mb_command_free(null_mut());
                     mb_plan_result_free(null_mut());
+                    mb_agent_free(null_mut());
                 }
             }
         }

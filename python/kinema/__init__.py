@@ -21,9 +21,10 @@ import os
 from typing import Optional, Union
 
 from ._errors import Cancelled, InvalidArgumentError, KinemaError
-from ._kinema import Engine, Kimodo, MotionBricks, __version__
+from ._kinema import Agent, Engine, Kimodo, MotionBricks, __version__
 
 __all__ = [
+    "Agent",
     "Cancelled",
     "Engine",
     "InvalidArgumentError",

@@ -2,7 +2,7 @@
 
 import os
 import pathlib
-from typing import Any, Callable, Dict, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -160,3 +160,45 @@ class MotionBricks:
         progress: Optional[ProgressCallback] = None,
     ) -> Tuple[np.ndarray, np.ndarray]:
         """Upstream motion_inference.predict: (features [B, frames, 414], num_tokens [B])."""
+
+class Agent:
+    """The MotionBricks navigation agent: push commands, step or poll 30 fps G1 qpos frames.
+
+    It starts idle and replans every 16 frames under the command pushed last, as
+    ``kinema agent`` plays a script; ``step`` and ``poll`` release the GIL.
+    """
+
+    def __init__(
+        self,
+        model: MotionBricks,
+        clips: PathLike,
+        *,
+        sampling: Literal["argmax", "gumbel"] = "argmax",
+    ) -> None: ...
+    def push(
+        self,
+        style: str,
+        *,
+        movement: Sequence[float] = (1.0, 0.0),
+        facing: Sequence[float] = (1.0, 0.0),
+        speed: Optional[float] = None,
+        waypoint: Optional[Sequence[float]] = None,
+        heading: float = 0.0,
+        seed: int = 0,
+    ) -> None:
+        """Follow this command (a commands.json entry without duration) from the next frame."""
+    def step(
+        self, frames: int, *, progress: Optional[ProgressCallback] = None
+    ) -> Dict[str, Any]:
+        """``{"qpos": float32 [frames, 36], "first_frame": int, "plans": [dict, ...]}``."""
+    def poll(self) -> Dict[str, Any]:
+        """``step`` up to and including the next frame that plans (at most 16 frames)."""
+    @property
+    def frames_played(self) -> int: ...
+    @property
+    def plans_made(self) -> int: ...
+    @property
+    def fps(self) -> float: ...
+    @property
+    def styles(self) -> List[str]:
+        """The styles the clip file holds."""

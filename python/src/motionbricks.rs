@@ -2,6 +2,7 @@
 //! numpy arrays (`motionbricks/motion_backbone/inference/motion_inference.py#L44-126`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use kinema::models::motionbricks::dims;
 use kinema::models::motionbricks::plan::PlanOutput;
@@ -21,7 +22,8 @@ use crate::progress;
 /// MotionBricks(engine, path)
 #[pyclass(frozen, module = "kinema")]
 pub struct MotionBricks {
-    inner: kinema::MotionBricks,
+    /// Shared with the agents made from it.
+    pub(crate) inner: Arc<kinema::MotionBricks>,
 }
 
 /// `predict`'s float inputs and their widths per keyframe.
@@ -54,6 +56,7 @@ impl MotionBricks {
         let inner = py
             .detach(|| kinema::MotionBricks::load(&e, &path))
             .map_err(to_py)?;
+        let inner = Arc::new(inner);
         Ok(MotionBricks { inner })
     }
 

@@ -23,7 +23,8 @@ def _target_dir() -> pathlib.Path:
 def tiny(tmp_path_factory) -> pathlib.Path:
     given = os.environ.get("KINEMA_TINY_DIR")
     d = pathlib.Path(given) if given else tmp_path_factory.mktemp("tiny")
-    if not (d / "kimodo-soma30-tiny.gguf").exists() or not (d / "motionbricks-tiny.gguf").exists():
+    names = ("kimodo-soma30-tiny.gguf", "motionbricks-tiny.gguf", "clips.npz")
+    if not all((d / n).exists() for n in names):
         subprocess.run(
             ["cargo", "run", "-q", "--example", "tiny_models", "--", str(d)],
             cwd=ROOT,
@@ -41,6 +42,11 @@ def kimodo_path(tiny) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def mb_path(tiny) -> pathlib.Path:
     return tiny / "motionbricks-tiny.gguf"
+
+
+@pytest.fixture(scope="session")
+def clips_path(tiny) -> pathlib.Path:
+    return tiny / "clips.npz"
 
 
 @pytest.fixture(scope="session")

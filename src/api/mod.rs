@@ -31,7 +31,10 @@
 //!   graph and buffers, and the backends serialise what must be serialised (the CPU pool runs
 //!   one parallel region at a time; a Vulkan submission is reported to the thread that made
 //!   it). Results do not depend on what runs beside them.
-//! - Results ([`Motion`], [`Plan`]) are plain owned data.
+//! - An [`Agent`] (the MotionBricks navigation agent) holds its model by reference or `Arc`,
+//!   its clips and its playback state; it is `Send + Sync` (its calls take `&mut self`, so one
+//!   thread drives it at a time).
+//! - Results ([`Motion`], [`Plan`], [`AgentFrames`]) are plain owned data.
 //!
 //! # Errors and progress
 //!
@@ -50,11 +53,13 @@
 
 #![warn(missing_docs)]
 
+mod agent;
 mod engine;
 mod kimodo;
 mod motionbricks;
 mod text;
 
+pub use agent::{Agent, AgentCommand, AgentFrames, AgentOptions, AgentPlan};
 pub use engine::{Engine, EngineOptions};
 pub use kimodo::{
     Embeddings, GenerateRequest, Kimodo, Motion, MotionParts, Noise, Segment, TextInput,
@@ -63,6 +68,7 @@ pub use motionbricks::{Draws, MotionBricks, Plan, PlanRequest};
 pub use text::{ChatTemplate, LongText, TextEncoder, TextOptions};
 
 pub use crate::device::BackendChoice;
+pub use crate::models::motionbricks::agent::clips::ClipLibrary;
 pub use crate::models::motionbricks::sampler::Sampling;
 pub use crate::precision::PrecisionChoice;
 
@@ -132,4 +138,7 @@ const _: () = {
     shared::<Plan>();
     shared::<GenerateRequest>();
     shared::<PlanRequest>();
+    shared::<Agent<std::sync::Arc<MotionBricks>>>();
+    shared::<Agent<&'static MotionBricks>>();
+    shared::<AgentFrames>();
 };

@@ -393,7 +393,7 @@ pub unsafe extern "C" fn mb_model_load(
             let out = out_slot(out, "out")?;
             *out = std::ptr::null_mut();
             let e = handle(engine, "engine")?;
-            let model = MotionBricks::load(&e.engine, c_path(path, "path")?)?;
+            let model = Arc::new(MotionBricks::load(&e.engine, c_path(path, "path")?)?);
             boxed(
                 out,
                 mb_model {

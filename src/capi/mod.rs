@@ -30,9 +30,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::api::{
-    BackendChoice, ChatTemplate, Draws, Engine, EngineOptions, GenerateRequest, Kimodo, LongText,
-    Motion, MotionBricks, Noise, Plan, PlanRequest, PrecisionChoice, Progress, Sampling, Stage,
-    TextEncoder, TextInput, TextOptions,
+    Agent, AgentCommand, AgentOptions, BackendChoice, ChatTemplate, Draws, Engine, EngineOptions,
+    GenerateRequest, Kimodo, LongText, Motion, MotionBricks, Noise, Plan, PlanRequest,
+    PrecisionChoice, Progress, Sampling, Stage, TextEncoder, TextInput, TextOptions,
 };
 use crate::{Error, Result};
 
@@ -112,9 +112,9 @@ pub struct kimodo_motion {
     contacts: Vec<u8>,
 }
 
-/// A MotionBricks model loaded on an engine.
+/// A MotionBricks model loaded on an engine (agents made from it share it).
 pub struct mb_model {
-    model: MotionBricks,
+    model: Arc<MotionBricks>,
     last: LastError,
 }
 
@@ -124,6 +124,83 @@ pub struct mb_command {
     /// The seed, kept while argmax is chosen so that switching back restores it.
     seed: u64,
     last: LastError,
+}
+
+/// The MotionBricks navigation agent (see [`crate::Agent`]): it keeps its model alive, so the
+/// model may be freed first. One thread at a time may call it.
+pub struct mb_agent {
+    agent: Agent<Arc<MotionBricks>>,
+    last: LastError,
+}
+
+/// How to make an [`mb_agent`]. Fill with [`mb_agent_options_init`], then change fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct mb_agent_options {
+    /// `sizeof(mb_agent_options)` as the caller was built.
+    pub size: u32,
+    /// [`KINEMA_ABI_VERSION`] of the caller's header.
+    pub version: u32,
+    /// Nonzero (the default): argmax, as upstream's agent; 0: Gumbel (plan `i` of the run
+    /// draws from the stream of its command's seed + `i`).
+    pub argmax: i32,
+}
+
+/// One agent command (the fields of a `commands.json` entry, without the duration). Fill with
+/// [`mb_agent_command_init`], then change fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct mb_agent_command {
+    /// `sizeof(mb_agent_command)` as the caller was built.
+    pub size: u32,
+    /// [`KINEMA_ABI_VERSION`] of the caller's header.
+    pub version: u32,
+    /// A style of the clip file (`"idle"`, `"walk"`, ...), NUL-terminated, read during the call.
+    pub style: *const c_char,
+    /// World x, y to move along (zero: turn in place); default (1, 0).
+    pub movement: [f64; 2],
+    /// World x, y to face; default (1, 0).
+    pub facing: [f64; 2],
+    /// Nonzero: use `speed` (m/s); 0: the style's own.
+    pub has_speed: i32,
+    /// Speed in m/s.
+    pub speed: f64,
+    /// Nonzero: walk to `waypoint` facing `waypoint_heading`.
+    pub has_waypoint: i32,
+    /// World x, y.
+    pub waypoint: [f64; 2],
+    /// Radians about z.
+    pub waypoint_heading: f64,
+    /// The clip window and Gumbel seed, at most `INT64_MAX`.
+    pub seed: u64,
+}
+
+/// What one [`mb_agent_step`] or [`mb_agent_poll`] played. Set `size` and `version` first.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct mb_agent_frames {
+    /// `sizeof(mb_agent_frames)` as the caller was built.
+    pub size: u32,
+    /// [`KINEMA_ABI_VERSION`] of the caller's header.
+    pub version: u32,
+    /// Frames written to the caller's `qpos` buffer (`[frames, 36]`).
+    pub frames: usize,
+    /// The agent's frame number of the first of them.
+    pub first_frame: usize,
+    /// Plans made during the call.
+    pub plans: usize,
+    /// Of the last plan made during the call (0 when none): its first frame's number, style
+    /// index (upstream's order: 0 idle, 1 slow_walk, 2 walk, ...), length in tokens, and wall
+    /// time of the whole plan and of predict alone in ms.
+    pub last_plan_frame: usize,
+    /// See `last_plan_frame`.
+    pub last_plan_style: u32,
+    /// See `last_plan_frame`.
+    pub last_plan_tokens: u32,
+    /// See `last_plan_frame`.
+    pub last_plan_ms: f64,
+    /// See `last_plan_frame`.
+    pub last_plan_predict_ms: f64,
 }
 
 /// A batch of plans; its arrays live until [`mb_plan_result_free`].
@@ -496,7 +573,9 @@ unsafe fn free<T>(p: *mut T) {
     }
 }
 
+mod agent;
 mod ffi;
+pub use agent::*;
 mod text;
 pub use ffi::*;
 pub use text::*;
