@@ -266,6 +266,14 @@ impl VulkanRecording {
         Ok(BufRef::new(buf, DType::F32, v.len()))
     }
 
+    /// A zeroed device buffer of `n` f32 for an op's intermediate results (the split-k partial
+    /// sums of `linear_stream`), allocated now (at record time). The dispatches that bind it
+    /// keep it alive.
+    pub(crate) fn scratch_f32(&self, n: usize) -> Result<BufRef<VulkanBuffer>> {
+        let buf = self.dev.memory.alloc(4 * n.max(1) as u64, false)?;
+        Ok(BufRef::new(buf, DType::F32, n))
+    }
+
     /// Zeroed status words for a [`RunCheck`], to bind as an output of the op's dispatch;
     /// register them with [`VulkanRecording::add_check`] once it is recorded.
     pub(crate) fn status_words(&self) -> Result<BufRef<VulkanBuffer>> {

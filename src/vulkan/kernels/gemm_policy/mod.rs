@@ -11,6 +11,9 @@ use super::super::shaders::Shader;
 use super::float_dtype_code;
 use crate::tensor::DType;
 
+mod stream;
+pub(crate) use stream::{StreamTile, stream_splits, stream_tile, wants_stream};
+
 /// Tile shape of a BM x BN output tile per workgroup of (BM / TM) * (BN / TN) invocations,
 /// k in steps of BK: the conv1d shader's tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,14 +160,19 @@ pub(crate) struct Forced {
     pub coop_tile: Option<String>,
     /// `KINEMA_VK_CM2_TILE=BMxBNxBKxWG`: the workgroup-scope tile.
     pub cm2_tile: Option<String>,
-    /// `KINEMA_VK_LINEAR=tiled|skinny`: the tiled kernels (strict GEMM or cooperative
-    /// matrices) or the skinny kernel for every linear, whatever the row count.
+    /// `KINEMA_VK_LINEAR=tiled|skinny|stream`: the tiled kernels (strict GEMM or cooperative
+    /// matrices), the skinny kernel or the weight-streaming kernel for every linear, whatever
+    /// the shape.
     pub linear: Option<String>,
     /// `KINEMA_VK_SKINNY_TILE=WGxMMAXxNC`: the skinny kernel's workgroup size, rows per block
     /// and columns per workgroup.
     pub skinny_tile: Option<String>,
     /// `KINEMA_VK_CONV_TILE=BMxBNxBKxTMxTN`: the conv1d tile.
     pub conv_tile: Option<String>,
+    /// `KINEMA_VK_STREAM_TILE=WGxMBxCPIxLKxKT`: the streaming kernel's tile.
+    pub stream_tile: Option<String>,
+    /// `KINEMA_VK_STREAM_SPLITS=S`: the streaming kernel's splits of k.
+    pub stream_splits: Option<String>,
 }
 
 impl Forced {
@@ -179,6 +187,8 @@ impl Forced {
             linear: var("KINEMA_VK_LINEAR"),
             skinny_tile: var("KINEMA_VK_SKINNY_TILE"),
             conv_tile: var("KINEMA_VK_CONV_TILE"),
+            stream_tile: var("KINEMA_VK_STREAM_TILE"),
+            stream_splits: var("KINEMA_VK_STREAM_SPLITS"),
         }
     }
 }
