@@ -8,7 +8,7 @@ mod common;
 
 use common::gemm::*;
 use common::*;
-use half::{bf16, f16};
+use half::f16;
 use kinema::backend::{Backend, BufRef, Precision};
 use kinema::cpu::{self, CpuBackend, Weights};
 use kinema::graph::Graph;
