@@ -31,8 +31,9 @@ fn set(name: &str, value: Option<&str>) {
 /// k (scalar weight and x loads) and k on multiples of 8 (vector loads; q8_0 needs whole
 /// blocks), x at an unaligned offset for some shapes, bias on and off, activations; each shape
 /// with one split of k (the epilogue in the main kernel), the automatic splits, and 3 forced
-/// splits (partial sums and the reduce kernel), and a small forced tile (8 k staged at a time
-/// per lane group: many stages, 4 rows per block). Each result is checked against the CPU
+/// splits (partial sums and the reduce kernel), and a small forced tile (32 k staged at a time:
+/// many stages, 4 rows per block). Then, under a 4 KiB binding limit, weights split over
+/// groups of columns (each dispatch writes fewer columns than the ldy = n between rows of y). Each result is checked against the CPU
 /// scalar reference, f32 weights without activation also within the strict f64 bound, and
 /// every result is bit-identical when recorded and run again (deterministic).
 #[test]
@@ -66,10 +67,15 @@ fn stream_linear_matches_the_reference() {
         (Some("3"), Some("64x4x4x4x32")),
     ];
     let mut r = Rng(77);
-    for d in devices {
+    let small: &[(usize, usize, usize)] = &[(7, 61, 64), (2, 77, 320)];
+    for (d, small_binding) in devices.iter().flat_map(|d| [(d, false), (d, true)]) {
         let mut o = VulkanOptions::new(Precision::Strict);
         o.device = Some(d.index);
+        if small_binding {
+            o.max_binding = Some(4096);
+        }
         let b = VulkanBackend::with_options(o).unwrap();
+        let shapes = if small_binding { small } else { shapes };
         for (si, &(m, n, k)) in shapes.iter().enumerate() {
             let x = r.vec(m * k + 1, -1.0, 1.0);
             let wf = r.vec(n * k, -1.0, 1.0);
@@ -112,12 +118,16 @@ fn stream_linear_matches_the_reference() {
                         let (got, dispatches) = run();
                         let what = format!(
                             "stream linear {m}x{n}x{k} {dt} {act:?} bias {with_bias} x at {x0} \
-                             splits {splits:?} tile {tile:?} ({dispatches} dispatches)"
+                             splits {splits:?} tile {tile:?} binding limit {small_binding} \
+                             ({dispatches} dispatches)"
                         );
-                        if splits == Some("3") && k > 128 {
+                        if small_binding && splits == Some("1") {
+                            // One dispatch per group of columns.
+                            assert!(dispatches >= 2, "{what}: weights not split over bindings");
+                        } else if !small_binding && splits == Some("3") && k > 128 {
                             assert_eq!(dispatches, 2, "{what}: split k takes a reduce");
                         }
-                        if splits == Some("1") {
+                        if splits == Some("1") && !small_binding {
                             assert_eq!(dispatches, 1, "{what}: one split, one dispatch");
                         }
                         assert_close(&what, &got, &want, 2e-6 * k as f32, 2e-6);
