@@ -150,6 +150,20 @@ void load_w8(uint col, uint kk, out vec4 a, out vec4 c) {
     }
 }
 
+// The 8 weights at kk of each of the invocation's columns col0 + j G (zero past n, and all
+// zero when `live` is false: past the stage).
+void load_step(uint col0, uint kk, bool live, out vec4 a[CPI], out vec4 c[CPI]) {
+    [[unroll]] for (uint j = 0u; j < CPI; j++) {
+        uint col = col0 + j * G;
+        if (live && col < p.n) {
+            load_w8(col, kk, a[j], c[j]);
+        } else {
+            a[j] = vec4(0.0);
+            c[j] = vec4(0.0);
+        }
+    }
+}
+
 // x[row, kk .. kk + 3], zero past kend and past m.
 vec4 load_x4(uint row, uint kk, uint kend) {
     if (row >= p.m) {
@@ -189,18 +203,19 @@ void main() {
             }
             barrier();
             uint kt = min(KT, kend - k0);
+            // The weights of the next step are loaded before this step's FMAs (two steps of
+            // loads in flight per invocation).
+            vec4 na[CPI];
+            vec4 nc[CPI];
+            load_step(n0 + g, k0 + 8u * lane, 8u * lane < kt, na, nc);
             for (uint kk = 8u * lane; kk < kt; kk += STEP) {
                 vec4 wa[CPI];
                 vec4 wc[CPI];
                 [[unroll]] for (uint j = 0u; j < CPI; j++) {
-                    uint col = n0 + g + j * G;
-                    if (col < p.n) {
-                        load_w8(col, k0 + kk, wa[j], wc[j]);
-                    } else {
-                        wa[j] = vec4(0.0);
-                        wc[j] = vec4(0.0);
-                    }
+                    wa[j] = na[j];
+                    wc[j] = nc[j];
                 }
+                load_step(n0 + g, k0 + kk + STEP, kk + STEP < kt, na, nc);
                 [[unroll]] for (uint i = 0u; i < MB; i++) {
                     if (m0 + i < p.m) {
                         vec4 xa = xs[i * KT4 + (kk >> 2u)];
