@@ -761,7 +761,7 @@ impl Measurement {
                 // Bytes moved per GPU second: the weight-streaming linears' bandwidth.
                 let gpu_gbps = self.gbps.map(|b| b * self.median_s / g);
                 let rate = gpu_gbps
-                    .map(|b| format!(", {b:.0} GB/s"))
+                    .map(|b| format!(", {b:.1} GB/s"))
                     .unwrap_or_default();
                 format!("  (GPU {:.3}ms{rate})", g * 1e3)
             })

@@ -2,7 +2,8 @@
 //! linear and batched_matmul (`gemm_f32.glsl`), the subgroup-scope cooperative-matrix kernels
 //! of fast mode (the compiled fixed-tile variants `linear_cm_*` and the generic
 //! `linear_coopmat`), the workgroup-scope kernel (`linear_cm2`, `VK_NV_cooperative_matrix2`),
-//! the skinny kernel for linears of few rows (`linear_skinny`) and the conv1d tiles. Every choice is a pure function of the shape, the device's limits and
+//! the skinny kernel for linears of few rows (`linear_skinny`), the weight-streaming kernel for
+//! few rows and large weights (`linear_stream`, in `stream.rs`) and the conv1d tiles. Every choice is a pure function of the shape, the device's limits and
 //! the tuning overrides ([`Forced`]), so each branch is unit-tested here without a device.
 
 use super::super::context::{Coopmat2, Limits};
