@@ -137,7 +137,7 @@ pub fn text_phase(
                 cache_entry: e.cache_entry.as_ref().map(|p| p.display().to_string()),
                 kept_loaded: keep,
                 seconds,
-                memory: memory.clone(),
+                memory,
             };
             (path, record)
         })
