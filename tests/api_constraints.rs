@@ -372,3 +372,70 @@ fn bad_constraints_name_the_problem() {
     );
     let _ = &models().dir;
 }
+
+/// On a Vulkan device (lavapipe in CI) the constrained request equals `kinema generate
+/// --backend vulkan --constraints` too. Skipped without a device unless KINEMA_REQUIRE_VULKAN=1.
+#[test]
+fn vulkan_constrained_generation_equals_the_cli() {
+    let engine = match Engine::new(EngineOptions {
+        backend: BackendChoice::Vulkan,
+        precision: PrecisionChoice::Strict,
+        ..EngineOptions::default()
+    }) {
+        Ok(e) => e,
+        Err(e) => {
+            assert!(
+                std::env::var("KINEMA_REQUIRE_VULKAN").as_deref() != Ok("1"),
+                "no Vulkan device: {e}"
+            );
+            eprintln!("skipped: no Vulkan device ({e})");
+            return;
+        }
+    };
+    let k = Kimodo::load(&engine, &models().kimodo).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let json = constraint_json(FRAMES - 1);
+    let cpath = tmp.path().join("constraints.json");
+    std::fs::write(&cpath, &json).unwrap();
+    let emb = tmp.path().join("e.npy");
+    write_embedding(&emb, &embedding(k.embedding_dim(), 0.0));
+    let req = GenerateRequest {
+        diagnostics: true,
+        ..request(&k, Some(Constraints::from_json(&json).unwrap()))
+    };
+    let motion = k.generate(&req).unwrap();
+    let out = tmp.path().join("vk.npz");
+    let frames = FRAMES.to_string();
+    let mut cmd = kinema();
+    cmd.args([
+        "generate",
+        "--quiet",
+        "--backend",
+        "vulkan",
+        "--precision",
+        "strict",
+        "--steps",
+        "3",
+        "--seed",
+        "5",
+        "--heading",
+        "0.3",
+        "--diagnostics",
+        "--frames",
+        frames.as_str(),
+    ])
+    .arg("--model")
+    .arg(&models().kimodo)
+    .arg("--embedding")
+    .arg(&emb)
+    .arg("--constraints")
+    .arg(&cpath)
+    .arg("-o")
+    .arg(&out);
+    let (ok, text) = run(&mut cmd);
+    assert!(ok, "{text}");
+    assert!(
+        std::fs::read(&out).unwrap() == motion.npz_bytes().unwrap(),
+        "the API's npz on Vulkan differs from kinema generate --backend vulkan --constraints"
+    );
+}
