@@ -11,7 +11,7 @@ __version__: str
 
 PathLike = Union[str, "os.PathLike[str]"]
 ArrayLike = npt.ArrayLike
-#: ``(stage, step, total)``; stage is "sample", "decode" or "plan". Return False to cancel
+#: ``(stage, step, total)``; stage is "encode", "sample", "decode" or "plan". Return False to cancel
 #: (the call raises kinema.Cancelled); None or True goes on. An exception raised here cancels
 #: the call and propagates.
 ProgressCallback = Callable[[str, int, int], Optional[bool]]
