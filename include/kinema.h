@@ -86,6 +86,22 @@
 #define KINEMA_PRECISION_FAST 2
 
 /**
+ * `kimodo_generate_options.postprocess`: the model's default (on for SOMA and SMPL-X, never
+ * for G1), as `kinema generate`.
+ */
+#define KIMODO_POSTPROCESS_DEFAULT -1
+
+/**
+ * `kimodo_generate_options.postprocess`: off (`kinema generate --no-postprocess`).
+ */
+#define KIMODO_POSTPROCESS_OFF 0
+
+/**
+ * `kimodo_generate_options.postprocess`: on where upstream post-processes (not G1).
+ */
+#define KIMODO_POSTPROCESS_ON 1
+
+/**
  * `kinema_text_options.chat_template`: as the model file says (what upstream does for it).
  */
 #define KINEMA_CHAT_TEMPLATE_AUTO 0
@@ -356,7 +372,8 @@ typedef struct kimodo_generate_options {
    */
   float cfg_constraint;
   /**
-   * Guidance rows: 2 (default) or 3.
+   * Guidance rows: 0 (default: 2, or 3 with `constraints_json`, as `kinema generate`
+   * picks), 2 or 3 (2 with constraints is refused).
    */
   uint32_t cfg_rows;
   /**
@@ -371,6 +388,18 @@ typedef struct kimodo_generate_options {
    * Handed to `progress`.
    */
   void *progress_user;
+  /**
+   * Upstream's constraint JSON text (the content of a `constraints.json`, NUL-terminated
+   * UTF-8), applied as `kinema generate --constraints` applies it; null for none.
+   */
+  const char *constraints_json;
+  /**
+   * Post-processing (upstream's foot-skate and constraint clean-up):
+   * [`KIMODO_POSTPROCESS_DEFAULT`] (-1: on where upstream's CLI has it, every model but
+   * G1's), [`KIMODO_POSTPROCESS_OFF`] (0) or [`KIMODO_POSTPROCESS_ON`] (1, still never for
+   * G1); other values are refused.
+   */
+  int32_t postprocess;
 } kimodo_generate_options;
 
 /**
@@ -708,7 +737,8 @@ size_t kimodo_model_feature_dim(const struct kimodo_model *model);
 
 /**
  * Fills `options` with `kinema generate`'s defaults for `frames` frames (100 steps, seed 0,
- * the model's guidance weights, 2 rows, heading 0, no noise, no progress).
+ * the model's guidance weights, default rows (2, or 3 with constraints), heading 0, no
+ * noise, no progress, no constraints, the model's default post-processing).
  *
  * # Safety
  * `options` is null or a writable `kimodo_generate_options`.

@@ -45,9 +45,9 @@ pub mod vulkan;
 
 pub use api::{
     Agent, AgentCommand, AgentFrames, AgentOptions, AgentPlan, BackendChoice, ChatTemplate,
-    ClipLibrary, Draws, Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo, LongText,
-    Motion, MotionBricks, MotionParts, Noise, Plan, PlanRequest, PrecisionChoice, Progress,
-    ProgressFn, Sampling, Segment, Stage, TextEncoder, TextInput, TextOptions,
+    ClipLibrary, Constraints, Draws, Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo,
+    LongText, Motion, MotionBricks, MotionParts, Noise, Plan, PlanRequest, PrecisionChoice,
+    Progress, ProgressFn, Sampling, Segment, Stage, TextEncoder, TextInput, TextOptions,
 };
 pub use backend::{Backend, BufRef};
 pub use error::{Error, Result};

@@ -92,7 +92,7 @@ fn generate_writes_the_npz_of_kinema_generate() {
     let k = Kimodo::load(&engine, &m.kimodo).unwrap();
     let req = GenerateRequest {
         diagnostics: true,
-        cfg_rows: 3,
+        cfg_rows: Some(3),
         ..request(&k, 5)
     };
     let motion = k.generate(&req).unwrap();
@@ -284,7 +284,7 @@ fn bad_requests_name_what_is_wrong() {
         ),
         (
             GenerateRequest {
-                cfg_rows: 4,
+                cfg_rows: Some(4),
                 ..ok.clone()
             },
             "4 guidance rows",

@@ -687,7 +687,11 @@ fn api_segments_match_the_library() {
     let s = multiprompt::sample_segments(&b, &m, &segs, &o, &mut |_, _| ControlFlow::Continue(()))
         .unwrap();
     let skel = Skeleton::load(m.config.skeleton).unwrap();
-    let want = motion::decode_raw_output(&s.raw, s.frames, &skel).unwrap();
+    // Post-processed by default (SOMA), as the command line decodes a stitched motion.
+    let (want, ran) =
+        kinema::models::kimodo::generate::decode_raw_motion(&s.raw, s.frames, &skel, Some(&[]))
+            .unwrap();
+    assert!(ran && got.postprocessed());
     assert_eq!(got.posed_joints(), want.posed_joints.as_slice());
     // By default a stitched motion is post-processed as a single one is (SOMA).
     let pp = k

@@ -1,7 +1,8 @@
 /* kinema from C: a Kimodo generation and a MotionBricks plan on one engine, hostile calls
  * that must fail cleanly, and both models run at once from two threads with the results of
  * the single-threaded runs; then text: prompts embedded by an LLM2Vec text encoder, and a
- * Kimodo motion from a prompt equal to the motion from that prompt's embedding; then the
+ * Kimodo motion from a prompt equal to the motion from that prompt's embedding (also with
+ * constraints); constraints (upstream's constraint JSON) and bad constraint text; then the
  * MotionBricks navigation agent walking a few plans.
  * Usage: kinema_example KIMODO.gguf MOTIONBRICKS.gguf LLM2VEC.gguf CLIPS.npz
  * (examples/c/run.sh builds the library, the tiny models and this program, then runs it). */
@@ -160,6 +161,53 @@ int main(int argc, char **argv) {
                  KINEMA_ERROR_CANCELLED, "cancelled");
     go.progress = NULL;
 
+    /* Constraints: upstream's constraints.json text, here a full-body keyframe at frame 6
+     * with its root at x = 0.4, z = 0.3 (30 joints of the tiny SOMA30 model). The constraint
+     * row runs (3 rows by default) and the post-processing pins the root there. */
+    char constraints[2048];
+    int len = snprintf(constraints, sizeof constraints,
+                     "[{\"type\": \"fullbody\", \"frame_indices\": [6], \"local_joints_rot\": [[");
+    for (int j = 0; j < 30; j++)
+        len += snprintf(constraints + len, sizeof constraints - (size_t)len, "%s[0, 0.05, 0]", j ? ", " : "");
+    snprintf(constraints + len, sizeof constraints - (size_t)len, "]], \"root_positions\": [[0.4, 0.9, 0.3]]}]");
+    go.constraints_json = constraints;
+    kimodo_motion *held = NULL;
+    CHECK(kimodo_generate_embedding(kimodo, embedding, dim, &go, &held, error, sizeof error));
+    kimodo_motion_view hv = motion_view(held);
+    const float *root6 = hv.root_positions + 6 * 3;
+    printf("kimodo with constraints: root at the keyframe (%.4f, %.4f, %.4f), unconstrained (%.4f, %.4f, "
+           "%.4f)\n",
+           root6[0], root6[1], root6[2], mv.root_positions[18], mv.root_positions[19], mv.root_positions[20]);
+    if (fabsf(root6[0] - 0.4f) > 1e-3f || fabsf(root6[2] - 0.3f) > 1e-3f ||
+        memcmp(hv.root_positions, mv.root_positions, hv.frames * 3 * sizeof(float)) == 0) {
+        fprintf(stderr, "the constrained root is not at the keyframe\n");
+        return 1;
+    }
+    /* Post-processing off: the raw motion, not pinned exactly. */
+    go.postprocess = KIMODO_POSTPROCESS_OFF;
+    kimodo_motion *raw = NULL;
+    CHECK(kimodo_generate_embedding(kimodo, embedding, dim, &go, &raw, error, sizeof error));
+    kimodo_motion_view rv = motion_view(raw);
+    if (memcmp(rv.root_positions, hv.root_positions, rv.frames * 3 * sizeof(float)) == 0) return 1;
+    kimodo_motion_free(raw);
+    kimodo_motion_free(held);
+    go.postprocess = 7;
+    EXPECT_ERROR(kimodo_generate_embedding(kimodo, embedding, dim, &go, &raw, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "postprocess = 7");
+    go.postprocess = KIMODO_POSTPROCESS_DEFAULT;
+    go.cfg_rows = 2;
+    EXPECT_ERROR(kimodo_generate_embedding(kimodo, embedding, dim, &go, &raw, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "2-row shortcut is exact only without constraints");
+    go.cfg_rows = 0;
+    /* Bad constraint text: refused with a message naming the problem. */
+    go.constraints_json = "[{\"type\": \"fullbody\", \"frame_indices\": [6]";
+    EXPECT_ERROR(kimodo_generate_embedding(kimodo, embedding, dim, &go, &raw, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "constraints_json: constraints: not valid JSON");
+    go.constraints_json = "[{\"type\": \"root2d\", \"frame_indices\": [12], \"smooth_root_2d\": [[0, 0]]}]";
+    EXPECT_ERROR(kimodo_generate_embedding(kimodo, embedding, dim, &go, &raw, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "entry 0 (root2d): frame 12 is outside the motion's 12 frames");
+    go.constraints_json = NULL;
+
     /* MotionBricks: a command (nothing given: the model chooses the length), a plan. */
     mb_model *mb = NULL;
     CHECK(mb_model_load(engine, argv[2], &mb, error, sizeof error));
@@ -258,6 +306,20 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("kimodo from a prompt: the motion of its embedding, bit for bit\n");
+    /* With constraints too. */
+    go.constraints_json = constraints;
+    kimodo_motion *cp = NULL, *ce = NULL;
+    CHECK(kimodo_generate(kimodo_text, prompts[0], &go, &cp, error, sizeof error));
+    CHECK(kimodo_generate_embedding(kimodo_text, embeddings, tdim, &go, &ce, error, sizeof error));
+    kimodo_motion_view pa = motion_view(cp), pb = motion_view(ce);
+    if (memcmp(pa.posed_joints, pb.posed_joints, pa.frames * pa.joints * 3 * sizeof(float)) != 0 ||
+        fabsf(pa.root_positions[18] - 0.4f) > 1e-3f) {
+        fprintf(stderr, "the constrained motion from the prompt is not its embedding's\n");
+        return 1;
+    }
+    kimodo_motion_free(cp);
+    kimodo_motion_free(ce);
+    go.constraints_json = NULL;
     /* An encoder loaded with other options, given to a model. */
     kimodo_model *kimodo_off = NULL;
     to.chat_template = KINEMA_CHAT_TEMPLATE_OFF;

@@ -167,6 +167,46 @@ impl Input<'_> {
     }
 }
 
+/// `kimodo_generate_options.constraints_json`: none, fuzzed bytes (up to the first NUL), or a
+/// well-formed root2d or full-body entry (30 joints, the tiny model's) at a fuzzed frame, so
+/// that the constraint row and the post-processing run too. Keep the string alive through the
+/// call.
+fn constraints(i: &mut Input) -> Option<CString> {
+    match i.u8() % 4 {
+        0 => None,
+        1 => {
+            let n = i.u8() as usize;
+            let b: Vec<u8> = i.bytes(n).into_iter().take_while(|&b| b != 0).collect();
+            Some(CString::new(b).unwrap())
+        }
+        2 => Some(
+            CString::new(format!(
+                r#"[{{"type":"root2d","frame_indices":[{}],"smooth_root_2d":[[{},0.5]]}}]"#,
+                i.u8() % 20,
+                f32::from_bits(i.u32())
+            ))
+            .unwrap(),
+        ),
+        _ => Some(
+            CString::new(format!(
+                r#"[{{"type":"fullbody","frame_indices":[{}],"local_joints_rot":[[{}]],"root_positions":[[{},0.9,0]]}}]"#,
+                i.u8() % 20,
+                vec!["[0,0.1,0]"; 29 + i.u8() as usize % 3].join(","),
+                i.u8() as f32 * 0.01
+            ))
+            .unwrap(),
+        ),
+    }
+}
+
+/// `kimodo_generate_options.postprocess`: mostly -1, 0 or 1, sometimes anything.
+fn postprocess(i: &mut Input) -> i32 {
+    match i.u8() % 8 {
+        7 => i.u32() as i32,
+        k => k as i32 % 3 - 1,
+    }
+}
+
 /// An error buffer of a random small capacity (or null with a random capacity).
 struct ErrorBuf(Vec<u8>, bool);
 
@@ -284,6 +324,9 @@ fuzz_target!(|data: &[u8]| {
                     o.steps = i.u8() as u32 % 4;
                     o.seed = i.u64();
                     o.cfg_rows = i.u8() as u32 % 4;
+                    let cons = constraints(&mut i);
+                    o.constraints_json = cons.as_ref().map_or(null(), |c| c.as_ptr());
+                    o.postprocess = postprocess(&mut i);
                     o.heading = f32::from_bits(i.u32());
                     o.has_cfg_text = (i.u8() % 2) as i32;
                     o.cfg_text = f32::from_bits(i.u32());
@@ -526,6 +569,9 @@ fuzz_target!(|data: &[u8]| {
                     kimodo_generate_options_init(&mut o, 2 + i.u8() as u32 % 6);
                     (o.size, o.version) = i.layout(std::mem::size_of::<kimodo_generate_options>());
                     o.steps = i.u8() as u32 % 3;
+                    let cons = constraints(&mut i);
+                    o.constraints_json = cons.as_ref().map_or(null(), |c| c.as_ptr());
+                    o.postprocess = postprocess(&mut i);
                     let model = [w.kimodo_text, w.kimodo][i.u8() as usize % 2];
                     let mut m = null_mut();
                     let s = kimodo_generate(

@@ -12,7 +12,10 @@ from several threads at once. A sketch (README "Python" has the full example)::
     out["posed_joints"].shape  # (150, 77, 3)
 
 Upstream's ``kimodo.load_model(name)`` becomes :func:`load_model` (a GGUF path) and the
-prompt becomes its LLM2Vec embedding; the output dict has upstream's keys, shapes and dtypes.
+prompt becomes its LLM2Vec embedding, or stays a prompt when the model has a
+:class:`TextEncoder` (``load_model(path, text_encoder=...)``); ``constraint_lst`` takes
+upstream's constraint objects as dicts (or a ``constraints.json`` path); the output dict has
+upstream's keys, shapes and dtypes.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import os
 from typing import Optional, Union
 
 from ._errors import Cancelled, InvalidArgumentError, KinemaError
-from ._kinema import Agent, Engine, Kimodo, MotionBricks, __version__
+from ._kinema import Agent, Engine, Kimodo, MotionBricks, TextEncoder, __version__
 
 __all__ = [
     "Agent",
@@ -31,17 +34,21 @@ __all__ = [
     "KinemaError",
     "Kimodo",
     "MotionBricks",
+    "TextEncoder",
     "__version__",
     "load_model",
 ]
 
 
 def load_model(
-    path: Union[str, "os.PathLike[str]"], engine: Optional[Engine] = None
+    path: Union[str, "os.PathLike[str]"],
+    engine: Optional[Engine] = None,
+    text_encoder: Optional[TextEncoder] = None,
 ) -> Kimodo:
     """Loads a Kimodo GGUF (``kinema convert kimodo``) on ``engine`` (default: ``Engine()``).
 
     The counterpart of upstream's ``kimodo.load_model(name, device=...)``: the model is a file
-    path, the device is the engine's choice.
+    path, the device is the engine's choice. With ``text_encoder`` (a :class:`TextEncoder`)
+    prompts may be given as text, as upstream's.
     """
-    return Kimodo(engine if engine is not None else Engine(), path)
+    return Kimodo(engine if engine is not None else Engine(), path, text_encoder)

@@ -11,7 +11,7 @@ __version__: str
 
 PathLike = Union[str, "os.PathLike[str]"]
 ArrayLike = npt.ArrayLike
-#: ``(stage, step, total)``; stage is "sample", "decode" or "plan". Return False to cancel
+#: ``(stage, step, total)``; stage is "encode", "sample", "decode" or "plan". Return False to cancel
 #: (the call raises kinema.Cancelled); None or True goes on. An exception raised here cancels
 #: the call and propagates.
 ProgressCallback = Callable[[str, int, int], Optional[bool]]
@@ -44,10 +44,39 @@ class Engine:
     def info(self) -> Dict[str, Any]:
         """backend, device, precision and threads as a dict."""
 
+#: Upstream's constraints: a ``constraints.json`` path, its JSON text, or a list of its objects
+#: (dicts of lists, numbers or numpy arrays).
+ConstraintsLike = Union[PathLike, str, bytes, Sequence[Dict[str, Any]]]
+
+class TextEncoder:
+    """An LLM2Vec text encoder (``kinema convert llm2vec``) on an Engine: prompts in,
+    text features out."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        path: PathLike,
+        *,
+        chat_template: Literal["auto", "on", "off"] = "auto",
+        long_text: Literal["trim", "refuse"] = "trim",
+    ) -> None: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def chat_template(self) -> bool: ...
+    @property
+    def path(self) -> pathlib.Path: ...
+    def encode(self, prompts: Union[str, Sequence[str]]) -> np.ndarray:
+        """float32 [len(prompts), dim], one row per prompt, as ``kinema encode`` writes."""
+
 class Kimodo:
     """A Kimodo model (``kinema convert kimodo``) on an Engine: text feature in, motion out."""
 
-    def __init__(self, engine: Engine, path: PathLike) -> None: ...
+    def __init__(
+        self, engine: Engine, path: PathLike, text_encoder: Optional[TextEncoder] = None
+    ) -> None: ...
+    @property
+    def has_text_encoder(self) -> bool: ...
     @property
     def embedding_dim(self) -> int: ...
     @property
@@ -64,7 +93,7 @@ class Kimodo:
     def path(self) -> pathlib.Path: ...
     def generate(
         self,
-        embedding: ArrayLike,
+        embedding: Union[ArrayLike, str],
         num_frames: int,
         *,
         steps: int = 100,
@@ -72,19 +101,25 @@ class Kimodo:
         noise: Optional[ArrayLike] = None,
         cfg_text: Optional[float] = None,
         cfg_constraint: Optional[float] = None,
-        cfg_rows: int = 2,
+        cfg_rows: Optional[int] = None,
         heading: float = 0.0,
         diagnostics: bool = False,
+        constraints: Optional[ConstraintsLike] = None,
+        postprocess: bool = True,
         progress: Optional[ProgressCallback] = None,
     ) -> Dict[str, np.ndarray]:
-        """One motion, the arrays of ``kinema generate``'s npz (no batch axis)."""
+        """One motion, the arrays of ``kinema generate``'s npz (no batch axis).
+
+        ``embedding`` may be a prompt when the model has a text encoder. ``constraints`` are
+        applied as ``kinema generate --constraints`` applies them (3 rows by default).
+        """
     def __call__(
         self,
-        prompts: ArrayLike,
+        prompts: Union[ArrayLike, str, Sequence[str]],
         num_frames: Union[int, Sequence[int]],
         num_denoising_steps: int = 100,
         multi_prompt: bool = False,
-        constraint_lst: Optional[Sequence[Any]] = None,
+        constraint_lst: Optional[ConstraintsLike] = None,
         cfg_weight: Union[None, float, Sequence[float]] = None,
         num_samples: Optional[int] = None,
         cfg_type: Optional[Literal["separated", "regular"]] = None,
@@ -96,9 +131,12 @@ class Kimodo:
         noise: Optional[ArrayLike] = None,
         progress: Optional[ProgressCallback] = None,
     ) -> Dict[str, np.ndarray]:
-        """Upstream KimodoModel's call with text features ([D] or [B, D]) for prompts.
+        """Upstream KimodoModel's call with text features ([D] or [B, D]) for prompts (or
+        prompts, with a text encoder).
 
         Sample i starts from seed + i (or noise[i]); progress runs once per sample.
+        ``constraint_lst`` applies to every sample; ``post_processing`` is off by default, as
+        upstream's.
         """
 
 class MotionBricks:

@@ -3,21 +3,25 @@
 
 use std::path::PathBuf;
 
-use kinema::{GenerateRequest, Motion, MotionParts, Noise};
+use kinema::{Constraints, GenerateRequest, Motion, MotionParts, Noise, TextInput};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::arrays::{floats, put};
 use crate::engine::Engine;
 use crate::errors::{invalid, to_py};
 use crate::progress;
+use crate::text::TextEncoder;
 
 /// A Kimodo model (a GGUF written by `kinema convert kimodo`) loaded on an Engine:
 /// text feature in, skeleton motion out. Thread-safe: generations may run from several
 /// Python threads at once (the GIL is released while they run).
 ///
-/// Kimodo(engine, path)
+/// Kimodo(engine, path, text_encoder=None)
+///
+/// text_encoder: a kinema.TextEncoder (LLM2Vec) that embeds prompts given as text (it must
+///     fit the model: its width, bidirectional attention).
 #[pyclass(frozen, module = "kinema")]
 pub struct Kimodo {
     inner: kinema::Kimodo,
@@ -28,19 +32,40 @@ struct Options {
     steps: usize,
     cfg_text: Option<f32>,
     cfg_constraint: Option<f32>,
-    cfg_rows: usize,
+    cfg_rows: Option<usize>,
     diagnostics: bool,
+    constraints: Option<Constraints>,
+    postprocess: bool,
 }
 
 #[pymethods]
 impl Kimodo {
     #[new]
-    fn new(py: Python<'_>, engine: &Engine, path: PathBuf) -> PyResult<Kimodo> {
+    #[pyo3(signature = (engine, path, text_encoder = None))]
+    fn new(
+        py: Python<'_>,
+        engine: &Engine,
+        path: PathBuf,
+        text_encoder: Option<&TextEncoder>,
+    ) -> PyResult<Kimodo> {
         let e = engine.inner.clone();
+        let text = text_encoder.map(|t| t.inner.clone());
         let inner = py
-            .detach(|| kinema::Kimodo::load(&e, &path))
+            .detach(|| {
+                let k = kinema::Kimodo::load(&e, &path)?;
+                match text {
+                    Some(t) => k.with_text_encoder(t),
+                    None => Ok(k),
+                }
+            })
             .map_err(to_py)?;
         Ok(Kimodo { inner })
+    }
+
+    /// Whether the model has a text encoder (prompts may be given as text).
+    #[getter]
+    fn has_text_encoder(&self) -> bool {
+        self.inner.text_encoder().is_some()
     }
 
     /// The width of the text feature the model takes (4096 for LLM2Vec).
@@ -86,12 +111,17 @@ impl Kimodo {
         self.inner.path().to_path_buf()
     }
 
-    /// One motion from one text feature, as `kinema generate --embedding` makes it: a dict of
-    /// numpy arrays with the keys and arrays of its npz (upstream's seven keys, `features`,
-    /// and with `diagnostics=True` the first step's stage outputs), no batch axis.
+    /// One motion from one text feature (or a prompt, with a text encoder), as
+    /// `kinema generate --embedding` makes it: a dict of numpy arrays with the keys and arrays
+    /// of its npz (upstream's seven keys, `features`, and with `diagnostics=True` the first
+    /// step's stage outputs, with constraints also `constraint_features` and
+    /// `constraint_mask`), no batch axis. `constraints`: upstream's constraints as a path to a
+    /// `constraints.json`, its JSON text, or a list of its objects (dicts), applied as
+    /// `kinema generate --constraints` applies them (3 guidance rows unless `cfg_rows` says).
     #[pyo3(signature = (
         embedding, num_frames, *, steps = 100, seed = 0, noise = None, cfg_text = None,
-        cfg_constraint = None, cfg_rows = 2, heading = 0.0, diagnostics = false, progress = None
+        cfg_constraint = None, cfg_rows = None, heading = 0.0, diagnostics = false,
+        constraints = None, postprocess = true, progress = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn generate<'py>(
@@ -104,19 +134,26 @@ impl Kimodo {
         noise: Option<&Bound<'py, PyAny>>,
         cfg_text: Option<f32>,
         cfg_constraint: Option<f32>,
-        cfg_rows: usize,
+        cfg_rows: Option<usize>,
         heading: f32,
         diagnostics: bool,
+        constraints: Option<&Bound<'py, PyAny>>,
+        postprocess: bool,
         progress: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let (shape, e) = floats(embedding, "embedding")?;
-        let d = self.inner.embedding_dim();
-        if !(shape == [d] || shape == [1, d] || shape == [1, 1, d]) {
-            return Err(invalid(format!(
-                "embedding has shape {shape:?}, expected [{d}] (or [1, {d}], [1, 1, {d}]): \
-                 one text feature of the model's width"
-            )));
-        }
+        let text = if let Ok(prompt) = embedding.downcast::<PyString>() {
+            TextInput::Prompt(prompt.extract::<String>()?)
+        } else {
+            let (shape, e) = floats(embedding, "embedding")?;
+            let d = self.inner.embedding_dim();
+            if !(shape == [d] || shape == [1, d] || shape == [1, 1, d]) {
+                return Err(invalid(format!(
+                    "embedding has shape {shape:?}, expected [{d}] (or [1, {d}], [1, 1, {d}]): \
+                     one text feature of the model's width"
+                )));
+            }
+            TextInput::Embedding(e)
+        };
         let noise = match noise {
             None => Noise::Seed(seed),
             Some(n) => Noise::Values(self.noise(n, num_frames, 1)?.remove(0)),
@@ -127,18 +164,22 @@ impl Kimodo {
             cfg_constraint,
             cfg_rows,
             diagnostics,
+            constraints: constraints_of(constraints)?,
+            postprocess,
         };
-        let req = request(e, num_frames, noise, heading, &opts);
+        let req = request(text, num_frames, noise, heading, &opts);
         let motions = self.run(py, vec![req], progress.as_ref())?;
         motion_dict(py, motions, false)
     }
 
     /// Upstream's call, `KimodoModel.__call__(prompts, num_frames, num_denoising_steps, ...)`,
     /// with text features in place of prompts: `prompts` is one embedding `[D]` (one motion,
-    /// no batch axis, as upstream's single prompt) or `[B, D]` (a batch). Returns upstream's
-    /// dict of numpy arrays (as `return_numpy=True`) plus `features`. Sample `i` starts from
-    /// `seed + i` (as `kinema generate --samples`), or from `noise[i]`; `progress` runs once per
-    /// sample.
+    /// no batch axis, as upstream's single prompt) or `[B, D]` (a batch); with a text
+    /// encoder, also a prompt or a list of prompts. Returns upstream's dict of numpy arrays
+    /// (as `return_numpy=True`) plus `features`. Sample `i` starts from `seed + i` (as
+    /// `kinema generate --samples`), or from `noise[i]`; `progress` runs once per sample.
+    /// `constraint_lst` (upstream's constraints as JSON objects, JSON text or a file path) is
+    /// applied to every sample; `post_processing` defaults to False, as upstream's.
     #[pyo3(signature = (
         prompts, num_frames, num_denoising_steps = 100, multi_prompt = false,
         constraint_lst = None, cfg_weight = None, num_samples = None, cfg_type = None,
@@ -173,43 +214,64 @@ impl Kimodo {
                  generate each segment on its own",
             ));
         }
-        if let Some(c) = constraint_lst
-            && c.len().map(|n| n > 0).unwrap_or(true)
-        {
-            return Err(invalid(
-                "constraint_lst: constraints are not in the host API yet; use \
-                 `kinema generate --constraints constraints.json`",
-            ));
-        }
-        if post_processing {
-            return Err(invalid(
-                "post_processing=True (upstream's foot-skate cleanup) is not in kinema",
-            ));
-        }
-        if prompts.is_instance_of::<PyString>()
+        // An empty list is no constraints (the exact 2-row shortcut), as upstream's None.
+        let constraints = match constraint_lst {
+            Some(c) if c.len().map(|n| n > 0).unwrap_or(true) => constraints_of(Some(c))?,
+            _ => None,
+        };
+        let is_text = prompts.is_instance_of::<PyString>()
             || prompts
                 .downcast::<PyList>()
-                .is_ok_and(|l| l.iter().any(|x| x.is_instance_of::<PyString>()))
-        {
+                .is_ok_and(|l| l.iter().any(|x| x.is_instance_of::<PyString>()));
+        if is_text && !self.has_text_encoder() {
             return Err(PyTypeError::new_err(
                 "kinema.Kimodo takes text features, not prompts: pass the LLM2Vec embedding of \
-                 each prompt ([D] or [B, D] floats; `kinema encode` writes them)",
+                 each prompt ([D] or [B, D] floats; `kinema encode` writes them), or load the \
+                 model with a text encoder (Kimodo(engine, path, text_encoder=TextEncoder(...)))",
             ));
         }
         let (cfg_text, cfg_constraint) = cfg(cfg_type, cfg_weight)?;
+        if constraints.is_some() && cfg_type == Some("regular") {
+            return Err(invalid(
+                "cfg_type=\"regular\" with constraint_lst: kinema runs separated guidance with \
+                 constraints (rows [text, constraint, uncond]); regular guidance equals it only \
+                 without constraints",
+            ));
+        }
 
-        let (shape, e) = floats(prompts, "prompts")?;
-        let d = self.inner.embedding_dim();
-        let (rows, batched) = match shape.as_slice() {
-            [x] if *x == d => (1, num_samples.is_some()),
-            [b, x] if *x == d => (*b, true),
-            [b, 1, x] if *x == d => (*b, true),
-            _ => {
-                return Err(invalid(format!(
-                    "prompts has shape {shape:?}, expected [{d}] or [B, {d}]: text features of \
-                     the model's width"
-                )));
+        let (texts, rows, batched): (Vec<TextInput>, usize, bool) = if is_text {
+            if let Ok(p) = prompts.downcast::<PyString>() {
+                let one = vec![TextInput::Prompt(p.extract::<String>()?)];
+                (one, 1, num_samples.is_some())
+            } else {
+                let list: Vec<String> = prompts
+                    .extract()
+                    .map_err(|_| invalid("prompts: a list of prompts holds only strings"))?;
+                let n = list.len();
+                if n == 0 {
+                    return Err(invalid("prompts: the list is empty"));
+                }
+                (list.into_iter().map(TextInput::Prompt).collect(), n, true)
             }
+        } else {
+            let (shape, e) = floats(prompts, "prompts")?;
+            let d = self.inner.embedding_dim();
+            let (rows, batched) = match shape.as_slice() {
+                [x] if *x == d => (1, num_samples.is_some()),
+                [b, x] if *x == d => (*b, true),
+                [b, 1, x] if *x == d => (*b, true),
+                _ => {
+                    return Err(invalid(format!(
+                        "prompts has shape {shape:?}, expected [{d}] or [B, {d}]: text features \
+                         of the model's width"
+                    )));
+                }
+            };
+            let texts = e
+                .chunks_exact(d)
+                .map(|r| TextInput::Embedding(r.to_vec()))
+                .collect();
+            (texts, rows, batched)
         };
         let samples = match (num_samples, rows) {
             (None, r) => r,
@@ -245,8 +307,10 @@ impl Kimodo {
             steps: num_denoising_steps,
             cfg_text,
             cfg_constraint,
-            cfg_rows: 2,
+            cfg_rows: None,
             diagnostics: false,
+            constraints,
+            postprocess: post_processing,
         };
         let reqs = noises
             .into_iter()
@@ -254,7 +318,7 @@ impl Kimodo {
             .enumerate()
             .map(|(i, (n, h))| {
                 let row = if rows == 1 { 0 } else { i };
-                request(e[row * d..][..d].to_vec(), frames, n, h, &opts)
+                request(texts[row].clone(), frames, n, h, &opts)
             })
             .collect();
         let motions = self.run(py, reqs, progress.as_ref())?;
@@ -304,22 +368,54 @@ impl Kimodo {
 }
 
 fn request(
-    embedding: Vec<f32>,
+    text: TextInput,
     frames: usize,
     noise: Noise,
     heading: f32,
     o: &Options,
 ) -> GenerateRequest {
     GenerateRequest {
+        text,
         steps: o.steps,
         noise,
         cfg_text: o.cfg_text,
         cfg_constraint: o.cfg_constraint,
         cfg_rows: o.cfg_rows,
+        constraints: o.constraints.clone(),
+        postprocess: o.postprocess,
         heading,
         diagnostics: o.diagnostics,
-        ..GenerateRequest::new(embedding, frames)
+        ..GenerateRequest::new(Vec::new(), frames)
     }
+}
+
+/// Upstream's constraints from Python: None; a `str` holding JSON text (it starts with `[`
+/// or `{`) or else a path; an `os.PathLike`; `bytes` of JSON; or a list of upstream's JSON
+/// objects (dicts, numpy arrays allowed), serialised by Python's `json`
+/// (`kinema._constraints.to_json`).
+fn constraints_of(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Constraints>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    let parsed = if let Ok(s) = obj.downcast::<PyString>() {
+        let s: String = s.extract()?;
+        if s.trim_start().starts_with(['[', '{']) {
+            Constraints::from_json(&s)
+        } else {
+            Constraints::from_path(&s)
+        }
+    } else if let Ok(b) = obj.downcast::<PyBytes>() {
+        Constraints::from_json_bytes(b.as_bytes())
+    } else if obj.hasattr("__fspath__")? {
+        Constraints::from_path(obj.extract::<PathBuf>()?)
+    } else {
+        let json = obj
+            .py()
+            .import("kinema._constraints")?
+            .call_method1("to_json", (obj,))?;
+        Constraints::from_json(&json.extract::<String>()?)
+    };
+    parsed.map(Some).map_err(to_py)
 }
 
 /// Upstream's `cfg_type`/`cfg_weight` as kinema's text and constraint weights. kinema runs
@@ -480,6 +576,25 @@ fn motion_dict<'py>(
             stack(&mut diags, |x| &mut x.x0_step0),
             &shape(&[t, dim]),
         )?;
+        // With constraints, the npz of `kinema generate --diagnostics` holds their conditions.
+        if parts[0].conditions.is_some() {
+            let mut conds: Vec<_> = parts
+                .iter_mut()
+                .filter_map(|p| p.conditions.take())
+                .collect();
+            put(
+                &d,
+                "constraint_features",
+                stack(&mut conds, |c| &mut c.features),
+                &shape(&[t, dim]),
+            )?;
+            put(
+                &d,
+                "constraint_mask",
+                stack(&mut conds, |c| &mut c.mask),
+                &shape(&[t, dim]),
+            )?;
+        }
     }
     Ok(d)
 }

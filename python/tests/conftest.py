@@ -23,7 +23,7 @@ def _target_dir() -> pathlib.Path:
 def tiny(tmp_path_factory) -> pathlib.Path:
     given = os.environ.get("KINEMA_TINY_DIR")
     d = pathlib.Path(given) if given else tmp_path_factory.mktemp("tiny")
-    names = ("kimodo-soma30-tiny.gguf", "motionbricks-tiny.gguf", "clips.npz")
+    names = ("kimodo-soma30-tiny.gguf", "motionbricks-tiny.gguf", "clips.npz", "llm2vec-tiny.gguf")
     if not all((d / n).exists() for n in names):
         subprocess.run(
             ["cargo", "run", "-q", "--example", "tiny_models", "--", str(d)],
@@ -42,6 +42,11 @@ def kimodo_path(tiny) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def mb_path(tiny) -> pathlib.Path:
     return tiny / "motionbricks-tiny.gguf"
+
+
+@pytest.fixture(scope="session")
+def text_path(tiny) -> pathlib.Path:
+    return tiny / "llm2vec-tiny.gguf"
 
 
 @pytest.fixture(scope="session")

@@ -55,11 +55,12 @@ def test_given_noise_equals_the_cli(model, kimodo_path, cli, tmp_path):
 def test_upstream_call_shapes_and_samples(model):
     emb = embedding_of(model.embedding_dim)
     # One prompt, no num_samples: no batch axis (upstream squeezes it).
+    # post_processing defaults to False, as upstream's.
     one = model(emb, FRAMES, STEPS, seed=4)
-    assert_same_arrays(one, model.generate(emb, FRAMES, steps=STEPS, seed=4))
+    assert_same_arrays(one, model.generate(emb, FRAMES, steps=STEPS, seed=4, postprocess=False))
     # num_samples = 2: a batch axis; sample i from seed + i (as `kinema generate --samples`).
     two = model(emb, FRAMES, STEPS, num_samples=2, cfg_weight=[2.0, 2.0], seed=4)
-    second = model.generate(emb, FRAMES, steps=STEPS, seed=5)
+    second = model.generate(emb, FRAMES, steps=STEPS, seed=5, postprocess=False)
     assert sorted(two) == sorted(one)
     for k, v in two.items():
         assert v.shape == (2,) + one[k].shape
@@ -68,11 +69,11 @@ def test_upstream_call_shapes_and_samples(model):
     # [B, D] features: one sample per row.
     rows = np.stack([emb, embedding_of(model.embedding_dim, 2.0)])
     batch = model(rows, [FRAMES, FRAMES], STEPS, seed=4)
-    other = model.generate(rows[1], FRAMES, steps=STEPS, seed=5)
+    other = model.generate(rows[1], FRAMES, steps=STEPS, seed=5, postprocess=False)
     assert batch["posed_joints"][1].tobytes() == other["posed_joints"].tobytes()
     # Regular guidance with weight w is separated guidance with text weight w.
     reg = model(emb, FRAMES, STEPS, cfg_type="regular", cfg_weight=3.0, seed=4)
-    sep = model.generate(emb, FRAMES, steps=STEPS, seed=4, cfg_text=3.0)
+    sep = model.generate(emb, FRAMES, steps=STEPS, seed=4, cfg_text=3.0, postprocess=False)
     assert_same_arrays(reg, sep)
 
 

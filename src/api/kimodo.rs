@@ -10,10 +10,11 @@ use super::{ProgressFn, Stage, report};
 use crate::backend::Backend;
 use crate::device::BackendVisitor;
 use crate::formats::write_atomic;
+use crate::models::kimodo::constraints::{self, Conditions, Constraint};
 use crate::models::kimodo::generate::{Generation, check_embedding_scale, npz_bytes, run_model};
 use crate::models::kimodo::multiprompt::{self, MultiOptions, MultiSample};
 use crate::models::kimodo::sampler::{Diagnostics, SampleOptions};
-use crate::models::kimodo::{KimodoConfig, KimodoModel};
+use crate::models::kimodo::{KimodoConfig, KimodoModel, Skeleton};
 use crate::models::llm2vec::prompt_cache::check_fits;
 use crate::{Error, Result};
 
@@ -97,9 +98,15 @@ pub struct GenerateRequest {
     pub cfg_text: Option<f32>,
     /// Constraint guidance weight; `None` takes the model's (2).
     pub cfg_constraint: Option<f32>,
-    /// Guidance rows: 2 (the exact shortcut without constraints, default) or 3 (upstream's
-    /// `[text, constraint, uncond]`).
-    pub cfg_rows: usize,
+    /// Guidance rows: 2 (the exact shortcut without constraints) or 3 (upstream's
+    /// `[text, constraint, uncond]`); `None` (the default) takes 2, or 3 with `constraints`,
+    /// as `kinema generate` does. 2 with constraints is refused.
+    pub cfg_rows: Option<usize>,
+    /// Upstream's kinematic constraints (`constraints.json`, [`Constraints`]), applied as
+    /// `kinema generate --constraints` applies them: the constraint guidance row (3 rows) and
+    /// the post-processing's constraint clean-up. With `segments` they span the whole
+    /// stitched motion, as with `--timeline`. `None` (the default): unconstrained.
+    pub constraints: Option<Constraints>,
     /// First heading angle in radians (default 0).
     pub heading: f32,
     /// Keep the first step's stage outputs and guided prediction ([`Motion::diagnostics`]).
@@ -128,9 +135,116 @@ pub struct Segment {
     pub frames: usize,
 }
 
+/// Upstream's kinematic constraints for [`GenerateRequest::constraints`]: the entries of a
+/// `constraints.json` (a JSON array of `{type, frame_indices, ...}` objects: `root2d`,
+/// `fullbody`, `left-hand`, `right-hand`, `left-foot`, `right-foot`, `end-effector`; see
+/// [`crate::models::kimodo::constraints`]), each checked for structure when parsed. Frames and
+/// joint counts are checked against the model and the request when it runs, with the errors
+/// of `kinema generate --constraints`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Constraints {
+    list: Vec<Constraint>,
+    source: Option<PathBuf>,
+}
+
+impl Constraints {
+    /// Parses upstream's constraint JSON text (what `kinema generate --constraints FILE`
+    /// reads). An error names the entry and what is wrong with it.
+    pub fn from_json(json: &str) -> Result<Constraints> {
+        Constraints::from_json_bytes(json.as_bytes())
+    }
+
+    /// [`Constraints::from_json`] from bytes (UTF-8 JSON).
+    pub fn from_json_bytes(json: &[u8]) -> Result<Constraints> {
+        Ok(Constraints {
+            list: constraints::parse(json)?,
+            source: None,
+        })
+    }
+
+    /// Reads and parses a `constraints.json`; errors about its content start with the path,
+    /// as the command line's do.
+    pub fn from_path(path: impl AsRef<Path>) -> Result<Constraints> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let c = Constraints {
+            list: constraints::parse(&bytes).map_err(|e| with_source(e, Some(path)))?,
+            source: Some(path.to_path_buf()),
+        };
+        Ok(c)
+    }
+
+    /// Already parsed entries.
+    pub fn new(list: Vec<Constraint>) -> Constraints {
+        Constraints { list, source: None }
+    }
+
+    /// The entries in file order.
+    pub fn as_slice(&self) -> &[Constraint] {
+        &self.list
+    }
+
+    /// How many entries.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether there are none (an empty list still runs the constraint row, as an empty file
+    /// does on the command line).
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The file they were read from ([`Constraints::from_path`]).
+    pub fn source(&self) -> Option<&Path> {
+        self.source.as_deref()
+    }
+
+    /// The observed motion and mask for `frames` frames on `skel` (normalised with `model`'s
+    /// statistics), as `kinema generate` builds them.
+    fn conditions(
+        &self,
+        model: &KimodoModel,
+        skel: &Skeleton,
+        frames: usize,
+    ) -> Result<Conditions> {
+        constraints::build_conditions(&self.list, skel, &model.stats, frames)
+            .map_err(|e| with_source(e, self.source()))
+    }
+
+    /// The unnormalised conditions over a stitched timeline of `frames` frames (the
+    /// multi-prompt route), as `kinema generate --timeline` builds them.
+    fn raw_conditions(&self, skel: &Skeleton, frames: usize) -> Result<Conditions> {
+        constraints::build_raw(&self.list, skel, frames).map_err(|e| with_source(e, self.source()))
+    }
+}
+
+impl From<Vec<Constraint>> for Constraints {
+    fn from(list: Vec<Constraint>) -> Constraints {
+        Constraints::new(list)
+    }
+}
+
+impl std::str::FromStr for Constraints {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Constraints> {
+        Constraints::from_json(s)
+    }
+}
+
+/// A constraint error prefixed with the file it came from (as [`constraints::load`] does).
+fn with_source(e: Error, source: Option<&Path>) -> Error {
+    match (e, source) {
+        (Error::InvalidArgument(m), Some(p)) => {
+            Error::InvalidArgument(format!("{}: {m}", p.display()))
+        }
+        (e, _) => e,
+    }
+}
+
 impl GenerateRequest {
     /// `frames` frames from one text feature, with `kinema generate`'s defaults: 100 steps,
-    /// seed 0, the model's guidance weights, 2 rows, heading 0, no diagnostics,
+    /// seed 0, the model's guidance weights, 2 rows, no constraints, heading 0, no diagnostics,
     /// post-processing on (where upstream's CLI has it on).
     pub fn new(embedding: impl Into<Vec<f32>>, frames: usize) -> GenerateRequest {
         GenerateRequest {
@@ -140,7 +254,8 @@ impl GenerateRequest {
             noise: Noise::Seed(0),
             cfg_text: None,
             cfg_constraint: None,
-            cfg_rows: 2,
+            cfg_rows: None,
+            constraints: None,
             heading: 0.0,
             diagnostics: false,
             segments: Vec::new(),
@@ -169,6 +284,7 @@ pub struct Motion {
     fps: f32,
     cfg_rows: usize,
     diagnostics: Option<Diagnostics>,
+    conditions: Option<Conditions>,
     postprocessed: bool,
 }
 
@@ -249,6 +365,12 @@ impl Motion {
         self.diagnostics.as_ref()
     }
 
+    /// The constraints' observed motion and mask the constraint row saw (normalised,
+    /// `[T, feature_dim]`), for a single-segment request with constraints.
+    pub fn conditions(&self) -> Option<&Conditions> {
+        self.conditions.as_ref()
+    }
+
     /// The decoded motion as the internals hold it (for drift studies and the GLB writer).
     pub fn inner(&self) -> &crate::models::kimodo::Motion {
         &self.motion
@@ -261,17 +383,19 @@ impl Motion {
             motion: self.motion,
             features: self.features,
             diagnostics: self.diagnostics,
+            conditions: self.conditions,
         }
     }
 
     /// The npz `kinema generate` writes for the same request, byte for byte: upstream's keys,
-    /// `features`, and the diagnostics when asked for.
+    /// `features`, and the diagnostics when asked for (with constraints, also
+    /// `constraint_features` and `constraint_mask`).
     pub fn npz_bytes(&self) -> Result<Vec<u8>> {
         npz_bytes(
             &self.motion,
             &self.features,
             self.diagnostics.as_ref(),
-            None,
+            self.conditions.as_ref(),
             self.feature_dim,
             self.cfg_rows,
         )
@@ -293,6 +417,8 @@ pub struct MotionParts {
     pub features: Vec<f32>,
     /// [`Motion::diagnostics`].
     pub diagnostics: Option<Diagnostics>,
+    /// [`Motion::conditions`].
+    pub conditions: Option<Conditions>,
 }
 
 /// A loaded Kimodo model on an [`Engine`]. `Send + Sync`: requests may run from several
@@ -425,8 +551,9 @@ impl Kimodo {
                 "GenerateRequest.steps = 0: the sampler needs at least one DDIM step".into(),
             ));
         }
+        let cfg_rows = cfg_rows(req)?;
         if !req.segments.is_empty() {
-            return self.generate_segments(req, embedding, progress);
+            return self.generate_segments(req, embedding, cfg_rows, progress);
         }
         if !(2..=c.max_frames()).contains(&req.frames) {
             return Err(Error::InvalidArgument(format!(
@@ -440,7 +567,7 @@ impl Kimodo {
         check_embedding_scale(&self.model, embedding, "GenerateRequest.text")?;
         let mut opts = SampleOptions::new(&self.model, req.frames);
         opts.steps = req.steps;
-        opts.cfg_rows = req.cfg_rows;
+        opts.cfg_rows = cfg_rows;
         opts.heading = req.heading;
         opts.diagnostics = req.diagnostics;
         if let Some(w) = req.cfg_text {
@@ -453,11 +580,21 @@ impl Kimodo {
             Noise::Seed(s) => opts.seed = *s,
             Noise::Values(v) => opts.noise = Some(v.clone()),
         }
+        // The constraint row and the post-processing's list, as `kinema generate
+        // --constraints` builds them.
+        let list = match &req.constraints {
+            Some(cs) => {
+                let skel = Skeleton::load(c.skeleton)?;
+                opts.constraints = Some(cs.conditions(&self.model, &skel, req.frames)?);
+                cs.as_slice()
+            }
+            None => &[],
+        };
         let g = self.engine.backend().visit(Run {
             model: &self.model,
             embedding,
             opts: &opts,
-            postprocess: req.postprocess,
+            postprocess: req.postprocess.then_some(list),
             progress,
         })?;
         report(progress, Stage::Decode, 1, 1)?;
@@ -468,6 +605,7 @@ impl Kimodo {
             fps: c.fps,
             cfg_rows: opts.cfg_rows,
             diagnostics: g.sample.diagnostics,
+            conditions: opts.constraints,
             postprocessed: g.postprocessed,
         })
     }
@@ -504,6 +642,7 @@ impl Kimodo {
         &self,
         req: &GenerateRequest,
         first: &[f32],
+        cfg_rows: usize,
         progress: &mut ProgressFn<'_>,
     ) -> Result<Motion> {
         let c = &self.model.config;
@@ -542,9 +681,16 @@ impl Kimodo {
                 frames: s.frames,
             });
         }
+        let skel = Skeleton::load(c.skeleton)?;
+        // Constraints span the whole stitched timeline, as with `kinema generate --timeline`.
+        let total: usize = segs.iter().map(|s| s.frames).sum();
         let mut opts = MultiOptions::new(&self.model);
+        if let Some(cs) = &req.constraints {
+            cs.conditions(&self.model, &skel, total)?;
+            opts.constraints = Some(cs.raw_conditions(&skel, total)?);
+        }
         opts.steps = req.steps;
-        opts.cfg_rows = req.cfg_rows;
+        opts.cfg_rows = cfg_rows;
         opts.heading = req.heading;
         opts.seed = seed;
         opts.transition = req.transition_frames;
@@ -560,13 +706,15 @@ impl Kimodo {
             opts: &opts,
             progress,
         })?;
-        let skel = crate::models::kimodo::Skeleton::load(c.skeleton)?;
-        // Segments carry no constraints in the API: the clean-up runs on its own.
+        let list = req
+            .constraints
+            .as_ref()
+            .map_or(&[][..], Constraints::as_slice);
         let (motion, postprocessed) = crate::models::kimodo::generate::decode_raw_motion(
             &ms.raw,
             ms.frames,
             &skel,
-            req.postprocess.then_some(&[][..]),
+            req.postprocess.then_some(list),
         )?;
         let mut features = ms.raw;
         crate::models::kimodo::motion::normalize(&self.model.stats, &mut features)?;
@@ -578,6 +726,7 @@ impl Kimodo {
             fps: c.fps,
             cfg_rows: opts.cfg_rows,
             diagnostics: None,
+            conditions: None,
             postprocessed,
         })
     }
@@ -603,6 +752,22 @@ impl BackendVisitor for MultiRun<'_, '_> {
     }
 }
 
+/// The guidance rows of `req`: as given, or 2 (3 with constraints) as `kinema generate`
+/// picks them; 2 with constraints is refused with the command line's reason.
+fn cfg_rows(req: &GenerateRequest) -> Result<usize> {
+    match (req.cfg_rows, &req.constraints) {
+        (None, None) => Ok(2),
+        (None, Some(_)) => Ok(3),
+        (Some(2), Some(_)) => Err(Error::InvalidArgument(
+            "GenerateRequest.cfg_rows = 2 with constraints: the 2-row shortcut is exact only \
+             without constraints; constraints need upstream's 3 rows [text, constraint, uncond] \
+             (leave cfg_rows None)"
+                .into(),
+        )),
+        (Some(r), _) => Ok(r),
+    }
+}
+
 impl std::fmt::Debug for Kimodo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Kimodo")
@@ -618,7 +783,7 @@ struct Run<'a, 'p> {
     model: &'a KimodoModel,
     embedding: &'a [f32],
     opts: &'a SampleOptions,
-    postprocess: bool,
+    postprocess: Option<&'a [Constraint]>,
     progress: &'a mut ProgressFn<'p>,
 }
 

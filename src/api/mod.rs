@@ -62,7 +62,8 @@ mod text;
 pub use agent::{Agent, AgentCommand, AgentFrames, AgentOptions, AgentPlan};
 pub use engine::{Engine, EngineOptions};
 pub use kimodo::{
-    Embeddings, GenerateRequest, Kimodo, Motion, MotionParts, Noise, Segment, TextInput,
+    Constraints, Embeddings, GenerateRequest, Kimodo, Motion, MotionParts, Noise, Segment,
+    TextInput,
 };
 pub use motionbricks::{Draws, MotionBricks, Plan, PlanRequest};
 pub use text::{ChatTemplate, LongText, TextEncoder, TextOptions};

@@ -212,7 +212,8 @@ pub unsafe extern "C" fn kimodo_model_feature_dim(model: *const kimodo_model) ->
 }
 
 /// Fills `options` with `kinema generate`'s defaults for `frames` frames (100 steps, seed 0,
-/// the model's guidance weights, 2 rows, heading 0, no noise, no progress).
+/// the model's guidance weights, default rows (2, or 3 with constraints), heading 0, no
+/// noise, no progress, no constraints, the model's default post-processing).
 ///
 /// # Safety
 /// `options` is null or a writable `kimodo_generate_options`.
@@ -236,10 +237,12 @@ pub unsafe extern "C" fn kimodo_generate_options_init(
                 cfg_text: 0.0,
                 has_cfg_constraint: 0,
                 cfg_constraint: 0.0,
-                cfg_rows: 2,
+                cfg_rows: 0,
                 heading: 0.0,
                 progress: None,
                 progress_user: std::ptr::null_mut(),
+                constraints_json: std::ptr::null(),
+                postprocess: KIMODO_POSTPROCESS_DEFAULT,
             };
             Ok(())
         })
@@ -287,10 +290,12 @@ pub unsafe extern "C" fn kimodo_generate_embedding(
     }
 }
 
-/// The request of `o` for `text` (the noise checked against the model's width).
+/// The request of `o` for `text` (the noise checked against the model's width, the
+/// constraints parsed, the post-processing choice checked).
 ///
 /// # Safety
-/// `o.noise`, when non-null, points to `o.noise_len` floats when that is the noise's size.
+/// `o.noise`, when non-null, points to `o.noise_len` floats when that is the noise's size;
+/// `o.constraints_json` is null or NUL-terminated.
 pub(super) unsafe fn generate_request(
     k: &Kimodo,
     text: TextInput,
@@ -310,6 +315,28 @@ pub(super) unsafe fn generate_request(
         // SAFETY: the caller's promise on `noise`.
         Noise::Values(unsafe { slice(o.noise, o.noise_len, want, "noise") }?.to_vec())
     };
+    let postprocess = match o.postprocess {
+        KIMODO_POSTPROCESS_DEFAULT | KIMODO_POSTPROCESS_ON => true,
+        KIMODO_POSTPROCESS_OFF => false,
+        p => {
+            return Err(arg(format!(
+                "kimodo_generate_options: postprocess = {p}: expected -1 (the model's \
+                 default), 0 (off) or 1 (on)"
+            )));
+        }
+    };
+    let constraints = if o.constraints_json.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's promise on `constraints_json`.
+        let json = unsafe { c_str(o.constraints_json, "constraints_json") }?;
+        Some(
+            Constraints::from_json_bytes(json.to_bytes()).map_err(|e| match e {
+                Error::InvalidArgument(m) => arg(format!("constraints_json: {m}")),
+                e => e,
+            })?,
+        )
+    };
     Ok(GenerateRequest {
         text,
         frames,
@@ -317,7 +344,9 @@ pub(super) unsafe fn generate_request(
         noise,
         cfg_text: (o.has_cfg_text != 0).then_some(o.cfg_text),
         cfg_constraint: (o.has_cfg_constraint != 0).then_some(o.cfg_constraint),
-        cfg_rows: o.cfg_rows as usize,
+        cfg_rows: (o.cfg_rows != 0).then_some(o.cfg_rows as usize),
+        constraints,
+        postprocess,
         heading: o.heading,
         ..GenerateRequest::new(Vec::new(), frames)
     })

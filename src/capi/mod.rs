@@ -30,9 +30,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::api::{
-    Agent, AgentCommand, AgentOptions, BackendChoice, ChatTemplate, Draws, Engine, EngineOptions,
-    GenerateRequest, Kimodo, LongText, Motion, MotionBricks, Noise, Plan, PlanRequest,
-    PrecisionChoice, Progress, Sampling, Stage, TextEncoder, TextInput, TextOptions,
+    Agent, AgentCommand, AgentOptions, BackendChoice, ChatTemplate, Constraints, Draws, Engine,
+    EngineOptions, GenerateRequest, Kimodo, LongText, Motion, MotionBricks, Noise, Plan,
+    PlanRequest, PrecisionChoice, Progress, Sampling, Stage, TextEncoder, TextInput, TextOptions,
 };
 use crate::{Error, Result};
 
@@ -66,6 +66,13 @@ pub const KINEMA_PRECISION_AUTO: i32 = 0;
 pub const KINEMA_PRECISION_STRICT: i32 = 1;
 /// `kinema_engine_options.precision`: 16-bit weights, cooperative matrices.
 pub const KINEMA_PRECISION_FAST: i32 = 2;
+/// `kimodo_generate_options.postprocess`: the model's default (on for SOMA and SMPL-X, never
+/// for G1), as `kinema generate`.
+pub const KIMODO_POSTPROCESS_DEFAULT: i32 = -1;
+/// `kimodo_generate_options.postprocess`: off (`kinema generate --no-postprocess`).
+pub const KIMODO_POSTPROCESS_OFF: i32 = 0;
+/// `kimodo_generate_options.postprocess`: on where upstream post-processes (not G1).
+pub const KIMODO_POSTPROCESS_ON: i32 = 1;
 /// `kinema_text_options.chat_template`: as the model file says (what upstream does for it).
 pub const KINEMA_CHAT_TEMPLATE_AUTO: i32 = 0;
 /// `kinema_text_options.chat_template`: the Llama-3 user header and `<|eot_id|>`.
@@ -266,7 +273,8 @@ pub struct kimodo_generate_options {
     pub has_cfg_constraint: i32,
     /// Constraint guidance weight.
     pub cfg_constraint: f32,
-    /// Guidance rows: 2 (default) or 3.
+    /// Guidance rows: 0 (default: 2, or 3 with `constraints_json`, as `kinema generate`
+    /// picks), 2 or 3 (2 with constraints is refused).
     pub cfg_rows: u32,
     /// First heading angle in radians.
     pub heading: f32,
@@ -274,6 +282,14 @@ pub struct kimodo_generate_options {
     pub progress: kinema_progress_fn,
     /// Handed to `progress`.
     pub progress_user: *mut c_void,
+    /// Upstream's constraint JSON text (the content of a `constraints.json`, NUL-terminated
+    /// UTF-8), applied as `kinema generate --constraints` applies it; null for none.
+    pub constraints_json: *const c_char,
+    /// Post-processing (upstream's foot-skate and constraint clean-up):
+    /// [`KIMODO_POSTPROCESS_DEFAULT`] (-1: on where upstream's CLI has it, every model but
+    /// G1's), [`KIMODO_POSTPROCESS_OFF`] (0) or [`KIMODO_POSTPROCESS_ON`] (1, still never for
+    /// G1); other values are refused.
+    pub postprocess: i32,
 }
 
 /// Borrowed views of a [`kimodo_motion`]'s arrays (the npz keys of `kinema generate`),

@@ -822,15 +822,15 @@ pub fn decode_raw_motion(
 
 /// One generation on a loaded model, the part `kinema generate` and the host API share:
 /// [`sampler::sample_cancellable`], the overflow check of the result and the decode
-/// ([`decode_motion`], post-processed when `postprocess` and upstream's CLI would). Callers
-/// check the text feature with [`check_embedding_scale`] first. `progress(done, steps)` is
-/// called after every step and may cancel.
+/// ([`decode_motion`], post-processed with the constraint list `postprocess` when given and
+/// upstream's CLI would). Callers check the text feature with [`check_embedding_scale`]
+/// first. `progress(done, steps)` is called after every step and may cancel.
 pub fn run_model<B: Backend>(
     backend: &B,
     model: &KimodoModel,
     embedding: &[f32],
     opts: &SampleOptions,
-    postprocess: bool,
+    postprocess: Option<&[Constraint]>,
     progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
 ) -> Result<Generation> {
     let sample = sampler::sample_cancellable(backend, model, embedding, opts, progress, None)?;
@@ -843,7 +843,7 @@ pub fn run_model<B: Backend>(
         opts.frames,
         &skel,
         &model.stats,
-        postprocess.then_some(&[]),
+        postprocess,
     )?;
     let skeleton = if motion.skeleton == skel.kind {
         skel
