@@ -688,8 +688,7 @@ fn api_segments_match_the_library() {
         .unwrap();
     let skel = Skeleton::load(m.config.skeleton).unwrap();
     let (raw, ran) =
-        kinema::models::kimodo::generate::decode_raw_motion(&s.raw, s.frames, &skel, None)
-            .unwrap();
+        kinema::models::kimodo::generate::decode_raw_motion(&s.raw, s.frames, &skel, None).unwrap();
     assert!(!ran);
     assert_eq!(got.posed_joints(), raw.posed_joints.as_slice());
     // By default a stitched motion is post-processed as a single one is (SOMA), as the
