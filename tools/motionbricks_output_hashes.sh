@@ -59,7 +59,8 @@ PY
 }
 
 backends="cpu"
-if "$bin" info 2>/dev/null | grep -q '^  \[0\] '; then backends="cpu vulkan vulkan-staged"; fi
+info=$("$bin" info 2>/dev/null || true)
+if grep -q '^  \[0\] ' <<<"$info"; then backends="cpu vulkan vulkan-staged"; fi
 for be in $backends; do
   for prec in strict fast; do
     for inp in one batch; do

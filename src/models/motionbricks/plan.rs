@@ -139,12 +139,12 @@ impl Clock {
     }
 }
 
-/// Read marked outputs.
+/// Read marked outputs in one batch (one transfer and one wait on a discrete GPU).
 fn read_all<B: Backend>(
     x: &Executable<'_, B>,
     ts: &[crate::graph::TensorId],
 ) -> Result<Vec<Vec<u8>>> {
-    ts.iter().map(|&t| x.read_bytes(t)).collect()
+    x.read_many_bytes(ts)
 }
 
 fn f32s(b: &[u8]) -> Vec<f32> {
