@@ -324,13 +324,20 @@ impl Memory {
                 .staging
                 .as_ref()
                 .is_some_and(|s| up.used + len <= s.0.capacity);
+            // The staging bytes this write needs: when a batch of writes outgrew the buffer,
+            // what the batch needed (up to the limit), so that it settles at one flush per
+            // submission.
+            let mut need = len;
             if overlaps || !fits {
+                if !fits {
+                    need = (up.used + len).min(STAGING_MAX).max(len);
+                }
                 self.flush_locked(&mut up)?;
             }
-            if up.staging.as_ref().is_none_or(|s| s.0.capacity < len) {
+            if up.staging.as_ref().is_none_or(|s| s.0.capacity < need) {
                 let size = match &up.staging {
-                    Some(s) => (2 * s.0.capacity).max(len),
-                    None => UPLOAD_STAGING_MIN.max(len),
+                    Some(s) => (2 * s.0.capacity).max(need),
+                    None => UPLOAD_STAGING_MIN.max(need),
                 };
                 let size = size.next_power_of_two().min(STAGING_MAX).max(len);
                 // Dropping the old buffer waits for the copies that read it (warm-up only:

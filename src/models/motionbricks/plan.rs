@@ -7,6 +7,7 @@
 //! f32 `atan2`/`sin`/`cos`, and the cumulative sums accumulate in f64 as torch's CPU
 //! `cumsum` does for f32 (`at::acc_type<float, false>` is double).
 
+use std::cell::RefCell;
 use std::time::Instant;
 
 use super::config::{MotionBricksConfig, dims, names};
@@ -257,6 +258,29 @@ pub struct Planner<'b, B: Backend> {
     s2x: Executable<'b, B>,
     pd: PoseDecode,
     pdx: Executable<'b, B>,
+    /// The chosen lengths that the inputs of root stage 2 and of the pose graph which depend
+    /// on nothing else (token masks, length ids, the convolution masks; the pose graph's
+    /// token ids) hold: a plan writes them again only when the lengths change. `None` after a
+    /// failed write, so the next plan writes them all.
+    s2_lengths: RefCell<Option<Vec<usize>>>,
+    pd_lengths: RefCell<Option<Vec<usize>>>,
+}
+
+/// Write the inputs that depend only on the chosen lengths `ns` with `write`, unless `cache`
+/// says they hold them already.
+fn write_for_lengths(
+    cache: &RefCell<Option<Vec<usize>>>,
+    ns: &[usize],
+    write: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let mut c = cache.borrow_mut();
+    if c.as_deref() == Some(ns) {
+        return Ok(());
+    }
+    *c = None;
+    write()?;
+    *c = Some(ns.to_vec());
+    Ok(())
 }
 
 fn take(g: &mut Graph) -> Graph {
@@ -288,15 +312,13 @@ fn channel_mask(ns: &[usize], channels: usize, len: usize, max_tokens: usize) ->
     v
 }
 
-fn write_conv<B: Backend>(
+/// The convolution head's masks, which depend only on the chosen lengths `ns`.
+fn write_conv_masks<B: Backend>(
     x: &Executable<'_, B>,
     inp: &ConvDecoderInputs,
     c: &super::config::ConvDecoderConfig,
     ns: &[usize],
     max_tokens: usize,
-    target: &[f32],
-    has: &[bool],
-    external: &[f32],
 ) -> Result<()> {
     x.write_f32(
         inp.in_mask,
@@ -308,7 +330,18 @@ fn write_conv<B: Backend>(
     x.write_f32(
         inp.out_mask,
         &channel_mask(ns, c.output, max_tokens << c.down_t, max_tokens),
-    )?;
+    )
+}
+
+/// The convolution head's dense conditions.
+fn write_conv_conditions<B: Backend>(
+    x: &Executable<'_, B>,
+    inp: &ConvDecoderInputs,
+    c: &super::config::ConvDecoderConfig,
+    target: &[f32],
+    has: &[bool],
+    external: &[f32],
+) -> Result<()> {
     x.write_f32(inp.target, target)?;
     for (i, &(h, nh)) in inp.has.iter().enumerate() {
         let (a, b) = has_pair(has, c.width >> (c.down_t - i));
@@ -345,6 +378,8 @@ impl<'b, B: Backend> Planner<'b, B> {
             s2x,
             pd,
             pdx,
+            s2_lengths: RefCell::new(None),
+            pd_lengths: RefCell::new(None),
         })
     }
 
@@ -582,14 +617,15 @@ impl<'b, B: Backend> Planner<'b, B> {
         clock.lap("host: length");
         let x = &self.s2x;
         x.write_f32(self.s2.tokens, &tokens)?;
-        x.write_u32(self.s2.key_mask, &key_mask)?;
-        x.write_f32(self.s2.out_mask, &out_mask)?;
-        write_conv(
+        write_for_lengths(&self.s2_lengths, &ns, || {
+            x.write_u32(self.s2.key_mask, &key_mask)?;
+            x.write_f32(self.s2.out_mask, &out_mask)?;
+            write_conv_masks(x, &self.s2.conv, &c.root_conv, &ns, t)
+        })?;
+        write_conv_conditions(
             x,
             &self.s2.conv,
             &c.root_conv,
-            &ns,
-            t,
             &dense_root,
             &dense_has,
             &dense_frame,
@@ -661,9 +697,6 @@ impl<'b, B: Backend> Planner<'b, B> {
         out.has_pose_cond = vec![false; b * frames];
         let mut root_cond = Vec::with_capacity(b * frames * 4);
         let mut external = Vec::with_capacity(b * frames * 2);
-        let mut length_ids = Vec::with_capacity(b * t);
-        let mut pkey = Vec::with_capacity(b * t);
-        let mut pout = Vec::with_capacity(b * t * c.pose_n_embd);
         for (p, &n) in ns.iter().enumerate() {
             for s in 0..k {
                 let f = if s < fpt {
@@ -682,37 +715,43 @@ impl<'b, B: Backend> Planner<'b, B> {
                 let l = &out.root_local[(p * frames + f) * 4..(p * frames + f + 1) * 4];
                 external.extend_from_slice(&l[1..3]);
             }
-            length_ids.extend(std::iter::repeat_n((n - c.min_tokens) as u32, t));
-            pkey.extend((0..t).map(|i| u32::from(i < n)));
-            for i in 0..t {
-                let v = if i < n { 1.0 } else { 0.0 };
-                pout.extend(std::iter::repeat_n(v, c.pose_n_embd));
-            }
         }
-        let mask_id = codes as u32; // POSE_MASK_ID = codes (`pose_backbone.py#L218-220`)
-        let token_ids: Vec<u32> = (0..b * t)
-            .flat_map(|_| (0..heads).map(move |h| mask_id + (codes as u32 + 1) * h as u32))
-            .collect();
         clock.lap("host: root");
         let x = &self.pdx;
-        x.write_u32(self.pd.token_ids, &token_ids)?;
+        write_for_lengths(&self.pd_lengths, &ns, || {
+            let mut length_ids = Vec::with_capacity(b * t);
+            let mut pkey = Vec::with_capacity(b * t);
+            let mut pout = Vec::with_capacity(b * t * c.pose_n_embd);
+            for &n in &ns {
+                length_ids.extend(std::iter::repeat_n((n - c.min_tokens) as u32, t));
+                pkey.extend((0..t).map(|i| u32::from(i < n)));
+                for i in 0..t {
+                    let v = if i < n { 1.0 } else { 0.0 };
+                    pout.extend(std::iter::repeat_n(v, c.pose_n_embd));
+                }
+            }
+            let mask_id = codes as u32; // POSE_MASK_ID = codes (`pose_backbone.py#L218-220`)
+            let token_ids: Vec<u32> = (0..b * t)
+                .flat_map(|_| (0..heads).map(move |h| mask_id + (codes as u32 + 1) * h as u32))
+                .collect();
+            x.write_u32(self.pd.token_ids, &token_ids)?;
+            x.write_u32(self.pd.length_ids, &length_ids)?;
+            x.write_u32(self.pd.key_mask, &pkey)?;
+            x.write_f32(self.pd.out_mask, &pout)?;
+            write_conv_masks(x, &self.pd.conv, &c.decoder, &ns, t)
+        })?;
         x.write_f32(self.pd.root_cond, &root_cond)?;
         x.write_f32(self.pd.pose_cond, &out.pose_cond)?;
         let (a, bb) = has_pair(&out.has_pose_cond, c.pose_feat_width / fpt);
         x.write_f32(self.pd.has_cond.0, &a)?;
         x.write_f32(self.pd.has_cond.1, &bb)?;
-        x.write_u32(self.pd.length_ids, &length_ids)?;
-        x.write_u32(self.pd.key_mask, &pkey)?;
-        x.write_f32(self.pd.out_mask, &pout)?;
         if let Some(u) = self.pd.uniforms {
             x.write_f32(u, &uniforms)?;
         }
-        write_conv(
+        write_conv_conditions(
             x,
             &self.pd.conv,
             &c.decoder,
-            &ns,
-            t,
             &out.pose_cond,
             &out.has_pose_cond,
             &external,
