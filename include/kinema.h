@@ -1,4 +1,4 @@
-/* kinema: Kimodo and MotionBricks inference, C API.
+/* kinema: Kimodo, MotionBricks and LLM2Vec text-encoder inference, C API.
  *
  * Conventions (see src/capi/mod.rs): every function returns KINEMA_OK (0) or a KINEMA_ERROR_*
  * code and writes the message to the caller's error buffer (char *error, size_t capacity);
@@ -86,6 +86,48 @@
 #define KINEMA_PRECISION_FAST 2
 
 /**
+ * `kimodo_generate_options.postprocess`: the model's default (on for SOMA and SMPL-X, never
+ * for G1), as `kinema generate`.
+ */
+#define KIMODO_POSTPROCESS_DEFAULT -1
+
+/**
+ * `kimodo_generate_options.postprocess`: off (`kinema generate --no-postprocess`).
+ */
+#define KIMODO_POSTPROCESS_OFF 0
+
+/**
+ * `kimodo_generate_options.postprocess`: on where upstream post-processes (not G1).
+ */
+#define KIMODO_POSTPROCESS_ON 1
+
+/**
+ * `kinema_text_options.chat_template`: as the model file says (what upstream does for it).
+ */
+#define KINEMA_CHAT_TEMPLATE_AUTO 0
+
+/**
+ * `kinema_text_options.chat_template`: the Llama-3 user header and `<|eot_id|>`.
+ */
+#define KINEMA_CHAT_TEMPLATE_ON 1
+
+/**
+ * `kinema_text_options.chat_template`: BOS + text.
+ */
+#define KINEMA_CHAT_TEMPLATE_OFF 2
+
+/**
+ * `kinema_text_options.long_text`: prompts over LLM2Vec's 400 text tokens are cut word by
+ * word (upstream's rule).
+ */
+#define KINEMA_LONG_TEXT_TRIM 0
+
+/**
+ * `kinema_text_options.long_text`: prompts over LLM2Vec's 400 text tokens are refused.
+ */
+#define KINEMA_LONG_TEXT_REFUSE 1
+
+/**
  * A Kimodo model loaded on an engine.
  */
 typedef struct kimodo_model kimodo_model;
@@ -101,12 +143,23 @@ typedef struct kimodo_motion kimodo_motion;
 typedef struct kinema_engine kinema_engine;
 
 /**
+ * An LLM2Vec (Llama) text encoder loaded on an engine.
+ */
+typedef struct kinema_text_encoder kinema_text_encoder;
+
+/**
+ * The MotionBricks navigation agent (see [`crate::Agent`]): it keeps its model alive, so the
+ * model may be freed first. One thread at a time may call it.
+ */
+typedef struct mb_agent mb_agent;
+
+/**
  * One batch of MotionBricks commands: the inputs by name, sampling and seed.
  */
 typedef struct mb_command mb_command;
 
 /**
- * A MotionBricks model loaded on an engine.
+ * A MotionBricks model loaded on an engine (agents made from it share it).
  */
 typedef struct mb_model mb_model;
 
@@ -114,6 +167,131 @@ typedef struct mb_model mb_model;
  * A batch of plans; its arrays live until [`mb_plan_result_free`].
  */
 typedef struct mb_plan_result mb_plan_result;
+
+/**
+ * How to make an [`mb_agent`]. Fill with [`mb_agent_options_init`], then change fields.
+ */
+typedef struct mb_agent_options {
+  /**
+   * `sizeof(mb_agent_options)` as the caller was built.
+   */
+  uint32_t size;
+  /**
+   * [`KINEMA_ABI_VERSION`] of the caller's header.
+   */
+  uint32_t version;
+  /**
+   * Nonzero (the default): argmax, as upstream's agent; 0: Gumbel (plan `i` of the run
+   * draws from the stream of its command's seed + `i`).
+   */
+  int32_t argmax;
+} mb_agent_options;
+
+/**
+ * One agent command (the fields of a `commands.json` entry, without the duration). Fill with
+ * [`mb_agent_command_init`], then change fields.
+ */
+typedef struct mb_agent_command {
+  /**
+   * `sizeof(mb_agent_command)` as the caller was built.
+   */
+  uint32_t size;
+  /**
+   * [`KINEMA_ABI_VERSION`] of the caller's header.
+   */
+  uint32_t version;
+  /**
+   * A style of the clip file (`"idle"`, `"walk"`, ...), NUL-terminated, read during the call.
+   */
+  const char *style;
+  /**
+   * World x, y to move along (zero: turn in place); default (1, 0).
+   */
+  double movement[2];
+  /**
+   * World x, y to face; default (1, 0).
+   */
+  double facing[2];
+  /**
+   * Nonzero: use `speed` (m/s); 0: the style's own.
+   */
+  int32_t has_speed;
+  /**
+   * Speed in m/s.
+   */
+  double speed;
+  /**
+   * Nonzero: walk to `waypoint` facing `waypoint_heading`.
+   */
+  int32_t has_waypoint;
+  /**
+   * World x, y.
+   */
+  double waypoint[2];
+  /**
+   * Radians about z.
+   */
+  double waypoint_heading;
+  /**
+   * The clip window and Gumbel seed, at most `INT64_MAX`.
+   */
+  uint64_t seed;
+} mb_agent_command;
+
+/**
+ * What one [`mb_agent_step`] or [`mb_agent_poll`] played. Set `size` and `version` first.
+ */
+typedef struct mb_agent_frames {
+  /**
+   * `sizeof(mb_agent_frames)` as the caller was built.
+   */
+  uint32_t size;
+  /**
+   * [`KINEMA_ABI_VERSION`] of the caller's header.
+   */
+  uint32_t version;
+  /**
+   * Frames written to the caller's `qpos` buffer (`[frames, 36]`).
+   */
+  size_t frames;
+  /**
+   * The agent's frame number of the first of them.
+   */
+  size_t first_frame;
+  /**
+   * Plans made during the call.
+   */
+  size_t plans;
+  /**
+   * Of the last plan made during the call (0 when none): its first frame's number, style
+   * index (upstream's order: 0 idle, 1 slow_walk, 2 walk, ...), length in tokens, and wall
+   * time of the whole plan and of predict alone in ms.
+   */
+  size_t last_plan_frame;
+  /**
+   * See `last_plan_frame`.
+   */
+  uint32_t last_plan_style;
+  /**
+   * See `last_plan_frame`.
+   */
+  uint32_t last_plan_tokens;
+  /**
+   * See `last_plan_frame`.
+   */
+  double last_plan_ms;
+  /**
+   * See `last_plan_frame`.
+   */
+  double last_plan_predict_ms;
+} mb_agent_frames;
+
+/**
+ * A progress callback: `user` as given, the stage (`"encode"`, `"sample"`, `"decode"`,
+ * `"plan"`), steps done and total. Return 0 to go on, anything else to cancel (the call then returns
+ * [`KINEMA_ERROR_CANCELLED`]). It runs on the calling thread and must not unwind.
+ */
+typedef int32_t (*kinema_progress_fn)(void *user, const char *stage, uint64_t step, uint64_t total);
 
 /**
  * How to build an engine. Fill with [`kinema_engine_options_init`], then change fields.
@@ -144,13 +322,6 @@ typedef struct kinema_engine_options {
    */
   int32_t device;
 } kinema_engine_options;
-
-/**
- * A progress callback: `user` as given, the stage (`"sample"`, `"decode"`, `"plan"`), steps
- * done and total. Return 0 to go on, anything else to cancel (the call then returns
- * [`KINEMA_ERROR_CANCELLED`]). It runs on the calling thread and must not unwind.
- */
-typedef int32_t (*kinema_progress_fn)(void *user, const char *stage, uint64_t step, uint64_t total);
 
 /**
  * One Kimodo generation. Fill with [`kimodo_generate_options_init`], then change fields.
@@ -201,7 +372,8 @@ typedef struct kimodo_generate_options {
    */
   float cfg_constraint;
   /**
-   * Guidance rows: 2 (default) or 3.
+   * Guidance rows: 0 (default: 2, or 3 with `constraints_json`, as `kinema generate`
+   * picks), 2 or 3 (2 with constraints is refused).
    */
   uint32_t cfg_rows;
   /**
@@ -216,6 +388,18 @@ typedef struct kimodo_generate_options {
    * Handed to `progress`.
    */
   void *progress_user;
+  /**
+   * Upstream's constraint JSON text (the content of a `constraints.json`, NUL-terminated
+   * UTF-8), applied as `kinema generate --constraints` applies it; null for none.
+   */
+  const char *constraints_json;
+  /**
+   * Post-processing (upstream's foot-skate and constraint clean-up):
+   * [`KIMODO_POSTPROCESS_DEFAULT`] (-1: on where upstream's CLI has it, every model but
+   * G1's), [`KIMODO_POSTPROCESS_OFF`] (0) or [`KIMODO_POSTPROCESS_ON`] (1, still never for
+   * G1); other values are refused.
+   */
+  int32_t postprocess;
 } kimodo_generate_options;
 
 /**
@@ -351,9 +535,122 @@ typedef struct mb_plan_view {
   const float *qpos;
 } mb_plan_view;
 
+/**
+ * How a text encoder tokenizes. Fill with [`kinema_text_options_init`], then change fields.
+ */
+typedef struct kinema_text_options {
+  /**
+   * `sizeof(kinema_text_options)` as the caller was built.
+   */
+  uint32_t size;
+  /**
+   * [`KINEMA_ABI_VERSION`] of the caller's header.
+   */
+  uint32_t version;
+  /**
+   * `KINEMA_CHAT_TEMPLATE_AUTO`, `_ON` or `_OFF`.
+   */
+  int32_t chat_template;
+  /**
+   * `KINEMA_LONG_TEXT_TRIM` or `_REFUSE`.
+   */
+  int32_t long_text;
+} kinema_text_options;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Fills `options` with the defaults (argmax) and this header's `size` and `version`.
+ *
+ * # Safety
+ * `options` is null or points to a writable `mb_agent_options`.
+ */
+int32_t mb_agent_options_init(struct mb_agent_options *options);
+
+/**
+ * Fills `command` with the defaults (style null: set it; movement and facing (1, 0), the
+ * style's speed, no waypoint, seed 0) and this header's `size` and `version`.
+ *
+ * # Safety
+ * `command` is null or points to a writable `mb_agent_command`.
+ */
+int32_t mb_agent_command_init(struct mb_agent_command *command);
+
+/**
+ * An agent on `model` with the style clips of the file `clips` (`kinema agent --clips`),
+ * standing idle; `options` null = the defaults. On success `*out` holds it (free with
+ * [`mb_agent_free`]); it keeps the model alive.
+ *
+ * # Safety
+ * `model` null or live; `clips` null or a NUL-terminated string; `options` null or a
+ * readable options struct; `out` a writable pointer slot; `error` null or `capacity`
+ * writable bytes.
+ */
+int32_t mb_agent_create(const struct mb_model *model,
+                        const char *clips,
+                        const struct mb_agent_options *options,
+                        struct mb_agent **out,
+                        char *error,
+                        size_t capacity);
+
+/**
+ * Frees an agent (null is ignored).
+ *
+ * # Safety
+ * `agent` is null or an agent not freed before.
+ */
+void mb_agent_free(struct mb_agent *agent);
+
+/**
+ * Makes `command` the one the agent follows from its next frame on. A command the clips
+ * cannot serve is an error naming the field and changes nothing.
+ *
+ * # Safety
+ * `agent` null or live and not in use by another thread; `command` null or a readable
+ * command whose `style` is null or NUL-terminated; `error` null or `capacity` writable bytes.
+ */
+int32_t mb_agent_push_command(struct mb_agent *agent,
+                              const struct mb_agent_command *command,
+                              char *error,
+                              size_t capacity);
+
+/**
+ * Plays `frames` 30 fps frames (planning whenever one is due) into `qpos`, which has room
+ * for `qpos_len` floats (at least `frames x 36`: G1 MuJoCo qpos, root xyz, quaternion
+ * w x y z, 29 hinges), and fills `view`. `progress` (null for none) is called with `"plan"`
+ * before (0 of 1) and after (1 of 1) each plan; a cancel, like any error, leaves the agent
+ * as it was and writes nothing.
+ *
+ * # Safety
+ * `agent` null or live and not in use by another thread; `qpos` null or `qpos_len` writable
+ * floats; `view` null or writable with `size` and `version` set; `error` null or `capacity`
+ * writable bytes; `progress` null or a function that does not unwind.
+ */
+int32_t mb_agent_step(struct mb_agent *agent,
+                      size_t frames,
+                      float *qpos,
+                      size_t qpos_len,
+                      struct mb_agent_frames *view,
+                      kinema_progress_fn progress,
+                      void *progress_user,
+                      char *error,
+                      size_t capacity);
+
+/**
+ * Plays frames up to and including the next one that plans (at most 16, so `qpos` needs
+ * room for `16 x 36` floats) and fills `view`.
+ *
+ * # Safety
+ * As [`mb_agent_step`].
+ */
+int32_t mb_agent_poll(struct mb_agent *agent,
+                      float *qpos,
+                      size_t qpos_len,
+                      struct mb_agent_frames *view,
+                      char *error,
+                      size_t capacity);
 
 /**
  * Fills `options` with the defaults (auto backend and precision, default threads and
@@ -395,9 +692,13 @@ void kinema_engine_destroy(struct kinema_engine *engine);
 size_t kinema_engine_last_error(const struct kinema_engine *engine, char *buffer, size_t capacity);
 
 /**
- * Loads a Kimodo model (`kinema convert kimodo`). `text_path` must be null: the LLM2Vec text
- * encoder is not in this library yet (pass text features to
- * [`kimodo_generate_embedding`]).
+ * Loads a Kimodo model (`kinema convert kimodo`) and, when `text_path` is not null, the
+ * LLM2Vec text encoder for [`kimodo_generate`] with the default text options (the chat
+ * template as the file says). The encoder must fit the motion model: embeddings of the
+ * width it takes, from an LLM2Vec (bidirectional) encoder, not a causal language model;
+ * otherwise nothing is loaded and the error names the mismatch. With a null `text_path`,
+ * give text features to [`kimodo_generate_embedding`] (or use
+ * [`kimodo_model_load_with_text`] with an encoder loaded with other options).
  *
  * # Safety
  * `engine` null or live; the paths null or NUL-terminated; `out` a writable slot; `error`
@@ -436,7 +737,8 @@ size_t kimodo_model_feature_dim(const struct kimodo_model *model);
 
 /**
  * Fills `options` with `kinema generate`'s defaults for `frames` frames (100 steps, seed 0,
- * the model's guidance weights, 2 rows, heading 0, no noise, no progress).
+ * the model's guidance weights, default rows (2, or 3 with constraints), heading 0, no
+ * noise, no progress, no constraints, the model's default post-processing).
  *
  * # Safety
  * `options` is null or a writable `kimodo_generate_options`.
@@ -633,6 +935,108 @@ int32_t mb_plan_result_get(const struct mb_plan_result *plan,
  * `plan` is null or a result not freed before.
  */
 void mb_plan_result_free(struct mb_plan_result *plan);
+
+/**
+ * Fills `options` with the defaults (the chat template as the model file says, long
+ * prompts cut as upstream does) and this header's `size` and `version`.
+ *
+ * # Safety
+ * `options` is null or points to a writable `kinema_text_options`.
+ */
+int32_t kinema_text_options_init(struct kinema_text_options *options);
+
+/**
+ * Loads an LLM2Vec text encoder (`kinema convert llm2vec`, or a llama.cpp `llama` GGUF);
+ * `options` null = the defaults. On success `*out` holds it (free with
+ * [`kinema_text_encoder_free`]).
+ *
+ * # Safety
+ * `engine` null or live; `path` null or NUL-terminated; `options` null or a readable options
+ * struct; `out` a writable slot; `error` null or `capacity` writable bytes.
+ */
+int32_t kinema_text_encoder_load(const struct kinema_engine *engine,
+                                 const char *path,
+                                 const struct kinema_text_options *options,
+                                 struct kinema_text_encoder **out,
+                                 char *error,
+                                 size_t capacity);
+
+/**
+ * Frees a text encoder (null is ignored). Kimodo models given it keep their own reference.
+ *
+ * # Safety
+ * `encoder` is null or an encoder not freed before.
+ */
+void kinema_text_encoder_free(struct kinema_text_encoder *encoder);
+
+/**
+ * The width of an embedding (the model's hidden size); 0 for a null encoder.
+ *
+ * # Safety
+ * `encoder` is null or live.
+ */
+size_t kinema_text_encoder_dim(const struct kinema_text_encoder *encoder);
+
+/**
+ * Embeds `count` prompts (NUL-terminated UTF-8; invalid UTF-8 is rejected) into `out`,
+ * `count * kinema_text_encoder_dim` floats row-major, which `out_len` must be (checked
+ * before anything is read). An empty prompt embeds to zeros, as upstream. Nothing is written
+ * to `out` on an error.
+ *
+ * # Safety
+ * `encoder` null or live; `prompts` `count` readable pointers, each null or NUL-terminated,
+ * when `count` is nonzero; `out` `out_len` writable floats when that is `count * dim`;
+ * `error` null or `capacity` writable bytes.
+ */
+int32_t kinema_text_encode(const struct kinema_text_encoder *encoder,
+                           const char *const *prompts,
+                           size_t count,
+                           float *out,
+                           size_t out_len,
+                           char *error,
+                           size_t capacity);
+
+/**
+ * Loads a Kimodo model (`kinema convert kimodo`) given a text encoder already loaded (with
+ * the text options wanted) for [`kimodo_generate`]; the encoder must fit as
+ * [`kimodo_model_load`] says. The model keeps its own reference: the encoder may be freed.
+ *
+ * # Safety
+ * `engine` and `encoder` null or live; `motion_path` null or NUL-terminated; `out` a
+ * writable slot; `error` null or `capacity` writable bytes.
+ */
+int32_t kimodo_model_load_with_text(const struct kinema_engine *engine,
+                                    const char *motion_path,
+                                    const struct kinema_text_encoder *encoder,
+                                    struct kimodo_model **out,
+                                    char *error,
+                                    size_t capacity);
+
+/**
+ * Whether the model has a text encoder ([`kimodo_generate`] works): 1 or 0 (0 for null).
+ *
+ * # Safety
+ * `model` is null or live.
+ */
+int32_t kimodo_model_has_text_encoder(const struct kimodo_model *model);
+
+/**
+ * Generates one motion from a prompt (NUL-terminated UTF-8; invalid UTF-8 is rejected),
+ * embedded by the model's text encoder (loaded with [`kimodo_model_load`]'s `text_path` or
+ * [`kimodo_model_load_with_text`]); the progress callback hears `"encode"` once before the
+ * steps. On success `*out` holds the motion (free with [`kimodo_motion_free`]).
+ *
+ * # Safety
+ * `model` null or live; `prompt` null or NUL-terminated; `options` a readable options struct
+ * whose `noise`, when non-null, points to `noise_len` floats; `out` a writable slot; `error`
+ * null or `capacity` writable bytes.
+ */
+int32_t kimodo_generate(const struct kimodo_model *model,
+                        const char *prompt,
+                        const struct kimodo_generate_options *options,
+                        struct kimodo_motion **out,
+                        char *error,
+                        size_t capacity);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -113,12 +113,33 @@ macro_rules! op_method {
     };
 }
 
+/// Memory a backend reports for a phase of work ([`Backend::memory_use`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct MemoryUse {
+    /// What is counted: `"vulkan buffers"` (the bytes of every buffer our allocator holds on
+    /// the device: weights, activations, staging) or `"process rss"` (the CPU backend: the
+    /// process's resident set, which includes memory-mapped weight pages read and everything
+    /// else the process holds; Linux `VmRSS` / `VmHWM`).
+    pub what: &'static str,
+    /// Bytes held now; `None` where the platform does not say.
+    pub current_bytes: Option<u64>,
+    /// The most bytes held since the last reset; `None` where the platform does not say.
+    pub peak_bytes: Option<u64>,
+}
+
 /// Every op a backend provides. Both backends implement all of it.
 pub trait Backend: Send + Sync {
     type Buffer: Clone + Send + Sync + BufferInfo + 'static;
     type Recording: Send;
 
     fn info(&self) -> BackendInfo;
+
+    /// Memory held now and at peak since the last [`Backend::reset_peak_memory`] (or since
+    /// the backend was made), and what is counted ([`MemoryUse::what`]).
+    fn memory_use(&self) -> MemoryUse;
+    /// Starts a new peak for [`Backend::memory_use`]: the peak becomes what is held now (the
+    /// start of a phase whose peak is wanted).
+    fn reset_peak_memory(&self);
 
     // --- memory ---------------------------------------------------------------------------
     /// A zero-initialised buffer of `len` elements.

@@ -757,7 +757,14 @@ impl Measurement {
             rate
         ) + &self
             .gpu_s
-            .map(|g| format!("  (GPU {:.3}ms)", g * 1e3))
+            .map(|g| {
+                // Bytes moved per GPU second: the weight-streaming linears' bandwidth.
+                let gpu_gbps = self.gbps.map(|b| b * self.median_s / g);
+                let rate = gpu_gbps
+                    .map(|b| format!(", {b:.1} GB/s"))
+                    .unwrap_or_default();
+                format!("  (GPU {:.3}ms{rate})", g * 1e3)
+            })
             .unwrap_or_default()
     }
 }

@@ -44,9 +44,10 @@ pub mod tensor;
 pub mod vulkan;
 
 pub use api::{
-    BackendChoice, Draws, Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo, Motion,
-    MotionBricks, Noise, Plan, PlanRequest, PrecisionChoice, Progress, ProgressFn, Sampling, Stage,
-    TextInput,
+    Agent, AgentCommand, AgentFrames, AgentOptions, AgentPlan, BackendChoice, ChatTemplate,
+    ClipLibrary, Constraints, Draws, Embeddings, Engine, EngineOptions, GenerateRequest, Kimodo,
+    LongText, Motion, MotionBricks, MotionParts, Noise, Plan, PlanRequest, PrecisionChoice,
+    Progress, ProgressFn, Sampling, Segment, Stage, TextEncoder, TextInput, TextOptions,
 };
 pub use backend::{Backend, BufRef};
 pub use error::{Error, Result};

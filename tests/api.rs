@@ -92,12 +92,16 @@ fn generate_writes_the_npz_of_kinema_generate() {
     let k = Kimodo::load(&engine, &m.kimodo).unwrap();
     let req = GenerateRequest {
         diagnostics: true,
-        cfg_rows: 3,
+        cfg_rows: Some(3),
         ..request(&k, 5)
     };
     let motion = k.generate(&req).unwrap();
     assert_eq!(motion.frames(), 12);
     assert_eq!(motion.skeleton(), "soma77");
+    assert!(
+        motion.postprocessed(),
+        "on by default for SOMA, as upstream's CLI"
+    );
     assert_eq!(motion.posed_joints().len(), 12 * motion.joints() * 3);
 
     let tmp = tempfile::tempdir().unwrap();
@@ -109,9 +113,10 @@ fn generate_writes_the_npz_of_kinema_generate() {
     let out = tmp.path().join("cli.npz");
     let cli_req = cli::GenerateRequest {
         model: m.kimodo.clone(),
-        embedding: emb,
+        embeddings: vec![emb],
         noise: None,
-        frames: Some(12),
+        frames: vec![12],
+        transition_frames: 5,
         steps: 4,
         cfg_text: None,
         cfg_constraint: None,
@@ -119,11 +124,13 @@ fn generate_writes_the_npz_of_kinema_generate() {
         seed: 5,
         heading: 0.3,
         diagnostics: true,
+        postprocess: true,
         output: out.clone(),
         glb: None,
         constraints: None,
         samples: 1,
         exports: Default::default(),
+        text: Vec::new(),
     };
     let b = CpuBackend::with(Isa::select().unwrap(), 2, Precision::Strict).unwrap();
     cli::generate(&cli_req, &b, &mut |_, _| {}).unwrap();
@@ -277,7 +284,7 @@ fn bad_requests_name_what_is_wrong() {
         ),
         (
             GenerateRequest {
-                cfg_rows: 4,
+                cfg_rows: Some(4),
                 ..ok.clone()
             },
             "4 guidance rows",

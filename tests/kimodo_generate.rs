@@ -96,7 +96,8 @@ fn generate(
     let glb = dir.join(format!("{name}.glb"));
     let (ok, text) = run(kinema()
         .args(["generate", "--quiet", "--diagnostics", "--backend", backend])
-        .args(["--precision", "strict"])
+        // The fixtures are upstream's sampling loop and decode, without post-processing.
+        .args(["--precision", "strict", "--no-postprocess"])
         .arg("--model")
         .arg(model)
         .arg("--embedding")

@@ -6,8 +6,9 @@
 
 mod common;
 
+use common::gemm::*;
 use common::*;
-use half::{bf16, f16};
+use half::f16;
 use kinema::backend::{Backend, BufRef, Precision};
 use kinema::cpu::{self, CpuBackend, Weights};
 use kinema::graph::Graph;
@@ -690,47 +691,6 @@ impl<B: Backend> Run for kinema::graph::Executable<'_, B> {
     }
 }
 
-/// f64 reference of `a . op(b)` (a row-major `m x k`; b `n x k` when `bt`, else `k x n`) and,
-/// per output, `sum |a_i b_i|`, the scale of its rounding error.
-fn gemm_f64(a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize), bt: bool) -> [Vec<f64>; 2] {
-    let (mut y, mut s) = (vec![0f64; m * n], vec![0f64; m * n]);
-    for i in 0..m {
-        for j in 0..n {
-            for l in 0..k {
-                let bv = if bt { b[j * k + l] } else { b[l * n + j] };
-                let p = a[i * k + l] as f64 * bv as f64;
-                y[i * n + j] += p;
-                s[i * n + j] += p.abs();
-            }
-        }
-    }
-    [y, s]
-}
-
-/// Every output within `rel * sum |a_i b_i| + abs` of the f64 reference.
-fn assert_gemm(what: &str, got: &[f32], [want, scale]: &[Vec<f64>; 2], rel: f64, abs: f64) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    let mut worst = 0f64;
-    for (i, &g) in got.iter().enumerate() {
-        let bound = rel * scale[i] + abs;
-        let e = (g as f64 - want[i]).abs();
-        assert!(
-            e <= bound,
-            "{what}: output {i} is {g}, reference {}, error {e:e} > bound {bound:e}",
-            want[i]
-        );
-        worst = worst.max(e / bound);
-    }
-    eprintln!("{what}: worst error {worst:.3} of the bound");
-}
-
-/// Relative error of a strict GEMM output over `k` terms, in units of `sum |a_i b_i|`: each of
-/// the k f32 fmas of the ascending sum rounds once (k u, u = 2^-24), and the reference's f64
-/// rounding adds nothing visible.
-fn strict_gemm_rel(k: usize) -> f64 {
-    (k + 1) as f64 * 2f64.powi(-24)
-}
-
 /// The strict GEMM at shapes that select each of its tiles on the device (the tile grows with
 /// the output: see `gemm_tile` in src/vulkan/kernels.rs), with m, n and k off every tile
 /// multiple, f32 and f16 weights, and batched_matmul with both layouts of b.
@@ -809,33 +769,6 @@ fn strict_gemm_tiles_and_edges() {
             }
         }
     }
-}
-
-/// One weight dtype's bytes to upload, and the f16 or bf16 values the CPU reference reads.
-type WeightCase = (DType, Vec<u8>, Vec<f16>, Vec<bf16>);
-
-/// Weights `wf` (n x k) as each dtype (q8_0 when k is whole blocks).
-fn weight_dtypes(wf: &[f32], k: usize) -> Vec<WeightCase> {
-    let w16: Vec<f16> = wf.iter().map(|&v| f16::from_f32(v)).collect();
-    let wb: Vec<bf16> = wf.iter().map(|&v| bf16::from_f32(v)).collect();
-    let mut v = vec![
-        (
-            DType::F32,
-            bytemuck::cast_slice(wf).to_vec(),
-            vec![],
-            vec![],
-        ),
-        (DType::F16, bytemuck::cast_slice(&w16).to_vec(), w16, vec![]),
-        (DType::BF16, bytemuck::cast_slice(&wb).to_vec(), vec![], wb),
-    ];
-    if k.is_multiple_of(32) {
-        let mut wq = vec![0u8; wf.len() / 32 * Q8_0_BLOCK_BYTES];
-        for (blk, out) in wf.chunks(32).zip(wq.chunks_mut(Q8_0_BLOCK_BYTES)) {
-            q8_0_quantize_block(blk, out);
-        }
-        v.push((DType::Q8_0, wq, vec![], vec![]));
-    }
-    v
 }
 
 /// The skinny linear kernel (`linear_skinny.comp`, picked for m <= 64 in strict mode) against

@@ -10,6 +10,9 @@
 # (scalar, avx2, avx512 where present), lavapipe/Vulkan strict when a Vulkan device exists,
 # 3 and 2 guidance rows with --diagnostics and the fixture's noise, and one seeded run.
 # Needs only python3's standard library (the npz members are hashed as stored).
+# Since post-processing became the default (SOMA and SMPL-X), compare against a binary from
+# before it with a wrapper that adds `--no-postprocess` after `generate`: those outputs are
+# bit-identical to the raw decode.
 set -euo pipefail
 bin=$(realpath "$1")
 root=$(cd "$(dirname "$0")/.." && pwd)

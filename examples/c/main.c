@@ -1,6 +1,10 @@
 /* kinema from C: a Kimodo generation and a MotionBricks plan on one engine, hostile calls
  * that must fail cleanly, and both models run at once from two threads with the results of
- * the single-threaded runs. Usage: kinema_example KIMODO.gguf MOTIONBRICKS.gguf
+ * the single-threaded runs; then text: prompts embedded by an LLM2Vec text encoder, and a
+ * Kimodo motion from a prompt equal to the motion from that prompt's embedding (also with
+ * constraints); constraints (upstream's constraint JSON) and bad constraint text; then the
+ * MotionBricks navigation agent walking a few plans.
+ * Usage: kinema_example KIMODO.gguf MOTIONBRICKS.gguf LLM2VEC.gguf CLIPS.npz
  * (examples/c/run.sh builds the library, the tiny models and this program, then runs it). */
 #include <math.h>
 #include <pthread.h>
@@ -82,8 +86,9 @@ static mb_plan_view plan_view(const mb_plan_result *p) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s KIMODO.gguf MOTIONBRICKS.gguf\n", argv[0]);
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s KIMODO.gguf MOTIONBRICKS.gguf LLM2VEC.gguf CLIPS.npz\n",
+                argv[0]);
         return 2;
     }
 
@@ -94,6 +99,12 @@ int main(int argc, char **argv) {
     eo.threads = 2;
     kinema_engine *engine = NULL;
     CHECK(kinema_engine_create(&eo, &engine, error, sizeof error));
+
+    /* Null options are the defaults (backend and precision auto): an engine on whatever
+       this machine has. */
+    kinema_engine *defaults = NULL;
+    CHECK(kinema_engine_create(NULL, &defaults, error, sizeof error));
+    kinema_engine_destroy(defaults);
 
     /* Hostile calls fail with a message, never a crash. */
     kinema_engine *bad = NULL;
@@ -108,8 +119,9 @@ int main(int argc, char **argv) {
     EXPECT_ERROR(kinema_engine_create(&eo, NULL, error, sizeof error), KINEMA_ERROR_ARGUMENT,
                  "out is null");
     kimodo_model *kimodo = NULL;
-    EXPECT_ERROR(kimodo_model_load(engine, argv[1], "llm2vec.gguf", &kimodo, error, sizeof error),
-                 KINEMA_ERROR_ARGUMENT, "text encoder");
+    /* A text model that is not one: nothing is loaded. */
+    EXPECT_ERROR(kimodo_model_load(engine, argv[1], argv[2], &kimodo, error, sizeof error),
+                 KINEMA_ERROR_FORMAT, "not a Llama text model");
     EXPECT_ERROR(kimodo_model_load(engine, "/nonexistent.gguf", NULL, &kimodo, error, sizeof error),
                  KINEMA_ERROR_IO, "/nonexistent.gguf");
     char last[512];
@@ -148,6 +160,53 @@ int main(int argc, char **argv) {
     EXPECT_ERROR(kimodo_generate_embedding(kimodo, embedding, dim, &go, &cancelled, error, sizeof error),
                  KINEMA_ERROR_CANCELLED, "cancelled");
     go.progress = NULL;
+
+    /* Constraints: upstream's constraints.json text, here a full-body keyframe at frame 6
+     * with its root at x = 0.4, z = 0.3 (30 joints of the tiny SOMA30 model). The constraint
+     * row runs (3 rows by default) and the post-processing pins the root there. */
+    char constraints[2048];
+    int len = snprintf(constraints, sizeof constraints,
+                     "[{\"type\": \"fullbody\", \"frame_indices\": [6], \"local_joints_rot\": [[");
+    for (int j = 0; j < 30; j++)
+        len += snprintf(constraints + len, sizeof constraints - (size_t)len, "%s[0, 0.05, 0]", j ? ", " : "");
+    snprintf(constraints + len, sizeof constraints - (size_t)len, "]], \"root_positions\": [[0.4, 0.9, 0.3]]}]");
+    go.constraints_json = constraints;
+    kimodo_motion *held = NULL;
+    CHECK(kimodo_generate_embedding(kimodo, embedding, dim, &go, &held, error, sizeof error));
+    kimodo_motion_view hv = motion_view(held);
+    const float *root6 = hv.root_positions + 6 * 3;
+    printf("kimodo with constraints: root at the keyframe (%.4f, %.4f, %.4f), unconstrained (%.4f, %.4f, "
+           "%.4f)\n",
+           root6[0], root6[1], root6[2], mv.root_positions[18], mv.root_positions[19], mv.root_positions[20]);
+    if (fabsf(root6[0] - 0.4f) > 1e-3f || fabsf(root6[2] - 0.3f) > 1e-3f ||
+        memcmp(hv.root_positions, mv.root_positions, hv.frames * 3 * sizeof(float)) == 0) {
+        fprintf(stderr, "the constrained root is not at the keyframe\n");
+        return 1;
+    }
+    /* Post-processing off: the raw motion, not pinned exactly. */
+    go.postprocess = KIMODO_POSTPROCESS_OFF;
+    kimodo_motion *raw = NULL;
+    CHECK(kimodo_generate_embedding(kimodo, embedding, dim, &go, &raw, error, sizeof error));
+    kimodo_motion_view rv = motion_view(raw);
+    if (memcmp(rv.root_positions, hv.root_positions, rv.frames * 3 * sizeof(float)) == 0) return 1;
+    kimodo_motion_free(raw);
+    kimodo_motion_free(held);
+    go.postprocess = 7;
+    EXPECT_ERROR(kimodo_generate_embedding(kimodo, embedding, dim, &go, &raw, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "postprocess = 7");
+    go.postprocess = KIMODO_POSTPROCESS_DEFAULT;
+    go.cfg_rows = 2;
+    EXPECT_ERROR(kimodo_generate_embedding(kimodo, embedding, dim, &go, &raw, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "2-row shortcut is exact only without constraints");
+    go.cfg_rows = 0;
+    /* Bad constraint text: refused with a message naming the problem. */
+    go.constraints_json = "[{\"type\": \"fullbody\", \"frame_indices\": [6]";
+    EXPECT_ERROR(kimodo_generate_embedding(kimodo, embedding, dim, &go, &raw, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "constraints_json: constraints: not valid JSON");
+    go.constraints_json = "[{\"type\": \"root2d\", \"frame_indices\": [12], \"smooth_root_2d\": [[0, 0]]}]";
+    EXPECT_ERROR(kimodo_generate_embedding(kimodo, embedding, dim, &go, &raw, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "entry 0 (root2d): frame 12 is outside the motion's 12 frames");
+    go.constraints_json = NULL;
 
     /* MotionBricks: a command (nothing given: the model chooses the length), a plan. */
     mb_model *mb = NULL;
@@ -209,11 +268,119 @@ int main(int argc, char **argv) {
     }
     printf("two threads: the same motion and plan, bit for bit\n");
 
+    /* Text: an LLM2Vec encoder, prompts in (UTF-8), embeddings out. */
+    kinema_text_options to;
+    CHECK(kinema_text_options_init(&to));
+    kinema_text_encoder *text = NULL;
+    to.chat_template = 7;
+    EXPECT_ERROR(kinema_text_encoder_load(engine, argv[3], &to, &text, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "chat_template = 7");
+    to.chat_template = KINEMA_CHAT_TEMPLATE_AUTO;
+    CHECK(kinema_text_encoder_load(engine, argv[3], &to, &text, error, sizeof error));
+    size_t tdim = kinema_text_encoder_dim(text);
+    const char *prompts[2] = {"A person walks forward.", "someone waves \xc3\xa9"};
+    float *embeddings = malloc(2 * tdim * sizeof *embeddings);
+    EXPECT_ERROR(kinema_text_encode(text, prompts, 2, embeddings, tdim, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "needed");
+    const char *invalid[1] = {"walks \xff\xfe"};
+    EXPECT_ERROR(kinema_text_encode(text, invalid, 1, embeddings, tdim, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "not UTF-8");
+    CHECK(kinema_text_encode(text, prompts, 2, embeddings, 2 * tdim, error, sizeof error));
+    printf("text: 2 prompts -> 2 x %zu floats; [0][0] = %.6f\n", tdim, embeddings[0]);
+
+    /* Kimodo from a prompt: the motion of that prompt's embedding, bit for bit. */
+    kimodo_model *kimodo_text = NULL;
+    CHECK(kimodo_model_load(engine, argv[1], argv[3], &kimodo_text, error, sizeof error));
+    if (kimodo_model_has_text_encoder(kimodo_text) != 1 || kimodo_model_has_text_encoder(kimodo) != 0)
+        return 1;
+    EXPECT_ERROR(kimodo_generate(kimodo, prompts[0], &go, &motion, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "no text encoder");
+    EXPECT_ERROR(kimodo_generate(kimodo_text, invalid[0], &go, &motion, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "not UTF-8");
+    kimodo_motion *from_prompt = NULL, *from_embedding = NULL;
+    CHECK(kimodo_generate(kimodo_text, prompts[0], &go, &from_prompt, error, sizeof error));
+    CHECK(kimodo_generate_embedding(kimodo_text, embeddings, tdim, &go, &from_embedding, error, sizeof error));
+    kimodo_motion_view a = motion_view(from_prompt), b = motion_view(from_embedding);
+    if (memcmp(a.posed_joints, b.posed_joints, a.frames * a.joints * 3 * sizeof(float)) != 0) {
+        fprintf(stderr, "the motion from the prompt differs from the motion from its embedding\n");
+        return 1;
+    }
+    printf("kimodo from a prompt: the motion of its embedding, bit for bit\n");
+    /* With constraints too. */
+    go.constraints_json = constraints;
+    kimodo_motion *cp = NULL, *ce = NULL;
+    CHECK(kimodo_generate(kimodo_text, prompts[0], &go, &cp, error, sizeof error));
+    CHECK(kimodo_generate_embedding(kimodo_text, embeddings, tdim, &go, &ce, error, sizeof error));
+    kimodo_motion_view pa = motion_view(cp), pb = motion_view(ce);
+    if (memcmp(pa.posed_joints, pb.posed_joints, pa.frames * pa.joints * 3 * sizeof(float)) != 0 ||
+        fabsf(pa.root_positions[18] - 0.4f) > 1e-3f) {
+        fprintf(stderr, "the constrained motion from the prompt is not its embedding's\n");
+        return 1;
+    }
+    kimodo_motion_free(cp);
+    kimodo_motion_free(ce);
+    go.constraints_json = NULL;
+    /* An encoder loaded with other options, given to a model. */
+    kimodo_model *kimodo_off = NULL;
+    to.chat_template = KINEMA_CHAT_TEMPLATE_OFF;
+    kinema_text_encoder *text_off = NULL;
+    CHECK(kinema_text_encoder_load(engine, argv[3], &to, &text_off, error, sizeof error));
+    CHECK(kimodo_model_load_with_text(engine, argv[1], text_off, &kimodo_off, error, sizeof error));
+    kinema_text_encoder_free(text_off); /* the model keeps its own reference */
+    kimodo_motion *off = NULL;
+    CHECK(kimodo_generate(kimodo_off, prompts[0], &go, &off, error, sizeof error));
+    kimodo_motion_free(off);
+    kimodo_model_free(kimodo_off);
+    kimodo_motion_free(from_prompt);
+    kimodo_motion_free(from_embedding);
+    kimodo_model_free(kimodo_text);
+    kinema_text_encoder_free(text);
+    free(embeddings);
+
     kimodo_motion_free(jobs[0].motion);
     mb_plan_result_free(jobs[1].plan);
     mb_plan_result_free(plan);
     mb_command_free(command);
-    mb_model_free(mb);
+
+    /* The navigation agent: stand idle, then walk towards +y; it replans every 16 frames. */
+    mb_agent_options ao;
+    CHECK(mb_agent_options_init(&ao));
+    mb_agent *agent = NULL;
+    EXPECT_ERROR(mb_agent_create(mb, "no-such-clips.npz", &ao, &agent, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "no-such-clips.npz");
+    CHECK(mb_agent_create(mb, argv[4], &ao, &agent, error, sizeof error));
+    mb_agent_command walk;
+    CHECK(mb_agent_command_init(&walk));
+    walk.style = "run";
+    EXPECT_ERROR(mb_agent_push_command(agent, &walk, error, sizeof error), KINEMA_ERROR_ARGUMENT,
+                 "is not a style");
+    walk.style = "walk";
+    walk.movement[0] = 0.0;
+    walk.movement[1] = 1.0;
+    walk.seed = 3;
+    CHECK(mb_agent_push_command(agent, &walk, error, sizeof error));
+    float *frames = malloc(64 * 36 * sizeof(float));
+    mb_agent_frames fv = {.size = sizeof fv, .version = KINEMA_ABI_VERSION};
+    EXPECT_ERROR(mb_agent_step(agent, 64, frames, 63 * 36, &fv, NULL, NULL, error, sizeof error),
+                 KINEMA_ERROR_ARGUMENT, "needed");
+    CHECK(mb_agent_step(agent, 64, frames, 64 * 36, &fv, NULL, NULL, error, sizeof error));
+    for (size_t i = 0; i < fv.frames * 36; i++) {
+        if (!isfinite(frames[i])) {
+            fprintf(stderr, "agent frame %zu: not finite\n", i / 36);
+            return 1;
+        }
+    }
+    printf("agent: %zu frames, %zu plans, last at frame %zu (%u tokens, %.1f ms)\n", fv.frames,
+           fv.plans, fv.last_plan_frame, fv.last_plan_tokens, fv.last_plan_ms);
+    CHECK(mb_agent_poll(agent, frames, 16 * 36, &fv, error, sizeof error));
+    if (fv.first_frame != 64 || fv.plans != 1 || fv.frames != 16) {
+        fprintf(stderr, "agent poll: %zu frames from %zu, %zu plans\n", fv.frames,
+                fv.first_frame, fv.plans);
+        return 1;
+    }
+    free(frames);
+    mb_model_free(mb); /* the agent keeps the model alive */
+    mb_agent_free(agent);
     kimodo_motion_free(motion);
     kimodo_model_free(kimodo);
     free(embedding);

@@ -16,7 +16,8 @@ flags=(-std=c11 -Wall -Wextra -Werror -O1 -I "$root/include")
     -L "$lib" -lkinema -Wl,-rpath,"$lib" -lm -lpthread
 "$cc" "${flags[@]}" examples/c/main.c -o "$work/kinema_example_static" \
     "$lib/libkinema.a" -lm -lpthread -ldl
-models=("$work/kimodo-soma30-tiny.gguf" "$work/motionbricks-tiny.gguf")
+models=("$work/kimodo-soma30-tiny.gguf" "$work/motionbricks-tiny.gguf" "$work/llm2vec-tiny.gguf"
+        "$work/clips.npz")
 echo "== shared library"
 "$work/kinema_example" "${models[@]}"
 echo "== static library"

@@ -3,22 +3,35 @@
 //! library's checks stand between a wrong length and a bad read), unknown struct sizes and
 //! versions, out-of-range enums and flags, tiny error buffers, cancelling progress callbacks.
 //! Every call must return a status and leave the process intact; a successful call's results
-//! must be readable and freeable. The tiny models are written once per process.
+//! must be readable and freeable. The tiny models (Kimodo, MotionBricks, a 48-wide LLM2Vec
+//! text encoder) are written once per process; the engine is always the CPU one (options
+//! given, never null), so nothing probes Vulkan.
 #![no_main]
 
 use std::ffi::{CString, c_char, c_void};
 use std::ptr::{null, null_mut};
 use std::sync::OnceLock;
 
+use kinema::ClipLibrary;
 use kinema::capi::*;
 use kinema::models::kimodo::convert::{ConvertOptions, convert};
 use kinema::models::motionbricks::harness::{reduced, synthetic_model, write_model};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "../../tests/common/tiny_llama.rs"]
+#[allow(dead_code)]
+mod tiny_llama;
+
 struct World {
     engine: *mut kinema_engine,
     kimodo: *mut kimodo_model,
     mb: *mut mb_model,
+    /// The agent's synthetic style clips.
+    clips: CString,
+    /// The tiny LLM2Vec encoder (48 wide, the tiny Kimodo model's text width).
+    text: *mut kinema_text_encoder,
+    /// The tiny Kimodo model with that encoder.
+    kimodo_text: *mut kimodo_model,
 }
 
 // SAFETY: the handles are Send + Sync on the Rust side (the library's engines and models are
@@ -43,13 +56,30 @@ fn world() -> &'static World {
         .unwrap();
         let m = dir.join("mb.gguf");
         write_model(&synthetic_model(reduced()).unwrap(), &m).unwrap();
+        let t = dir.join("text.gguf");
+        tiny_llama::write(
+            &t,
+            &tiny_llama::Spec {
+                hidden: 48,
+                ..tiny_llama::Spec::default()
+            },
+        );
+        let c = dir.join("clips.npz");
+        ClipLibrary::synthetic(1)
+            .to_npz()
+            .unwrap()
+            .write(&c)
+            .unwrap();
         let mut o = std::mem::MaybeUninit::<kinema_engine_options>::uninit();
         let mut w = World {
             engine: null_mut(),
             kimodo: null_mut(),
             mb: null_mut(),
+            clips: cstr(&c),
+            text: null_mut(),
+            kimodo_text: null_mut(),
         };
-        let (kp, mp) = (cstr(&k), cstr(&m));
+        let (kp, mp, tp) = (cstr(&k), cstr(&m), cstr(&t));
         // SAFETY: valid pointers to writable slots and NUL-terminated paths.
         unsafe {
             assert_eq!(kinema_engine_options_init(o.as_mut_ptr()), KINEMA_OK);
@@ -67,6 +97,25 @@ fn world() -> &'static World {
             );
             assert_eq!(
                 mb_model_load(w.engine, mp.as_ptr(), &mut w.mb, null_mut(), 0),
+                KINEMA_OK
+            );
+            // Options always given (never null): the engine is the CPU one above, so no
+            // Vulkan probe happens here.
+            let mut to = std::mem::zeroed::<kinema_text_options>();
+            assert_eq!(kinema_text_options_init(&mut to), KINEMA_OK);
+            assert_eq!(
+                kinema_text_encoder_load(w.engine, tp.as_ptr(), &to, &mut w.text, null_mut(), 0),
+                KINEMA_OK
+            );
+            assert_eq!(
+                kimodo_model_load(
+                    w.engine,
+                    kp.as_ptr(),
+                    tp.as_ptr(),
+                    &mut w.kimodo_text,
+                    null_mut(),
+                    0
+                ),
                 KINEMA_OK
             );
         }
@@ -118,6 +167,46 @@ impl Input<'_> {
     }
 }
 
+/// `kimodo_generate_options.constraints_json`: none, fuzzed bytes (up to the first NUL), or a
+/// well-formed root2d or full-body entry (30 joints, the tiny model's) at a fuzzed frame, so
+/// that the constraint row and the post-processing run too. Keep the string alive through the
+/// call.
+fn constraints(i: &mut Input) -> Option<CString> {
+    match i.u8() % 4 {
+        0 => None,
+        1 => {
+            let n = i.u8() as usize;
+            let b: Vec<u8> = i.bytes(n).into_iter().take_while(|&b| b != 0).collect();
+            Some(CString::new(b).unwrap())
+        }
+        2 => Some(
+            CString::new(format!(
+                r#"[{{"type":"root2d","frame_indices":[{}],"smooth_root_2d":[[{},0.5]]}}]"#,
+                i.u8() % 20,
+                f32::from_bits(i.u32())
+            ))
+            .unwrap(),
+        ),
+        _ => Some(
+            CString::new(format!(
+                r#"[{{"type":"fullbody","frame_indices":[{}],"local_joints_rot":[[{}]],"root_positions":[[{},0.9,0]]}}]"#,
+                i.u8() % 20,
+                vec!["[0,0.1,0]"; 29 + i.u8() as usize % 3].join(","),
+                i.u8() as f32 * 0.01
+            ))
+            .unwrap(),
+        ),
+    }
+}
+
+/// `kimodo_generate_options.postprocess`: mostly -1, 0 or 1, sometimes anything.
+fn postprocess(i: &mut Input) -> i32 {
+    match i.u8() % 8 {
+        7 => i.u32() as i32,
+        k => k as i32 % 3 - 1,
+    }
+}
+
 /// An error buffer of a random small capacity (or null with a random capacity).
 struct ErrorBuf(Vec<u8>, bool);
 
@@ -165,7 +254,7 @@ fuzz_target!(|data: &[u8]| {
         // SAFETY: every pointer passed is null or valid for what a correct call would read or
         // write; only lengths, sizes, versions, enums and handles' presence are hostile.
         unsafe {
-            match i.u8() % 8 {
+            match i.u8() % 10 {
                 0 => {
                     let mut o = std::mem::zeroed::<kinema_engine_options>();
                     kinema_engine_options_init(&mut o);
@@ -178,8 +267,11 @@ fuzz_target!(|data: &[u8]| {
                         o.size = o.size.wrapping_add(1); // keep Vulkan probes and big pools out
                     }
                     let mut out = null_mut();
+                    // Never a null `options`: it means the defaults, whose `auto` backend
+                    // probes Vulkan, and a Vulkan driver's own allocations (lavapipe leaks
+                    // 128 bytes per instance) are not ours to fuzz. examples/c covers null.
                     let s = kinema_engine_create(
-                        maybe(&mut i, &mut o),
+                        &o,
                         maybe(&mut i, &mut out),
                         e.ptr(),
                         e.cap(),
@@ -232,6 +324,9 @@ fuzz_target!(|data: &[u8]| {
                     o.steps = i.u8() as u32 % 4;
                     o.seed = i.u64();
                     o.cfg_rows = i.u8() as u32 % 4;
+                    let cons = constraints(&mut i);
+                    o.constraints_json = cons.as_ref().map_or(null(), |c| c.as_ptr());
+                    o.postprocess = postprocess(&mut i);
                     o.heading = f32::from_bits(i.u32());
                     o.has_cfg_text = (i.u8() % 2) as i32;
                     o.cfg_text = f32::from_bits(i.u32());
@@ -405,9 +500,242 @@ fuzz_target!(|data: &[u8]| {
                     };
                     kinema_engine_last_error(maybe(&mut i, w.engine), p, cap);
                 }
+                7 => {
+                    // Text: prompts of fuzzed bytes (invalid UTF-8 included), hostile counts
+                    // and output lengths, fuzzed options; then a generation from a prompt.
+                    let dim = kinema_text_encoder_dim(w.text);
+                    let texts: Vec<CString> = (0..3)
+                        .map(|_| {
+                            let n = i.u8() as usize % 24;
+                            CString::new(
+                                i.bytes(n)
+                                    .into_iter()
+                                    .map(|b| if b == 0 { b' ' } else { b })
+                                    .collect::<Vec<_>>(),
+                            )
+                            .unwrap()
+                        })
+                        .collect();
+                    let ptrs: Vec<*const c_char> = texts.iter().map(|t| t.as_ptr()).collect();
+                    // At most the prompts there are (a correct call reads `count` pointers);
+                    // the output holds 3 rows, and only `count * dim` is a length accepted.
+                    let right = 1 + i.u8() as usize % 3;
+                    let count = i.len(right).min(ptrs.len());
+                    let mut out = vec![0f32; 3 * dim];
+                    let out_len = i.len(count * dim);
+                    let encoder = maybe(&mut i, w.text);
+                    let prompts = if i.u8() % 8 == 0 {
+                        null()
+                    } else {
+                        ptrs.as_ptr()
+                    };
+                    let s = kinema_text_encode(
+                        encoder,
+                        prompts,
+                        count,
+                        maybe(&mut i, out.as_mut_ptr()),
+                        out_len,
+                        e.ptr(),
+                        e.cap(),
+                    );
+                    e.check(s);
+                    if s == KINEMA_OK {
+                        assert!(out.iter().all(|x| x.is_finite()));
+                    }
+                    // Options of fuzzed layout and enums; the encoder load fails early on a
+                    // bad layout or enum, else loads the file (no Vulkan: a CPU engine).
+                    let mut to = std::mem::zeroed::<kinema_text_options>();
+                    kinema_text_options_init(&mut to);
+                    (to.size, to.version) = i.layout(std::mem::size_of::<kinema_text_options>());
+                    to.chat_template = i.u8() as i32 % 5 - 1;
+                    to.long_text = i.u8() as i32 % 4 - 1;
+                    let name = if i.u8() % 2 == 0 {
+                        texts[0].as_ptr()
+                    } else {
+                        null()
+                    };
+                    let mut enc = null_mut();
+                    let s = kinema_text_encoder_load(
+                        maybe(&mut i, w.engine),
+                        name,
+                        &to,
+                        &mut enc,
+                        e.ptr(),
+                        e.cap(),
+                    );
+                    e.check(s);
+                    kinema_text_encoder_free(enc);
+                    let mut o = std::mem::zeroed::<kimodo_generate_options>();
+                    kimodo_generate_options_init(&mut o, 2 + i.u8() as u32 % 6);
+                    (o.size, o.version) = i.layout(std::mem::size_of::<kimodo_generate_options>());
+                    o.steps = i.u8() as u32 % 3;
+                    let cons = constraints(&mut i);
+                    o.constraints_json = cons.as_ref().map_or(null(), |c| c.as_ptr());
+                    o.postprocess = postprocess(&mut i);
+                    let model = [w.kimodo_text, w.kimodo][i.u8() as usize % 2];
+                    let mut m = null_mut();
+                    let s = kimodo_generate(
+                        maybe(&mut i, model),
+                        maybe(&mut i, ptrs[0] as *mut c_char),
+                        maybe(&mut i, &mut o),
+                        maybe(&mut i, &mut m),
+                        e.ptr(),
+                        e.cap(),
+                    );
+                    e.check(s);
+                    kimodo_motion_free(m);
+                    let mut k = null_mut();
+                    let s = kimodo_model_load_with_text(
+                        maybe(&mut i, w.engine),
+                        name,
+                        maybe(&mut i, w.text),
+                        &mut k,
+                        e.ptr(),
+                        e.cap(),
+                    );
+                    e.check(s);
+                    kimodo_model_free(k);
+                }
+                8 => {
+                    // The agent: hostile options, commands, lengths and views.
+                    let mut ao = std::mem::zeroed::<mb_agent_options>();
+                    mb_agent_options_init(&mut ao);
+                    (ao.size, ao.version) = i.layout(std::mem::size_of::<mb_agent_options>());
+                    ao.argmax = (i.u8() % 2) as i32;
+                    let bad = CString::new("no-such-clips.npz").unwrap();
+                    let clips = [w.clips.as_ptr(), bad.as_ptr(), null()][i.u8() as usize % 3];
+                    let opts = if i.u8() % 3 == 0 {
+                        null()
+                    } else {
+                        &ao as *const _
+                    };
+                    let mut agent = null_mut();
+                    let s = mb_agent_create(
+                        maybe(&mut i, w.mb),
+                        clips,
+                        opts,
+                        maybe(&mut i, &mut agent),
+                        e.ptr(),
+                        e.cap(),
+                    );
+                    e.check(s);
+                    for _ in 0..i.u8() % 4 {
+                        let mut c = std::mem::zeroed::<mb_agent_command>();
+                        mb_agent_command_init(&mut c);
+                        (c.size, c.version) = i.layout(std::mem::size_of::<mb_agent_command>());
+                        let junk = CString::new(
+                            i.bytes(6)
+                                .into_iter()
+                                .filter(|&b| b != 0)
+                                .collect::<Vec<_>>(),
+                        )
+                        .unwrap();
+                        let styles = [c"walk".as_ptr(), c"idle".as_ptr(), c"walk_zombie".as_ptr()];
+                        c.style = match i.u8() % 5 {
+                            0 => junk.as_ptr(),
+                            1 => null(),
+                            k => styles[k as usize - 2],
+                        };
+                        let mut f = || f64::from_bits(i.u64()) % 8.0;
+                        c.movement = [f(), f()];
+                        c.facing = [f(), f()];
+                        c.speed = f();
+                        c.waypoint = [f(), f()];
+                        c.waypoint_heading = f();
+                        c.has_speed = (i.u8() % 2) as i32;
+                        c.has_waypoint = (i.u8() % 2) as i32;
+                        c.seed = [0, i.u64()][i.u8() as usize % 2];
+                        let cp = if i.u8() % 6 == 0 {
+                            null()
+                        } else {
+                            &c as *const _
+                        };
+                        let s = mb_agent_push_command(maybe(&mut i, agent), cp, e.ptr(), e.cap());
+                        e.check(s);
+                        let frames = i.u8() as usize % 40;
+                        let mut q = vec![0f32; frames.max(16) * 36];
+                        let mut v = std::mem::zeroed::<mb_agent_frames>();
+                        (v.size, v.version) = i.layout(std::mem::size_of::<mb_agent_frames>());
+                        let vp = maybe(&mut i, &mut v as *mut _);
+                        let s = if i.u8() % 2 == 0 {
+                            mb_agent_step(
+                                maybe(&mut i, agent),
+                                frames,
+                                maybe(&mut i, q.as_mut_ptr()),
+                                i.len(frames * 36),
+                                vp,
+                                Some(progress),
+                                (i.u8() % 3) as usize as *mut c_void,
+                                e.ptr(),
+                                e.cap(),
+                            )
+                        } else {
+                            let len = i.len(16 * 36);
+                            mb_agent_poll(
+                                maybe(&mut i, agent),
+                                q.as_mut_ptr(),
+                                len,
+                                vp,
+                                e.ptr(),
+                                e.cap(),
+                            )
+                        };
+                        e.check(s);
+                        if s == KINEMA_OK {
+                            assert!(v.frames <= 40 && v.plans <= 3);
+                        }
+                    }
+                    mb_agent_free(agent);
+                }
                 _ => {
                     // Every function with null everywhere.
                     let (ep, ec) = (e.ptr(), e.cap());
+                    e.check(kinema_text_encoder_load(
+                        null(),
+                        null(),
+                        null(),
+                        null_mut(),
+                        ep,
+                        ec,
+                    ));
+                    e.check(kinema_text_encode(
+                        null(),
+                        null(),
+                        i.u64() as usize,
+                        null_mut(),
+                        i.u64() as usize,
+                        ep,
+                        ec,
+                    ));
+                    e.check(kimodo_generate(null(), null(), null(), null_mut(), ep, ec));
+                    e.check(kimodo_model_load_with_text(
+                        null(),
+                        null(),
+                        null(),
+                        null_mut(),
+                        ep,
+                        ec,
+                    ));
+                    assert_eq!(kinema_text_encoder_dim(null()), 0);
+                    assert_eq!(kimodo_model_has_text_encoder(null()), 0);
+                    assert_eq!(kinema_text_options_init(null_mut()), KINEMA_ERROR_ARGUMENT);
+                    kinema_text_encoder_free(null_mut());
+                    e.check(mb_agent_create(null(), null(), null(), null_mut(), ep, ec));
+                    e.check(mb_agent_push_command(null_mut(), null(), ep, ec));
+                    e.check(mb_agent_step(
+                        null_mut(),
+                        i.u64() as usize,
+                        null_mut(),
+                        i.u64() as usize,
+                        null_mut(),
+                        None,
+                        null_mut(),
+                        ep,
+                        ec,
+                    ));
+                    e.check(mb_agent_poll(null_mut(), null_mut(), 0, null_mut(), ep, ec));
+                    assert_eq!(mb_agent_command_init(null_mut()), KINEMA_ERROR_ARGUMENT);
+                    assert_eq!(mb_agent_options_init(null_mut()), KINEMA_ERROR_ARGUMENT);
                     e.check(kinema_engine_create(null(), null_mut(), ep, ec));
                     e.check(kimodo_model_load(
                         null(),
@@ -472,6 +800,7 @@ fuzz_target!(|data: &[u8]| {
                     mb_model_free(null_mut());
                     mb_command_free(null_mut());
                     mb_plan_result_free(null_mut());
+                    mb_agent_free(null_mut());
                 }
             }
         }

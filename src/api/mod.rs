@@ -23,13 +23,18 @@
 //! - An [`Engine`] is one backend (the CPU kernels with their thread pool, or one Vulkan
 //!   device) and nothing else: there is no global state, so two engines live side by side in
 //!   one process. It is cheap to clone (the clones share the backend) and `Send + Sync`.
-//! - A model ([`Kimodo`], [`MotionBricks`]) holds its weights (memory-mapped) and a clone of
-//!   the engine it was loaded on; it is `Send + Sync`. Several models may share one engine,
+//! - A model ([`Kimodo`], [`MotionBricks`], [`TextEncoder`]) holds its weights (memory-mapped) and a clone of
+//!   the engine it was loaded on; it is `Send + Sync` (a [`TextEncoder`] is also cheap to
+//!   clone: clones share the weights, so one encoder may serve several threads and a
+//!   [`Kimodo`] at once). Several models may share one engine,
 //!   and one model may run requests from several threads at once: each request builds its own
 //!   graph and buffers, and the backends serialise what must be serialised (the CPU pool runs
 //!   one parallel region at a time; a Vulkan submission is reported to the thread that made
 //!   it). Results do not depend on what runs beside them.
-//! - Results ([`Motion`], [`Plan`]) are plain owned data.
+//! - An [`Agent`] (the MotionBricks navigation agent) holds its model by reference or `Arc`,
+//!   its clips and its playback state; it is `Send + Sync` (its calls take `&mut self`, so one
+//!   thread drives it at a time).
+//! - Results ([`Motion`], [`Plan`], [`AgentFrames`]) are plain owned data.
 //!
 //! # Errors and progress
 //!
@@ -43,19 +48,28 @@
 //! The layers this facade is built on (`kinema::models`, `kinema::graph`, `kinema::cpu`,
 //! `kinema::vulkan`) stay public for drift studies and benchmarks; the API reaches the same
 //! code paths as the command line (`models::kimodo::generate::run_model`,
-//! `models::motionbricks::run::run_plan`).
+//! `models::motionbricks::run::run_plan`, `models::llm2vec::encode::{prepare, encode}` and
+//! `models::llm2vec::prompt_cache::check_fits`).
 
 #![warn(missing_docs)]
 
+mod agent;
 mod engine;
 mod kimodo;
 mod motionbricks;
+mod text;
 
+pub use agent::{Agent, AgentCommand, AgentFrames, AgentOptions, AgentPlan};
 pub use engine::{Engine, EngineOptions};
-pub use kimodo::{Embeddings, GenerateRequest, Kimodo, Motion, Noise, TextInput};
+pub use kimodo::{
+    Constraints, Embeddings, GenerateRequest, Kimodo, Motion, MotionParts, Noise, Segment,
+    TextInput,
+};
 pub use motionbricks::{Draws, MotionBricks, Plan, PlanRequest};
+pub use text::{ChatTemplate, LongText, TextEncoder, TextOptions};
 
 pub use crate::device::BackendChoice;
+pub use crate::models::motionbricks::agent::clips::ClipLibrary;
 pub use crate::models::motionbricks::sampler::Sampling;
 pub use crate::precision::PrecisionChoice;
 
@@ -77,15 +91,18 @@ pub enum Stage {
     Decode,
     /// A MotionBricks plan (`0` of `1` before, `1` of `1` after).
     Plan,
+    /// A prompt embedded by the text encoder (`1` of `1` after).
+    Encode,
 }
 
 impl Stage {
-    /// `sample`, `decode` or `plan`.
+    /// `sample`, `decode`, `plan` or `encode`.
     pub fn name(self) -> &'static str {
         match self {
             Stage::Sample => "sample",
             Stage::Decode => "decode",
             Stage::Plan => "plan",
+            Stage::Encode => "encode",
         }
     }
 }
@@ -115,9 +132,14 @@ const _: () = {
     const fn shared<T: Send + Sync>() {}
     shared::<Engine>();
     shared::<Kimodo>();
+    shared::<TextEncoder>();
+    shared::<Embeddings>();
     shared::<MotionBricks>();
     shared::<Motion>();
     shared::<Plan>();
     shared::<GenerateRequest>();
     shared::<PlanRequest>();
+    shared::<Agent<std::sync::Arc<MotionBricks>>>();
+    shared::<Agent<&'static MotionBricks>>();
+    shared::<AgentFrames>();
 };

@@ -165,6 +165,11 @@ impl Plan {
     pub fn output(&self) -> &PlanOutput {
         &self.output
     }
+
+    /// [`Plan::output`], taken without copying its arrays.
+    pub fn into_output(self) -> PlanOutput {
+        self.output
+    }
 }
 
 /// A loaded MotionBricks model on an [`Engine`]. `Send + Sync`: plans may run from several

@@ -5,7 +5,8 @@ use std::ffi::{c_char, c_void};
 use super::*;
 
 const ENGINE_OPTIONS: &[(u32, usize)] = &[(1, std::mem::size_of::<kinema_engine_options>())];
-const GENERATE_OPTIONS: &[(u32, usize)] = &[(1, std::mem::size_of::<kimodo_generate_options>())];
+pub(super) const GENERATE_OPTIONS: &[(u32, usize)] =
+    &[(1, std::mem::size_of::<kimodo_generate_options>())];
 const MOTION_VIEW: &[(u32, usize)] = &[(1, std::mem::size_of::<kimodo_motion_view>())];
 const PLAN_OPTIONS: &[(u32, usize)] = &[(1, std::mem::size_of::<mb_plan_options>())];
 const PLAN_VIEW: &[(u32, usize)] = &[(1, std::mem::size_of::<mb_plan_view>())];
@@ -134,9 +135,13 @@ pub unsafe extern "C" fn kinema_engine_last_error(
     .unwrap_or(0)
 }
 
-/// Loads a Kimodo model (`kinema convert kimodo`). `text_path` must be null: the LLM2Vec text
-/// encoder is not in this library yet (pass text features to
-/// [`kimodo_generate_embedding`]).
+/// Loads a Kimodo model (`kinema convert kimodo`) and, when `text_path` is not null, the
+/// LLM2Vec text encoder for [`kimodo_generate`] with the default text options (the chat
+/// template as the file says). The encoder must fit the motion model: embeddings of the
+/// width it takes, from an LLM2Vec (bidirectional) encoder, not a causal language model;
+/// otherwise nothing is loaded and the error names the mismatch. With a null `text_path`,
+/// give text features to [`kimodo_generate_embedding`] (or use
+/// [`kimodo_model_load_with_text`] with an encoder loaded with other options).
 ///
 /// # Safety
 /// `engine` null or live; the paths null or NUL-terminated; `out` a writable slot; `error`
@@ -158,13 +163,12 @@ pub unsafe extern "C" fn kimodo_model_load(
             *out = std::ptr::null_mut();
             let e = handle(engine, "engine")?;
             let path = c_path(motion_path, "motion_path")?;
-            if !text_path.is_null() {
-                return Err(arg(
-                    "text_path: this library cannot run the LLM2Vec text encoder yet; pass NULL \
-                     and give text features to kimodo_generate_embedding",
-                ));
-            }
-            let model = Kimodo::load(&e.engine, path)?;
+            let model = if text_path.is_null() {
+                Kimodo::load(&e.engine, path)?
+            } else {
+                let text = c_path(text_path, "text_path")?;
+                Kimodo::load_with_text(&e.engine, path, text, TextOptions::default())?
+            };
             boxed(
                 out,
                 kimodo_model {
@@ -208,7 +212,8 @@ pub unsafe extern "C" fn kimodo_model_feature_dim(model: *const kimodo_model) ->
 }
 
 /// Fills `options` with `kinema generate`'s defaults for `frames` frames (100 steps, seed 0,
-/// the model's guidance weights, 2 rows, heading 0, no noise, no progress).
+/// the model's guidance weights, default rows (2, or 3 with constraints), heading 0, no
+/// noise, no progress, no constraints, the model's default post-processing).
 ///
 /// # Safety
 /// `options` is null or a writable `kimodo_generate_options`.
@@ -232,10 +237,12 @@ pub unsafe extern "C" fn kimodo_generate_options_init(
                 cfg_text: 0.0,
                 has_cfg_constraint: 0,
                 cfg_constraint: 0.0,
-                cfg_rows: 2,
+                cfg_rows: 0,
                 heading: 0.0,
                 progress: None,
                 progress_user: std::ptr::null_mut(),
+                constraints_json: std::ptr::null(),
+                postprocess: KIMODO_POSTPROCESS_DEFAULT,
             };
             Ok(())
         })
@@ -273,29 +280,7 @@ pub unsafe extern "C" fn kimodo_generate_embedding(
                      kimodo_generate_options_init"));
             }
             let o = versioned(options, GENERATE_OPTIONS, "kimodo_generate_options")?;
-            let frames = o.frames as usize;
-            let noise = if o.noise.is_null() {
-                if o.noise_len != 0 {
-                    return Err(arg(format!(
-                        "kimodo_generate_options: noise is null but noise_len is {}",
-                        o.noise_len
-                    )));
-                }
-                Noise::Seed(o.seed)
-            } else {
-                let want = frames.saturating_mul(k.config().motion_dim);
-                Noise::Values(slice(o.noise, o.noise_len, want, "noise")?.to_vec())
-            };
-            let req = GenerateRequest {
-                frames,
-                steps: o.steps as usize,
-                noise,
-                cfg_text: (o.has_cfg_text != 0).then_some(o.cfg_text),
-                cfg_constraint: (o.has_cfg_constraint != 0).then_some(o.cfg_constraint),
-                cfg_rows: o.cfg_rows as usize,
-                heading: o.heading,
-                ..GenerateRequest::new(e.to_vec(), frames)
-            };
+            let req = generate_request(k, TextInput::Embedding(e.to_vec()), &o)?;
             let mut progress = progress_of(o.progress, o.progress_user);
             let motion = k.generate_with_progress(&req, &mut progress)?;
             let contacts = motion.foot_contacts().iter().map(|&c| c as u8).collect();
@@ -303,6 +288,68 @@ pub unsafe extern "C" fn kimodo_generate_embedding(
             Ok(())
         })
     }
+}
+
+/// The request of `o` for `text` (the noise checked against the model's width, the
+/// constraints parsed, the post-processing choice checked).
+///
+/// # Safety
+/// `o.noise`, when non-null, points to `o.noise_len` floats when that is the noise's size;
+/// `o.constraints_json` is null or NUL-terminated.
+pub(super) unsafe fn generate_request(
+    k: &Kimodo,
+    text: TextInput,
+    o: &kimodo_generate_options,
+) -> Result<GenerateRequest> {
+    let frames = o.frames as usize;
+    let noise = if o.noise.is_null() {
+        if o.noise_len != 0 {
+            return Err(arg(format!(
+                "kimodo_generate_options: noise is null but noise_len is {}",
+                o.noise_len
+            )));
+        }
+        Noise::Seed(o.seed)
+    } else {
+        let want = frames.saturating_mul(k.config().motion_dim);
+        // SAFETY: the caller's promise on `noise`.
+        Noise::Values(unsafe { slice(o.noise, o.noise_len, want, "noise") }?.to_vec())
+    };
+    let postprocess = match o.postprocess {
+        KIMODO_POSTPROCESS_DEFAULT | KIMODO_POSTPROCESS_ON => true,
+        KIMODO_POSTPROCESS_OFF => false,
+        p => {
+            return Err(arg(format!(
+                "kimodo_generate_options: postprocess = {p}: expected -1 (the model's \
+                 default), 0 (off) or 1 (on)"
+            )));
+        }
+    };
+    let constraints = if o.constraints_json.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's promise on `constraints_json`.
+        let json = unsafe { c_str(o.constraints_json, "constraints_json") }?;
+        Some(
+            Constraints::from_json_bytes(json.to_bytes()).map_err(|e| match e {
+                Error::InvalidArgument(m) => arg(format!("constraints_json: {m}")),
+                e => e,
+            })?,
+        )
+    };
+    Ok(GenerateRequest {
+        text,
+        frames,
+        steps: o.steps as usize,
+        noise,
+        cfg_text: (o.has_cfg_text != 0).then_some(o.cfg_text),
+        cfg_constraint: (o.has_cfg_constraint != 0).then_some(o.cfg_constraint),
+        cfg_rows: (o.cfg_rows != 0).then_some(o.cfg_rows as usize),
+        constraints,
+        postprocess,
+        heading: o.heading,
+        ..GenerateRequest::new(Vec::new(), frames)
+    })
 }
 
 /// Fills `view` (whose `size` and `version` the caller sets) with the motion's sizes and
@@ -375,7 +422,7 @@ pub unsafe extern "C" fn mb_model_load(
             let out = out_slot(out, "out")?;
             *out = std::ptr::null_mut();
             let e = handle(engine, "engine")?;
-            let model = MotionBricks::load(&e.engine, c_path(path, "path")?)?;
+            let model = Arc::new(MotionBricks::load(&e.engine, c_path(path, "path")?)?);
             boxed(
                 out,
                 mb_model {

@@ -13,8 +13,10 @@
 //! - Options structs start with `size` (the caller's `sizeof`) and `version`
 //!   ([`KINEMA_ABI_VERSION`]); the library accepts the layouts of every version it knows and
 //!   rejects the rest, so a caller built against an older header keeps working.
-//! - There is no global state. Engines, models and results may be used from several threads
-//!   at once (a model runs concurrent requests); an `mb_command` is a plain value the caller
+//! - Text (prompts) crosses the boundary as NUL-terminated UTF-8; invalid UTF-8 is rejected
+//!   with [`KINEMA_ERROR_ARGUMENT`].
+//! - There is no global state. Engines, models, text encoders and results may be used from
+//!   several threads at once (a model or encoder runs concurrent requests); an `mb_command` is a plain value the caller
 //!   must not change from two threads at once. Results (`kimodo_motion`, `mb_plan_result`)
 //!   own their arrays: the pointers a view hands out stay valid until the result is freed.
 //!   Freeing an engine while models loaded on it live is allowed (they keep the backend).
@@ -28,8 +30,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::api::{
-    BackendChoice, Draws, Engine, EngineOptions, GenerateRequest, Kimodo, Motion, MotionBricks,
-    Noise, Plan, PlanRequest, PrecisionChoice, Progress, Sampling, Stage,
+    Agent, AgentCommand, AgentOptions, BackendChoice, ChatTemplate, Constraints, Draws, Engine,
+    EngineOptions, GenerateRequest, Kimodo, LongText, Motion, MotionBricks, Noise, Plan,
+    PlanRequest, PrecisionChoice, Progress, Sampling, Stage, TextEncoder, TextInput, TextOptions,
 };
 use crate::{Error, Result};
 
@@ -63,9 +66,27 @@ pub const KINEMA_PRECISION_AUTO: i32 = 0;
 pub const KINEMA_PRECISION_STRICT: i32 = 1;
 /// `kinema_engine_options.precision`: 16-bit weights, cooperative matrices.
 pub const KINEMA_PRECISION_FAST: i32 = 2;
+/// `kimodo_generate_options.postprocess`: the model's default (on for SOMA and SMPL-X, never
+/// for G1), as `kinema generate`.
+pub const KIMODO_POSTPROCESS_DEFAULT: i32 = -1;
+/// `kimodo_generate_options.postprocess`: off (`kinema generate --no-postprocess`).
+pub const KIMODO_POSTPROCESS_OFF: i32 = 0;
+/// `kimodo_generate_options.postprocess`: on where upstream post-processes (not G1).
+pub const KIMODO_POSTPROCESS_ON: i32 = 1;
+/// `kinema_text_options.chat_template`: as the model file says (what upstream does for it).
+pub const KINEMA_CHAT_TEMPLATE_AUTO: i32 = 0;
+/// `kinema_text_options.chat_template`: the Llama-3 user header and `<|eot_id|>`.
+pub const KINEMA_CHAT_TEMPLATE_ON: i32 = 1;
+/// `kinema_text_options.chat_template`: BOS + text.
+pub const KINEMA_CHAT_TEMPLATE_OFF: i32 = 2;
+/// `kinema_text_options.long_text`: prompts over LLM2Vec's 400 text tokens are cut word by
+/// word (upstream's rule).
+pub const KINEMA_LONG_TEXT_TRIM: i32 = 0;
+/// `kinema_text_options.long_text`: prompts over LLM2Vec's 400 text tokens are refused.
+pub const KINEMA_LONG_TEXT_REFUSE: i32 = 1;
 
-/// A progress callback: `user` as given, the stage (`"sample"`, `"decode"`, `"plan"`), steps
-/// done and total. Return 0 to go on, anything else to cancel (the call then returns
+/// A progress callback: `user` as given, the stage (`"encode"`, `"sample"`, `"decode"`,
+/// `"plan"`), steps done and total. Return 0 to go on, anything else to cancel (the call then returns
 /// [`KINEMA_ERROR_CANCELLED`]). It runs on the calling thread and must not unwind.
 pub type kinema_progress_fn = Option<
     unsafe extern "C" fn(user: *mut c_void, stage: *const c_char, step: u64, total: u64) -> i32,
@@ -77,6 +98,12 @@ type LastError = Arc<Mutex<String>>;
 /// An engine: one backend (see [`crate::Engine`]).
 pub struct kinema_engine {
     engine: Engine,
+    last: LastError,
+}
+
+/// An LLM2Vec (Llama) text encoder loaded on an engine.
+pub struct kinema_text_encoder {
+    encoder: TextEncoder,
     last: LastError,
 }
 
@@ -92,9 +119,9 @@ pub struct kimodo_motion {
     contacts: Vec<u8>,
 }
 
-/// A MotionBricks model loaded on an engine.
+/// A MotionBricks model loaded on an engine (agents made from it share it).
 pub struct mb_model {
-    model: MotionBricks,
+    model: Arc<MotionBricks>,
     last: LastError,
 }
 
@@ -104,6 +131,83 @@ pub struct mb_command {
     /// The seed, kept while argmax is chosen so that switching back restores it.
     seed: u64,
     last: LastError,
+}
+
+/// The MotionBricks navigation agent (see [`crate::Agent`]): it keeps its model alive, so the
+/// model may be freed first. One thread at a time may call it.
+pub struct mb_agent {
+    agent: Agent<Arc<MotionBricks>>,
+    last: LastError,
+}
+
+/// How to make an [`mb_agent`]. Fill with [`mb_agent_options_init`], then change fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct mb_agent_options {
+    /// `sizeof(mb_agent_options)` as the caller was built.
+    pub size: u32,
+    /// [`KINEMA_ABI_VERSION`] of the caller's header.
+    pub version: u32,
+    /// Nonzero (the default): argmax, as upstream's agent; 0: Gumbel (plan `i` of the run
+    /// draws from the stream of its command's seed + `i`).
+    pub argmax: i32,
+}
+
+/// One agent command (the fields of a `commands.json` entry, without the duration). Fill with
+/// [`mb_agent_command_init`], then change fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct mb_agent_command {
+    /// `sizeof(mb_agent_command)` as the caller was built.
+    pub size: u32,
+    /// [`KINEMA_ABI_VERSION`] of the caller's header.
+    pub version: u32,
+    /// A style of the clip file (`"idle"`, `"walk"`, ...), NUL-terminated, read during the call.
+    pub style: *const c_char,
+    /// World x, y to move along (zero: turn in place); default (1, 0).
+    pub movement: [f64; 2],
+    /// World x, y to face; default (1, 0).
+    pub facing: [f64; 2],
+    /// Nonzero: use `speed` (m/s); 0: the style's own.
+    pub has_speed: i32,
+    /// Speed in m/s.
+    pub speed: f64,
+    /// Nonzero: walk to `waypoint` facing `waypoint_heading`.
+    pub has_waypoint: i32,
+    /// World x, y.
+    pub waypoint: [f64; 2],
+    /// Radians about z.
+    pub waypoint_heading: f64,
+    /// The clip window and Gumbel seed, at most `INT64_MAX`.
+    pub seed: u64,
+}
+
+/// What one [`mb_agent_step`] or [`mb_agent_poll`] played. Set `size` and `version` first.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct mb_agent_frames {
+    /// `sizeof(mb_agent_frames)` as the caller was built.
+    pub size: u32,
+    /// [`KINEMA_ABI_VERSION`] of the caller's header.
+    pub version: u32,
+    /// Frames written to the caller's `qpos` buffer (`[frames, 36]`).
+    pub frames: usize,
+    /// The agent's frame number of the first of them.
+    pub first_frame: usize,
+    /// Plans made during the call.
+    pub plans: usize,
+    /// Of the last plan made during the call (0 when none): its first frame's number, style
+    /// index (upstream's order: 0 idle, 1 slow_walk, 2 walk, ...), length in tokens, and wall
+    /// time of the whole plan and of predict alone in ms.
+    pub last_plan_frame: usize,
+    /// See `last_plan_frame`.
+    pub last_plan_style: u32,
+    /// See `last_plan_frame`.
+    pub last_plan_tokens: u32,
+    /// See `last_plan_frame`.
+    pub last_plan_ms: f64,
+    /// See `last_plan_frame`.
+    pub last_plan_predict_ms: f64,
 }
 
 /// A batch of plans; its arrays live until [`mb_plan_result_free`].
@@ -127,6 +231,20 @@ pub struct kinema_engine_options {
     pub threads: u32,
     /// A Vulkan device index; -1 = the default (the first discrete GPU).
     pub device: i32,
+}
+
+/// How a text encoder tokenizes. Fill with [`kinema_text_options_init`], then change fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct kinema_text_options {
+    /// `sizeof(kinema_text_options)` as the caller was built.
+    pub size: u32,
+    /// [`KINEMA_ABI_VERSION`] of the caller's header.
+    pub version: u32,
+    /// `KINEMA_CHAT_TEMPLATE_AUTO`, `_ON` or `_OFF`.
+    pub chat_template: i32,
+    /// `KINEMA_LONG_TEXT_TRIM` or `_REFUSE`.
+    pub long_text: i32,
 }
 
 /// One Kimodo generation. Fill with [`kimodo_generate_options_init`], then change fields.
@@ -155,7 +273,8 @@ pub struct kimodo_generate_options {
     pub has_cfg_constraint: i32,
     /// Constraint guidance weight.
     pub cfg_constraint: f32,
-    /// Guidance rows: 2 (default) or 3.
+    /// Guidance rows: 0 (default: 2, or 3 with `constraints_json`, as `kinema generate`
+    /// picks), 2 or 3 (2 with constraints is refused).
     pub cfg_rows: u32,
     /// First heading angle in radians.
     pub heading: f32,
@@ -163,6 +282,14 @@ pub struct kimodo_generate_options {
     pub progress: kinema_progress_fn,
     /// Handed to `progress`.
     pub progress_user: *mut c_void,
+    /// Upstream's constraint JSON text (the content of a `constraints.json`, NUL-terminated
+    /// UTF-8), applied as `kinema generate --constraints` applies it; null for none.
+    pub constraints_json: *const c_char,
+    /// Post-processing (upstream's foot-skate and constraint clean-up):
+    /// [`KIMODO_POSTPROCESS_DEFAULT`] (-1: on where upstream's CLI has it, every model but
+    /// G1's), [`KIMODO_POSTPROCESS_OFF`] (0) or [`KIMODO_POSTPROCESS_ON`] (1, still never for
+    /// G1); other values are refused.
+    pub postprocess: i32,
 }
 
 /// Borrowed views of a [`kimodo_motion`]'s arrays (the npz keys of `kinema generate`),
@@ -434,6 +561,7 @@ fn progress_of(
             Stage::Sample => c"sample",
             Stage::Decode => c"decode",
             Stage::Plan => c"plan",
+            Stage::Encode => c"encode",
         };
         // SAFETY: the caller gave this function and pointer for this call; it must not unwind.
         match unsafe { f(user, name.as_ptr(), step as u64, total as u64) } {
@@ -461,5 +589,9 @@ unsafe fn free<T>(p: *mut T) {
     }
 }
 
+mod agent;
 mod ffi;
+pub use agent::*;
+mod text;
 pub use ffi::*;
+pub use text::*;

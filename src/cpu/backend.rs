@@ -9,7 +9,7 @@ use half::{bf16, f16};
 
 use super::{Cx, Isa, ThreadPool, Weights};
 use crate::backend::check::{self, Checked, byte_range};
-use crate::backend::{Backend, BackendInfo, BufRef, Precision};
+use crate::backend::{Backend, BackendInfo, BufRef, MemoryUse, Precision};
 use crate::error::{Error, Result};
 use crate::ops::*;
 use crate::tensor::{DType, HostData, HostTensor};
@@ -196,6 +196,14 @@ impl CpuRecording {
 impl Backend for CpuBackend {
     type Buffer = CpuBuffer;
     type Recording = CpuRecording;
+
+    fn memory_use(&self) -> MemoryUse {
+        super::rss::memory_use()
+    }
+
+    fn reset_peak_memory(&self) {
+        super::rss::reset_peak();
+    }
 
     fn info(&self) -> BackendInfo {
         BackendInfo {

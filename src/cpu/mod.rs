@@ -24,6 +24,7 @@ pub mod pool;
 pub mod posenc;
 pub mod root_bridge;
 pub mod rope;
+mod rss;
 pub mod simd;
 pub mod softmax;
 

@@ -14,7 +14,7 @@ use super::recording::{RunCheck, VulkanRecording};
 use super::shared::Shared;
 use super::{VulkanError, backend_error, kernels};
 use crate::backend::check::{BufferInfo, Checked, byte_range};
-use crate::backend::{Backend, BackendInfo, BufRef, Precision, PrecisionChoice};
+use crate::backend::{Backend, BackendInfo, BufRef, MemoryUse, Precision, PrecisionChoice};
 use crate::error::{Error, Result};
 use crate::ops::*;
 use crate::tensor::{DType, HostTensor};
@@ -349,6 +349,19 @@ fn on_this_thread(r: &PendingRun) -> bool {
 impl Backend for VulkanBackend {
     type Buffer = VulkanBuffer;
     type Recording = VulkanRecording;
+
+    fn memory_use(&self) -> MemoryUse {
+        let (current, peak) = self.shared.ctx.buffer_bytes();
+        MemoryUse {
+            what: "vulkan buffers",
+            current_bytes: Some(current),
+            peak_bytes: Some(peak),
+        }
+    }
+
+    fn reset_peak_memory(&self) {
+        self.shared.ctx.reset_buffer_peak();
+    }
 
     fn info(&self) -> BackendInfo {
         BackendInfo {

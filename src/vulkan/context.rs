@@ -59,6 +59,10 @@ pub(crate) struct Context {
     last_submitted: AtomicU64,
     lost: AtomicBool,
     allocator: ManuallyDrop<Mutex<Allocator>>,
+    /// Bytes of every live buffer made through `allocator` (their capacities).
+    buffer_bytes: AtomicU64,
+    /// The most `buffer_bytes` reached since the last [`Context::reset_buffer_peak`].
+    buffer_peak: AtomicU64,
     pub limits: Limits,
     /// The f16 x f16 + f32 -> f32 subgroup cooperative-matrix shape fast-mode GEMMs use, when
     /// the device has `VK_KHR_cooperative_matrix`, Vulkan 1.3 and shaderFloat16 (both
@@ -411,6 +415,8 @@ impl Context {
                     last_submitted: AtomicU64::new(0),
                     lost: AtomicBool::new(false),
                     allocator: ManuallyDrop::new(Mutex::new(allocator)),
+                    buffer_bytes: AtomicU64::new(0),
+                    buffer_peak: AtomicU64::new(0),
                     limits,
                     coopmat,
                     coopmat2,
@@ -467,6 +473,31 @@ impl Context {
                 )))
             }
         }
+    }
+
+    /// Counts a buffer of `bytes` made (the allocator's high-water mark follows).
+    pub fn buffer_made(&self, bytes: u64) {
+        let now = self.buffer_bytes.fetch_add(bytes, Ordering::SeqCst) + bytes;
+        self.buffer_peak.fetch_max(now, Ordering::SeqCst);
+    }
+
+    /// Counts a buffer of `bytes` freed.
+    pub fn buffer_freed(&self, bytes: u64) {
+        self.buffer_bytes.fetch_sub(bytes, Ordering::SeqCst);
+    }
+
+    /// Bytes of live buffers now, and the most since the last reset.
+    pub fn buffer_bytes(&self) -> (u64, u64) {
+        (
+            self.buffer_bytes.load(Ordering::SeqCst),
+            self.buffer_peak.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Starts a new high-water mark at the bytes held now.
+    pub fn reset_buffer_peak(&self) {
+        self.buffer_peak
+            .store(self.buffer_bytes.load(Ordering::SeqCst), Ordering::SeqCst);
     }
 
     pub fn allocator(&self) -> MutexGuard<'_, Allocator> {

@@ -72,6 +72,7 @@ impl Drop for BufferInner {
             .take()
         {
             let _ = self.ctx.allocator().free(a);
+            self.ctx.buffer_freed(self.capacity);
         }
     }
 }
@@ -244,6 +245,7 @@ impl Memory {
             .mapped_ptr()
             .filter(|_| coherent && !staged)
             .map(|p| p.cast::<u8>());
+        ctx.buffer_made(capacity);
         Ok(VulkanBuffer(Arc::new(BufferInner {
             ctx: ctx.clone(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),

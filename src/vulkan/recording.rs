@@ -165,6 +165,8 @@ pub struct VulkanRecording {
     profiled_ops: Vec<&'static str>,
     /// Status words the backend checks after every run.
     checks: Vec<RunCheck>,
+    /// The scratch buffer of [`VulkanRecording::scratch_f32`] and its length in f32.
+    scratch: Option<(VulkanBuffer, usize)>,
 }
 
 impl VulkanRecording {
@@ -204,6 +206,7 @@ impl VulkanRecording {
             query_pools: Vec::new(),
             profiled_ops: Vec::new(),
             checks: Vec::new(),
+            scratch: None,
         };
         // Not one-time: the buffer is submitted again and again once ended.
         let bi = vk::CommandBufferBeginInfo::default();
@@ -264,6 +267,23 @@ impl VulkanRecording {
         let buf = self.dev.memory.alloc(bytes.len() as u64, true)?;
         self.dev.memory.write(&buf, 0, bytes)?;
         Ok(BufRef::new(buf, DType::F32, v.len()))
+    }
+
+    /// A device buffer of at least `n` f32 for an op's intermediate results (the split-k
+    /// partial sums of `linear_stream`), one per recording and shared by every op that asks:
+    /// one op's use is ordered after the previous op's by the hazard barriers, as for any
+    /// buffer. A larger request allocates a larger buffer now (at record time; the dispatches
+    /// that bound the old one keep it alive).
+    pub(crate) fn scratch_f32(&mut self, n: usize) -> Result<BufRef<VulkanBuffer>> {
+        let n = n.max(1);
+        if let Some((buf, cap)) = &self.scratch
+            && *cap >= n
+        {
+            return Ok(BufRef::new(buf.clone(), DType::F32, n));
+        }
+        let buf = self.dev.memory.alloc(4 * n as u64, false)?;
+        self.scratch = Some((buf.clone(), n));
+        Ok(BufRef::new(buf, DType::F32, n))
     }
 
     /// Zeroed status words for a [`RunCheck`], to bind as an output of the op's dispatch;

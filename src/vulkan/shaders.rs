@@ -108,6 +108,11 @@ shaders! {
     /// `linear` for few rows: workgroups of a few output columns split k
     /// (`linear_skinny.comp`).
     LinearSkinny = "linear_skinny", Linear, 4;
+    /// `linear` for few rows and large weights: each weight read once per dispatch, split k
+    /// (`linear_stream.comp`).
+    LinearStream = "linear_stream", LinearStream, 4;
+    /// The split-k epilogue of `linear_stream` (`linear_stream_reduce.comp`).
+    LinearStreamReduce = "linear_stream_reduce", LinearStreamReduce, 3;
     MeanPool = "mean_pool", MeanPool, 3;
     PosEnc = "posenc", PosEnc, 2;
     RmsNorm = "rms_norm", RmsNorm, 3;
@@ -206,6 +211,38 @@ pub(crate) mod push {
         pub n: u32,
         pub k: u32,
         pub ldy: u32,
+        pub has_bias: u32,
+        pub act: u32,
+        pub slope: f32,
+    }
+
+    /// `linear_stream.comp`: x, w, bias, y (or the split-k partial sums).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct LinearStream {
+        pub off: [u32; 4],
+        pub m: u32,
+        pub n: u32,
+        pub k: u32,
+        pub ldy: u32,
+        /// k per split.
+        pub ks: u32,
+        /// 1: bias, activation and y; 0: partial sums `[split][m][n]`.
+        pub epilogue: u32,
+        pub has_bias: u32,
+        pub act: u32,
+        pub slope: f32,
+    }
+
+    /// `linear_stream_reduce.comp`: the partial sums, bias, y.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct LinearStreamReduce {
+        pub off: [u32; 3],
+        pub m: u32,
+        pub n: u32,
+        pub ldy: u32,
+        pub splits: u32,
         pub has_bias: u32,
         pub act: u32,
         pub slope: f32,

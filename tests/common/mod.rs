@@ -1,6 +1,8 @@
 //! Shared helpers for integration tests: seeded data, backend upload/download, error metrics.
 #![allow(dead_code)]
 
+pub mod gemm;
+
 use kinema::backend::{Backend, BufRef};
 use kinema::tensor::DType;
 

@@ -44,6 +44,9 @@ pub struct Spec {
     /// Token count the tokenizer claims (VOCAB unless testing a mismatch).
     pub tokenizer_vocab: usize,
     pub seed: u64,
+    /// The model width (HIDDEN, or 48 to condition the tiny Kimodo model, whose llm_dim is
+    /// 48); a multiple of 4 * HEADS.
+    pub hidden: usize,
 }
 
 impl Default for Spec {
@@ -56,6 +59,7 @@ impl Default for Spec {
             untied_output: false,
             tokenizer_vocab: VOCAB,
             seed: 7,
+            hidden: HIDDEN,
         }
     }
 }
@@ -155,7 +159,13 @@ pub fn add_tokenizer(w: &mut GgufWriter, vocab: usize) {
 
 /// The f32 values of every weight, by name, in Hugging Face row order.
 pub fn weights(seed: u64, untied: bool) -> Vec<(String, Vec<usize>, Vec<f32>)> {
-    let (q, kv) = (HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM);
+    weights_of(seed, untied, HIDDEN)
+}
+
+/// [`weights`] at width `hidden` (head dimension `hidden / HEADS`).
+pub fn weights_of(seed: u64, untied: bool, hidden: usize) -> Vec<(String, Vec<usize>, Vec<f32>)> {
+    let head_dim = hidden / HEADS;
+    let (q, kv) = (HEADS * head_dim, KV_HEADS * head_dim);
     let mut s = seed * 1000;
     let mut next = |shape: &[usize], scale: f32, around: f32| -> Vec<f32> {
         s += 1;
@@ -167,33 +177,33 @@ pub fn weights(seed: u64, untied: bool) -> Vec<(String, Vec<usize>, Vec<f32>)> {
     let mut v = vec![
         (
             "token_embd.weight".to_string(),
-            vec![VOCAB, HIDDEN],
-            next(&[VOCAB, HIDDEN], 1.0, 0.0),
+            vec![VOCAB, hidden],
+            next(&[VOCAB, hidden], 1.0, 0.0),
         ),
         (
             "output_norm.weight".to_string(),
-            vec![HIDDEN],
-            next(&[HIDDEN], 0.2, 1.0),
+            vec![hidden],
+            next(&[hidden], 0.2, 1.0),
         ),
     ];
     if untied {
         v.push((
             "output.weight".to_string(),
-            vec![VOCAB, HIDDEN],
-            next(&[VOCAB, HIDDEN], 0.3, 0.0),
+            vec![VOCAB, hidden],
+            next(&[VOCAB, hidden], 0.3, 0.0),
         ));
     }
     for i in 0..LAYERS {
         for (what, shape, scale, around) in [
-            ("attn_norm", vec![HIDDEN], 0.2, 1.0),
-            ("attn_q", vec![q, HIDDEN], 0.25, 0.0),
-            ("attn_k", vec![kv, HIDDEN], 0.25, 0.0),
-            ("attn_v", vec![kv, HIDDEN], 0.25, 0.0),
-            ("attn_output", vec![HIDDEN, q], 0.2, 0.0),
-            ("ffn_norm", vec![HIDDEN], 0.2, 1.0),
-            ("ffn_gate", vec![FFN, HIDDEN], 0.2, 0.0),
-            ("ffn_up", vec![FFN, HIDDEN], 0.2, 0.0),
-            ("ffn_down", vec![HIDDEN, FFN], 0.2, 0.0),
+            ("attn_norm", vec![hidden], 0.2, 1.0),
+            ("attn_q", vec![q, hidden], 0.25, 0.0),
+            ("attn_k", vec![kv, hidden], 0.25, 0.0),
+            ("attn_v", vec![kv, hidden], 0.25, 0.0),
+            ("attn_output", vec![hidden, q], 0.2, 0.0),
+            ("ffn_norm", vec![hidden], 0.2, 1.0),
+            ("ffn_gate", vec![FFN, hidden], 0.2, 0.0),
+            ("ffn_up", vec![FFN, hidden], 0.2, 0.0),
+            ("ffn_down", vec![hidden, FFN], 0.2, 0.0),
         ] {
             let x = next(&shape, scale, around);
             v.push((format!("blk.{i}.{what}.weight"), shape, x));
@@ -208,7 +218,7 @@ pub fn write(path: &Path, spec: &Spec) {
     w.add_metadata("general.architecture", "llama").unwrap();
     w.add_metadata("general.name", "tiny-llama-test").unwrap();
     w.add_metadata("llama.block_count", LAYERS as u32).unwrap();
-    w.add_metadata("llama.embedding_length", HIDDEN as u32)
+    w.add_metadata("llama.embedding_length", spec.hidden as u32)
         .unwrap();
     w.add_metadata("llama.feed_forward_length", FFN as u32)
         .unwrap();
@@ -232,11 +242,11 @@ pub fn write(path: &Path, spec: &Spec) {
     }
     w.add_metadata("llm2vec.max_length", 512u32).unwrap();
     add_tokenizer(&mut w, spec.tokenizer_vocab);
-    for (name, shape, v) in weights(spec.seed, spec.untied_output) {
+    for (name, shape, v) in weights_of(spec.seed, spec.untied_output, spec.hidden) {
         let v = if spec.pairing.is_none() && name.ends_with("attn_q.weight") {
-            permute(&v, HEADS, HIDDEN)
+            permute(&v, HEADS, spec.hidden)
         } else if spec.pairing.is_none() && name.ends_with("attn_k.weight") {
-            permute(&v, KV_HEADS, HIDDEN)
+            permute(&v, KV_HEADS, spec.hidden)
         } else {
             v
         };

@@ -29,3 +29,14 @@ pub fn write(dir: &Path) -> kinema::Result<(PathBuf, PathBuf)> {
     write_model(&synthetic_model(reduced())?, &mb)?;
     Ok((kimodo, mb))
 }
+
+/// The clip file name in the folder [`write_clips`] fills.
+pub const CLIPS: &str = "clips.npz";
+
+/// Writes the agent's synthetic style clips (`ClipLibrary::synthetic(1)`, what the agent
+/// tests play) into `dir` and returns the path.
+pub fn write_clips(dir: &Path) -> kinema::Result<PathBuf> {
+    let path = dir.join(CLIPS);
+    kinema::ClipLibrary::synthetic(1).to_npz()?.write(&path)?;
+    Ok(path)
+}

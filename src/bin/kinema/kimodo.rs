@@ -12,6 +12,7 @@ use kinema::models::kimodo::convert::{self, ConvertOptions};
 use kinema::models::kimodo::export::{Exports, Format};
 use kinema::models::kimodo::generate::{self, GenerateReport, GenerateRequest, describe_backend};
 use kinema::models::kimodo::import;
+use kinema::models::kimodo::multiprompt::{self, TimelineText};
 use kinema::models::kimodo::{Kimodo, SkeletonKind, bench, drift};
 use kinema::models::kit::output::OutputPlan;
 
@@ -22,36 +23,61 @@ use crate::args::RunArgs;
 pub struct GenerateOpts {
     /// The Kimodo model file (`kinema convert kimodo`).
     #[arg(long)]
-    model: PathBuf,
+    pub(crate) model: PathBuf,
     /// Text feature: float32 .npy of shape [1, 4096] or [1, 1, 4096] (upstream's LLM2Vec
-    /// output for the prompt).
+    /// output for the prompt). Repeatable: with one --frames (or none), one motion per
+    /// embedding in one batched graph; with one --frames per embedding, consecutive segments
+    /// of one motion (multi-prompt).
     #[arg(long)]
-    embedding: Option<PathBuf>,
+    embedding: Vec<PathBuf>,
     /// A text prompt, embedded with --text-model (LLM2Vec) before the motion model loads;
-    /// instead of --embedding.
+    /// instead of --embedding. Repeatable, as --embedding.
     #[arg(long, conflicts_with = "embedding", requires = "text_model")]
-    prompt: Option<String>,
-    /// The LLM2Vec text model for --prompt (`kinema convert llm2vec`).
-    #[arg(long, requires = "prompt")]
-    text_model: Option<PathBuf>,
+    pub(crate) prompt: Vec<String>,
+    /// A JSON list of prompts (instead of --prompt): the same as one --prompt each.
+    #[arg(
+        long,
+        conflicts_with_all = ["embedding", "prompt", "timeline"],
+        requires = "text_model"
+    )]
+    pub(crate) prompts_file: Option<PathBuf>,
+    /// A timeline JSON: [{"prompt": TEXT | "embedding": FILE.npy, "frames": N}, ...], the
+    /// segments of one motion in order (instead of --prompt/--embedding and --frames).
+    #[arg(long, conflicts_with_all = ["embedding", "prompt", "frames"])]
+    timeline: Option<PathBuf>,
+    /// Multi-prompt: frames pinned and blended at each transition (upstream's
+    /// num_transition_frames).
+    #[arg(long, default_value_t = 5)]
+    transition_frames: usize,
+    /// The LLM2Vec text model for --prompt, --prompts-file and timeline prompts
+    /// (`kinema convert llm2vec`).
+    #[arg(long)]
+    pub(crate) text_model: Option<PathBuf>,
+    /// With prompts: keep the text model loaded (and prepared for the backend) through the
+    /// motion phase, instead of freeing it before the motion model loads: less latency when
+    /// this process goes on to more work, more memory. Within the text phase all prompts share
+    /// one load either way.
+    #[arg(long)]
+    pub(crate) keep_text_loaded: bool,
     /// With --prompt: the Llama-3 chat template on, off, or auto (the text model's default,
     /// decided at conversion as upstream decides it).
     #[arg(long, default_value = "auto")]
-    chat_template: String,
+    pub(crate) chat_template: String,
     /// With --prompt: do not read or write the embedding cache.
     #[arg(long)]
-    no_cache: bool,
+    pub(crate) no_cache: bool,
     /// With --prompt: the embedding cache folder (default: $KINEMA_CACHE_DIR/embeddings,
     /// $XDG_CACHE_HOME/kinema/embeddings or ~/.cache/kinema/embeddings).
     #[arg(long)]
-    cache_dir: Option<PathBuf>,
+    pub(crate) cache_dir: Option<PathBuf>,
     /// Initial noise x_T: float32 .npy [1, T, dim] (for parity with a PyTorch run); default:
     /// drawn from --seed.
     #[arg(long)]
     noise: Option<PathBuf>,
-    /// Frames at 30 fps (2 to 4948); may be omitted with --noise.
+    /// Frames at 30 fps (2 to 4948); may be omitted with --noise. Repeatable: one per
+    /// --prompt/--embedding makes them consecutive segments of one motion.
     #[arg(long)]
-    frames: Option<usize>,
+    frames: Vec<usize>,
     /// DDIM steps.
     #[arg(long, default_value_t = 100)]
     steps: usize,
@@ -82,10 +108,15 @@ pub struct GenerateOpts {
     // --json prints the report (the sidecar's content) on stdout; --quiet: no progress bar,
     // no notes and no summary.
     #[command(flatten)]
-    run: RunArgs,
+    pub(crate) run: RunArgs,
     /// Add the first step's stage outputs and guided prediction to the npz.
     #[arg(long)]
     diagnostics: bool,
+    /// Skip the post-processing (foot-skate and constraint cleanup by trajectory correction
+    /// and IK, upstream's MotionCorrection), which runs by default except for G1 models,
+    /// as upstream's CLI does.
+    #[arg(long)]
+    no_postprocess: bool,
     /// Also write an animated glTF binary (skeleton only; skinned with --skin).
     #[arg(long)]
     glb: Option<PathBuf>,
@@ -93,7 +124,7 @@ pub struct GenerateOpts {
     exports: ExportArgs,
     /// Output npz (upstream's keys plus `features`); a JSON sidecar is written beside it.
     #[arg(short, long)]
-    output: PathBuf,
+    pub(crate) output: PathBuf,
 }
 
 /// The extra exports of `generate` and `convert motion` (one file per flag).
@@ -282,118 +313,106 @@ pub fn drift(path: &Path, o: &DriftOpts, json: bool) -> kinema::Result<()> {
     crate::drift::model(&Kimodo::drift(path, &opts)?, json)
 }
 
-/// Embeds `prompt` with the text model on the selected backend (the text model is dropped
-/// before the motion model loads) and returns the embedding's `.npy`: the cache entry, or a
-/// temporary file (with the folder that holds it) when the cache is off.
-fn embed_prompt(
-    o: &GenerateOpts,
-    selection: &kinema::device::Selection,
-    prompt: &str,
-    text_model: &Path,
-) -> kinema::Result<(PathBuf, Option<ScratchDir>)> {
-    use kinema::models::llm2vec::encode::TemplateChoice;
-    use kinema::models::llm2vec::prompt_cache::{self, PromptEmbedding};
-    let template = TemplateChoice::parse(&o.chat_template)?;
-    let llm_dim = kinema::models::kimodo::config::KimodoModel::load(&o.model)?
-        .config
-        .llm_dim;
-    let cache = if o.no_cache {
-        None
-    } else {
-        o.cache_dir.clone().or_else(prompt_cache::default_cache_dir)
-    };
-    struct Run<'a>(&'a Path, &'a str, TemplateChoice, usize, Option<&'a Path>);
-    impl BackendVisitor for Run<'_> {
-        type Output = kinema::Result<PromptEmbedding>;
-        fn visit<B: Backend>(self, b: &B) -> Self::Output {
-            prompt_cache::embed_prompt(b, self.0, self.1, self.2, self.3, self.4)
-        }
-    }
-    let e =
-        selection
-            .backend
-            .visit(Run(text_model, prompt, template, llm_dim, cache.as_deref()))?;
-    if !o.run.quiet {
-        for n in &e.notes {
-            eprintln!("note: {n}");
-        }
-        eprintln!(
-            "kinema: prompt embedded ({} tokens, chat template {}): {}",
-            e.tokens,
-            if e.template { "on" } else { "off" },
-            if e.cache_hit {
-                "from the cache".to_string()
-            } else {
-                format!("{:.2} s", e.encode_s)
-            }
-        );
-    }
-    match e.cache_entry {
-        Some(p) if p.exists() => Ok((p, None)),
-        _ => {
-            let dir = ScratchDir::new()?;
-            let p = dir.0.join("embedding.npy");
-            let a = kinema::formats::NpyArray::from_f32(&[1, e.embedding.len()], &e.embedding)?;
-            kinema::formats::npy::write_file(&p, &a)?;
-            Ok((p, Some(dir)))
-        }
-    }
-}
-
-/// A private temporary folder, removed on drop.
-struct ScratchDir(PathBuf);
-
-impl ScratchDir {
-    fn new() -> kinema::Result<ScratchDir> {
-        let base = std::env::temp_dir();
-        for i in 0..100u32 {
-            let p = base.join(format!("kinema-prompt-{}-{i}", std::process::id()));
-            match std::fs::create_dir(&p) {
-                Ok(()) => return Ok(ScratchDir(p)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(kinema::Error::io(&p, e)),
-            }
-        }
-        Err(kinema::Error::InvalidArgument(format!(
-            "could not make a temporary folder in {}",
-            base.display()
-        )))
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// `kinema generate`.
 pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
     let selection = o.run.select()?;
-    // With --prompt, the embedding is a cache entry (or, with --no-cache, a temporary file
-    // removed when `_scratch` drops).
-    let mut _scratch = None;
-    let embedding = match (&o.embedding, &o.prompt, &o.text_model) {
-        (Some(e), None, _) => e.clone(),
-        (None, Some(prompt), Some(text_model)) => {
-            let (path, scratch) = embed_prompt(o, &selection, prompt, text_model)?;
-            _scratch = scratch;
-            path
+    // The text features and frames: --timeline entries, or the --prompt (--prompts-file) /
+    // --embedding and --frames lists.
+    enum Text {
+        Prompt(String),
+        File(PathBuf),
+    }
+    let (texts, frames): (Vec<Text>, Vec<usize>) = match &o.timeline {
+        Some(t) => {
+            let bytes = std::fs::read(t).map_err(|e| kinema::Error::io(t, e))?;
+            let base = t.parent().unwrap_or(Path::new("."));
+            let entries = multiprompt::parse_timeline(&bytes, base).map_err(|e| match e {
+                kinema::Error::InvalidArgument(m) => {
+                    kinema::Error::InvalidArgument(format!("{}: {m}", t.display()))
+                }
+                e => e,
+            })?;
+            entries
+                .into_iter()
+                .map(|e| {
+                    let text = match e.text {
+                        TimelineText::Prompt(p) => Text::Prompt(p),
+                        TimelineText::Embedding(p) => Text::File(p),
+                    };
+                    (text, e.frames)
+                })
+                .unzip()
         }
-        _ => {
-            return Err(kinema::Error::InvalidArgument(
-                "give --embedding FILE.npy (the text feature of the prompt) or --prompt TEXT \
-                 with --text-model text.gguf"
-                    .into(),
-            ));
+        None => {
+            let prompts = match &o.prompts_file {
+                Some(f) => crate::prompt::read_prompts_file(f)?,
+                None => o.prompt.clone(),
+            };
+            let texts = if prompts.is_empty() {
+                o.embedding.iter().cloned().map(Text::File).collect()
+            } else {
+                prompts.into_iter().map(Text::Prompt).collect()
+            };
+            (texts, o.frames.clone())
         }
     };
-    let show = !o.run.quiet && std::io::stderr().is_terminal();
+    let prompts: Vec<String> = texts
+        .iter()
+        .filter_map(|t| match t {
+            Text::Prompt(p) => Some(p.clone()),
+            Text::File(_) => None,
+        })
+        .collect();
+    if prompts.is_empty() && (o.text_model.is_some() || o.keep_text_loaded) {
+        return Err(kinema::Error::InvalidArgument(
+            "--text-model and --keep-text-loaded apply to prompts (--prompt, --prompts-file or \
+             timeline prompts)"
+                .into(),
+        ));
+    }
+    // The text phase: every prompt embedded (through the cache) with one load of the text
+    // model, freed before the motion model loads unless --keep-text-loaded.
+    let phase = match (&o.text_model, prompts.is_empty()) {
+        (_, true) => None,
+        (Some(text_model), false) => Some(crate::prompt::text_phase(
+            o, &selection, &prompts, text_model,
+        )?),
+        (None, false) => {
+            return Err(kinema::Error::InvalidArgument(format!(
+                "prompt {:?} needs --text-model text.gguf (LLM2Vec) to embed it",
+                prompts[0]
+            )));
+        }
+    };
+    let mut embeddings = Vec::with_capacity(texts.len());
+    let mut text = Vec::with_capacity(texts.len());
+    let mut embedded = phase.iter().flat_map(|p| p.prompts.iter());
+    for t in texts {
+        match t {
+            Text::File(p) => {
+                embeddings.push(p);
+                text.push(None);
+            }
+            Text::Prompt(_) => {
+                let (path, record) = embedded.next().expect("one embedding per prompt");
+                embeddings.push(path.clone());
+                text.push(Some(record.clone()));
+            }
+        }
+    }
+    if embeddings.is_empty() {
+        return Err(kinema::Error::InvalidArgument(
+            "give --embedding FILE.npy (the text feature of the prompt), --prompt TEXT with \
+             --text-model text.gguf, or --timeline FILE.json"
+                .into(),
+        ));
+    }
     let req = GenerateRequest {
         model: o.model.clone(),
-        embedding,
+        embeddings,
         noise: o.noise.clone(),
-        frames: o.frames,
+        frames,
+        transition_frames: o.transition_frames,
         steps: o.steps,
         cfg_text: o.cfg_text,
         cfg_constraint: o.cfg_constraint,
@@ -405,10 +424,25 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
         seed: o.seed,
         heading: o.heading,
         diagnostics: o.diagnostics,
+        postprocess: !o.no_postprocess,
         output: o.output.clone(),
         glb: o.glb.clone(),
         exports: o.exports.exports(),
+        text,
     };
+    let r = generate_one(o, &selection, &req);
+    // The scratch embeddings and a text model kept loaded live until the motion is written.
+    drop(phase);
+    r
+}
+
+/// One motion of `req` on the selected backend, with the progress bar and the summary.
+pub(crate) fn generate_one(
+    o: &GenerateOpts,
+    selection: &kinema::device::Selection,
+    req: &GenerateRequest,
+) -> kinema::Result<()> {
+    let show = !o.run.quiet && std::io::stderr().is_terminal();
     if show {
         eprintln!(
             "kinema: generating on {}",
@@ -437,7 +471,7 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
         }
     };
     let r = selection.backend.visit(Generate {
-        req: &req,
+        req,
         progress: &mut progress,
     })?;
     if o.run.json {
@@ -454,12 +488,21 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
             r.steps,
             r.timings.per_step_ms,
             r.timings.total_s,
-            if req.samples > 1 {
+            if req.motions() > 1 {
                 "a JSON sidecar beside each npz".to_string()
             } else {
                 req.sidecar().display().to_string()
             }
         );
+        if let Some(t) = &r.text {
+            eprintln!(
+                "kinema: text phase {:.2} s, peak {}; motion phase {:.2} s, peak {}",
+                t.seconds,
+                crate::prompt::describe_memory(&t.memory),
+                r.timings.total_s,
+                crate::prompt::describe_memory(&r.memory)
+            );
+        }
     }
     Ok(())
 }

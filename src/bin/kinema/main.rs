@@ -11,6 +11,7 @@ mod kimodo;
 mod llm2vec_convert;
 mod motionbricks;
 mod peaks;
+mod prompt;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -399,7 +399,8 @@ pub struct Conditions {
     pub frames: usize,
     pub dim: usize,
     /// `[T, dim]`: the observed motion, normalised (upstream's `observed_motion` with
-    /// `to_normalize=True`; unconstrained entries are the normalised zero).
+    /// `to_normalize=True`; unconstrained entries are the normalised zero); unnormalised
+    /// (unconstrained entries 0) when built by [`build_raw`].
     pub features: Vec<f32>,
     /// `[T, dim]`: which entries are constrained.
     pub mask: Vec<bool>,
@@ -517,17 +518,21 @@ fn expand_joint_names(skel: &Skeleton, names: &[String]) -> Result<(Vec<usize>, 
 }
 
 /// What one body entry contributes once decoded: per constrained frame its FK.
-struct Posed {
+pub(crate) struct Posed {
     /// `[K, J, 3, 3]`.
-    global_rots: Vec<f32>,
+    pub global_rots: Vec<f32>,
     /// `[K, J, 3]`.
-    posed: Vec<f32>,
+    pub posed: Vec<f32>,
 }
 
 /// Axis-angle decode, the SOMA 77 -> 30 subset when needed
 /// (`_convert_constraint_local_rots_to_skeleton`, `kimodo/constraints.py#L17-36`), then FK at
 /// the given root positions (`FullBodyConstraintSet.from_dict`).
-fn pose(c: &Constraint, skel: &Skeleton, soma77: &Option<Soma77Expansion>) -> Result<Posed> {
+pub(crate) fn pose(
+    c: &Constraint,
+    skel: &Skeleton,
+    soma77: &Option<Soma77Expansion>,
+) -> Result<Posed> {
     let nj = skel.num_joints();
     let k = c.frame_indices.len();
     let subset: Option<&[usize]> = if c.num_joints == nj {
@@ -591,6 +596,16 @@ pub fn build_conditions(
     stats: &MotionStats,
     frames: usize,
 ) -> Result<Conditions> {
+    let mut c = build_raw(constraints, skel, frames)?;
+    motion::normalize(stats, &mut c.features)?;
+    Ok(c)
+}
+
+/// [`build_conditions`] without the normalisation: upstream's
+/// `create_conditions_from_constraints(..., to_normalize=False)`, the observed motion in
+/// metres and radians with unconstrained entries 0 (what the multi-prompt path crops, moves
+/// and normalises itself, `kimodo/model/kimodo_model.py#L172-177`).
+pub fn build_raw(constraints: &[Constraint], skel: &Skeleton, frames: usize) -> Result<Conditions> {
     let nj = skel.num_joints();
     let layout = FeatureLayout::new(nj);
     let dim = layout.dim();
@@ -708,7 +723,6 @@ pub fn build_conditions(
             mask[t * dim + b + k] = true;
         }
     }
-    motion::normalize(stats, &mut obs)?;
     Ok(Conditions {
         frames,
         dim,

@@ -36,8 +36,11 @@ pub struct Denoiser {
     pub x: TensorId,
     /// Input u32 `[1]`: the network's timestep (`use_timesteps[i]`, 0..num_base_steps).
     pub timestep: TensorId,
-    /// Constant `[1, llm_dim]`: the text feature of row 0.
+    /// Constant `[texts, llm_dim]`: the text feature of the text rows, one shared by every
+    /// sample (`texts` = 1) or one per sample (`texts` = `samples`).
     pub embedding: TensorId,
+    /// Rows of `embedding`: 1 or `samples`.
+    pub texts: usize,
     /// Constant `[1, 2]`: `[cos a, sin a]` of the first heading angle `a`.
     pub heading: TensorId,
     /// Constant `[samples * frames, dim]`: the constraint mask as 0/1 (all zero without
@@ -128,18 +131,37 @@ impl Stage<'_> {
         );
         let pe_text = g.slice(tables.seq, 0, 0, nt)?;
         let uncond = g.add(pe_text, tb)?;
-        let real = g.linear(d.embedding, tw, Some(tb), Activation::None)?;
-        let pe0 = g.slice(tables.seq, 0, 0, 1)?;
-        let real = g.add(real, pe0)?;
-        let cond = if nt > 1 {
-            let rest = g.slice(uncond, 0, 1, nt - 1)?;
-            g.concat(&[real, rest], 0)?
-        } else {
-            real
-        };
-        let cond = g.reshape(cond, &[1, nt, dm])?;
         let samples = d.samples;
-        let cond = repeat_rows(g, cond, samples)?;
+        let pe0 = g.slice(tables.seq, 0, 0, 1)?;
+        let rest = if nt > 1 {
+            Some(g.slice(uncond, 0, 1, nt - 1)?)
+        } else {
+            None
+        };
+        // The text block of one text feature `[1, llm_dim]`.
+        let block = |g: &mut Graph, e: TensorId| -> Result<TensorId> {
+            let real = g.linear(e, tw, Some(tb), Activation::None)?;
+            let real = g.add(real, pe0)?;
+            let cond = match rest {
+                Some(r) => g.concat(&[real, r], 0)?,
+                None => real,
+            };
+            g.reshape(cond, &[1, nt, dm])
+        };
+        let cond = if d.texts == 1 {
+            let cond = block(g, d.embedding)?;
+            repeat_rows(g, cond, samples)?
+        } else {
+            // One text feature per sample (several prompts in one batch): each sample's
+            // block from its own row, computed as the single-text block is.
+            let blocks = (0..d.texts)
+                .map(|i| {
+                    let e = g.slice(d.embedding, 0, i, 1)?;
+                    block(g, e)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            g.concat(&blocks, 0)?
+        };
         let uncond = g.reshape(uncond, &[1, nt, dm])?;
         let uncond = repeat_rows(g, uncond, rows - samples)?;
         let text = g.concat(&[cond, uncond], 0)?;
@@ -266,6 +288,25 @@ pub fn build_batch(
     frames: usize,
     constrained: bool,
 ) -> Result<Denoiser> {
+    build_batch_texts(g, model, rows, samples, 1, frames, constrained)
+}
+
+/// [`build_batch`] with `texts` text features: 1 (shared by every sample) or `samples` (one
+/// per sample, row `i` of [`Denoiser::embedding`] conditioning sample `i`).
+pub fn build_batch_texts(
+    g: &mut Graph,
+    model: &KimodoModel,
+    rows: usize,
+    samples: usize,
+    texts: usize,
+    frames: usize,
+    constrained: bool,
+) -> Result<Denoiser> {
+    if !(texts == 1 || texts == samples) {
+        return Err(Error::InvalidArgument(format!(
+            "{texts} text features for {samples} samples: give one shared or one per sample"
+        )));
+    }
     if samples == 0 {
         return Err(Error::InvalidArgument(
             "0 samples: a batch holds at least one".into(),
@@ -299,7 +340,7 @@ pub fn build_batch(
     let n = samples * frames;
     let x = g.input("kimodo.x", DType::F32, &[n, dim])?;
     let timestep = g.input("kimodo.timestep", DType::U32, &[1])?;
-    let embedding = g.constant("kimodo.embedding", DType::F32, &[1, c.llm_dim])?;
+    let embedding = g.constant("kimodo.embedding", DType::F32, &[texts, c.llm_dim])?;
     let heading = g.constant("kimodo.heading", DType::F32, &[1, 2])?;
     let mask = g.constant("kimodo.mask", DType::F32, &[n, dim])?;
     let seq = g.posenc(0, c.prefix_len() + frames, dm)?;
@@ -313,6 +354,7 @@ pub fn build_batch(
         x,
         timestep,
         embedding,
+        texts,
         heading,
         mask,
         imputation: None,

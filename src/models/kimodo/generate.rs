@@ -1,7 +1,8 @@
 //! `kinema generate`: a text feature in, motion out. Checks the options and every output
 //! path first ([`OutputPlan`]), reads and checks the inputs (embedding, optional noise), runs
 //! [`sampler::sample`] on the chosen backend, decodes the features as upstream's
-//! `Kimodo.__call__` does (SOMA30 expanded to SOMA77), and writes the outputs together, only
+//! `Kimodo.__call__` does (post-processed as upstream's CLI does unless `--no-postprocess`,
+//! then SOMA30 expanded to SOMA77), and writes the outputs together, only
 //! once all of them are ready: the npz with upstream's keys plus `features` (and the
 //! diagnostics), a JSON sidecar saying exactly what ran, and optionally an animated glTF
 //! binary.
@@ -13,14 +14,16 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::config::{KimodoModel, keys, names};
-use super::constraints::{self, Conditions};
+use super::config::{KimodoModel, MotionStats, SkeletonKind, keys, names};
+use super::constraints::{self, Conditions, Constraint};
 use super::export::{Exports, Format};
 use super::glb;
 use super::motion::{self, Motion};
+use super::multiprompt::{self, MultiOptions, Segment};
+use super::postprocess;
 use super::sampler::{self, Diagnostics, Sample, SampleOptions};
 use super::skeleton::Skeleton;
-use crate::backend::{Backend, BackendInfo};
+use crate::backend::{Backend, BackendInfo, MemoryUse};
 use crate::formats::{NpyArray, NpyDType, npy};
 use crate::models::kit::identity::sidecar_json;
 use crate::models::kit::output::OutputPlan;
@@ -32,10 +35,16 @@ pub use crate::models::kit::identity::ModelIdentity;
 #[derive(Clone, Debug)]
 pub struct GenerateRequest {
     pub model: PathBuf,
-    pub embedding: PathBuf,
+    /// Text features (`.npy`), at least one. Several with one (or no) entry in `frames`: one
+    /// motion each, run as one batched graph. Several with as many `frames`: consecutive
+    /// segments of ONE motion (upstream's multi-prompt, see [`super::multiprompt`]).
+    pub embeddings: Vec<PathBuf>,
     pub noise: Option<PathBuf>,
-    /// Frames; may be omitted when `noise` gives them.
-    pub frames: Option<usize>,
+    /// Frames: none (when `noise` gives them), one (every motion), or one per embedding
+    /// (segments).
+    pub frames: Vec<usize>,
+    /// Multi-prompt transition frames (upstream's `num_transition_frames`, default 5).
+    pub transition_frames: usize,
     pub steps: usize,
     /// Default: the model's (2, 2).
     pub cfg_text: Option<f32>,
@@ -51,10 +60,52 @@ pub struct GenerateRequest {
     pub seed: u64,
     pub heading: f32,
     pub diagnostics: bool,
+    /// Post-process the motion (upstream's foot-skate and constraint cleanup, see
+    /// [`postprocess`]) where upstream's CLI does: every model but G1's
+    /// ([`postprocess::enabled_by_default`]). `kinema generate` sets it unless
+    /// `--no-postprocess`.
+    pub postprocess: bool,
     pub output: PathBuf,
     pub glb: Option<PathBuf>,
     /// More formats of the same motion (`--bvh`, `--csv`, `--amass`, `--skin`).
     pub exports: Exports,
+    /// Per embedding, in order: how it was made from a prompt (recorded in the sidecar), or
+    /// `None` for a file given as is. Empty when no embedding came from a prompt.
+    pub text: Vec<Option<TextPhase>>,
+}
+
+/// The embedding of one prompt in the text phase of `generate --prompt`, for the sidecar.
+/// `seconds` and `memory` are the whole phase's (every prompt of the run shares one load).
+#[derive(Clone, Debug, Serialize)]
+pub struct TextPhase {
+    pub text_model: String,
+    pub prompt: String,
+    /// `on` or `off`.
+    pub chat_template: &'static str,
+    /// Token ids run through the text model (0 for an empty prompt).
+    pub tokens: usize,
+    /// `hit`, `miss` or `off` (`--no-cache`).
+    pub cache: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_entry: Option<String>,
+    /// `--keep-text-loaded`: the text model stayed loaded through the motion phase.
+    pub kept_loaded: bool,
+    /// Seconds of the phase (opening the text model, the cache, encoding).
+    pub seconds: f64,
+    /// Peak memory of the phase.
+    pub memory: MemoryUse,
+}
+
+/// What a request generates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One text feature: `samples` motions from seeds `seed..`.
+    Single,
+    /// Several text features, one motion each, in one batched graph.
+    Batch(usize),
+    /// Several text features with their frames: consecutive segments of one motion (per
+    /// sample).
+    Segments(usize),
 }
 
 impl GenerateRequest {
@@ -63,12 +114,38 @@ impl GenerateRequest {
         self.output.with_extension("json")
     }
 
+    /// What the counts of embeddings and frames ask for; mismatched counts are an error.
+    pub fn mode(&self) -> Result<Mode> {
+        let (n, f) = (self.embeddings.len(), self.frames.len());
+        match (n, f) {
+            (0, _) => Err(Error::InvalidArgument(
+                "no text feature: give --embedding FILE.npy, --prompt TEXT or --timeline".into(),
+            )),
+            (1, 0 | 1) => Ok(Mode::Single),
+            (n, 0 | 1) => Ok(Mode::Batch(n)),
+            (n, f) if n == f => Ok(Mode::Segments(n)),
+            (n, f) => Err(Error::InvalidArgument(format!(
+                "{n} prompts/embeddings and {f} --frames: give one --frames for all (one \
+                 motion per prompt) or one per prompt (consecutive segments of one motion)"
+            ))),
+        }
+    }
+
+    /// Motions written: the samples, or one per text feature of a batch.
+    pub fn motions(&self) -> usize {
+        match self.mode() {
+            Ok(Mode::Batch(n)) => n,
+            _ => self.samples,
+        }
+    }
+
     /// Each sample's `(npz, glb)` paths. One sample: `--output` and `--glb` as given. More:
     /// upstream's layout (`kimodo/scripts/generate.py#L150-160`, #L337-345): the folder
     /// `<stem>` (the path without its extension) holding `<stem>_00.npz`, `<stem>_01.npz`, ...,
     /// and likewise for the GLB; each npz has its JSON sidecar beside it.
     pub fn sample_outputs(&self) -> Vec<(PathBuf, Option<PathBuf>)> {
-        if self.samples <= 1 {
+        let motions = self.motions();
+        if motions <= 1 {
             return vec![(self.output.clone(), self.glb.clone())];
         }
         let numbered = |p: &Path, ext: &str, i: usize| {
@@ -79,7 +156,7 @@ impl GenerateRequest {
                 .unwrap_or_default();
             folder.join(format!("{base}_{i:02}.{ext}"))
         };
-        (0..self.samples)
+        (0..motions)
             .map(|i| {
                 (
                     numbered(&self.output, "npz", i),
@@ -115,13 +192,54 @@ impl GenerateRequest {
                 "--steps 0: the sampler needs at least one DDIM step".into(),
             ));
         }
-        if self.samples > 1
+        let mode = self.mode()?;
+        if self.motions() > 1
             && let Some((_, _, flag)) = self.exports.files.first()
         {
             return Err(Error::InvalidArgument(format!(
-                "{flag} with --samples {}: each sample is written as <stem>/<stem>_NN.npz (and                  .glb); convert the one you want with `kinema convert motion`",
-                self.samples
+                "{flag} with {} motions: each is written as <stem>/<stem>_NN.npz (and \
+                 .glb); convert the one you want with `kinema convert motion`",
+                self.motions()
             )));
+        }
+        match mode {
+            Mode::Single => {}
+            Mode::Batch(n) => {
+                if self.samples > 1 {
+                    return Err(Error::InvalidArgument(format!(
+                        "--samples {} with {n} prompts: each prompt gives one motion (seed + \
+                         i for prompt i); run the prompts separately for several samples each",
+                        self.samples
+                    )));
+                }
+                if self.noise.is_some() {
+                    return Err(Error::InvalidArgument(format!(
+                        "--noise gives one motion's x_T; the {n} prompts draw theirs from the \
+                         seed (seed + i for prompt i)"
+                    )));
+                }
+            }
+            Mode::Segments(n) => {
+                if self.noise.is_some() {
+                    return Err(Error::InvalidArgument(format!(
+                        "--noise gives one motion's x_T; the {n} segments draw theirs from \
+                         the seed"
+                    )));
+                }
+                if self.diagnostics {
+                    return Err(Error::InvalidArgument(format!(
+                        "--diagnostics holds one sampling loop's first step; the {n} \
+                         segments of a multi-prompt motion each run their own"
+                    )));
+                }
+                if self.transition_frames == 0 {
+                    return Err(Error::InvalidArgument(
+                        "--transition-frames 0: upstream pins and blends at least one frame \
+                         (default 5)"
+                            .into(),
+                    ));
+                }
+            }
         }
         if !(self.cfg_rows == 2 || self.cfg_rows == 3) {
             return Err(Error::InvalidArgument(format!(
@@ -161,8 +279,10 @@ impl GenerateRequest {
     /// or with an input, and must be regular files or absent.
     pub fn output_plan(&self) -> OutputPlan {
         let mut plan = OutputPlan::new();
-        plan.input(&self.model, "--model")
-            .input(&self.embedding, "--embedding");
+        plan.input(&self.model, "--model");
+        for e in &self.embeddings {
+            plan.input(e, "--embedding");
+        }
         if let Some(n) = &self.noise {
             plan.input(n, "--noise");
         }
@@ -249,7 +369,15 @@ pub struct GenerateReport {
     pub samples: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sample: Option<usize>,
+    /// Frames of the motion (with segments: their sum).
     pub frames: usize,
+    /// Multi-prompt: each segment's text feature, frames, first frame in the motion, frames
+    /// taken back for its transition and frames generated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segments: Option<Vec<SegmentReport>>,
+    /// Multi-prompt: `num_transition_frames`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transition_frames: Option<usize>,
     pub fps: f32,
     pub steps: usize,
     pub cfg_text: f32,
@@ -262,6 +390,8 @@ pub struct GenerateReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub constrained_entries: Option<usize>,
     pub heading: f32,
+    /// Whether post-processing ran (asked for and the model is not G1's).
+    pub postprocess: bool,
     pub backend: &'static str,
     /// CPU ISA or Vulkan device.
     pub device: String,
@@ -272,6 +402,25 @@ pub struct GenerateReport {
     pub output_skeleton: &'static str,
     pub outputs: Vec<String>,
     pub timings: ReportTimings,
+    /// Peak memory of the motion phase: from loading the motion model to writing the
+    /// outputs (what is counted: see [`MemoryUse::what`]).
+    pub memory: MemoryUse,
+    /// With `--prompt`: the text phase before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextPhase>,
+}
+
+/// One segment of a multi-prompt motion, in the sidecar.
+#[derive(Clone, Debug, Serialize)]
+pub struct SegmentReport {
+    pub embedding: String,
+    /// The segment's prompt, when it came from one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextPhase>,
+    pub frames: usize,
+    pub start: usize,
+    pub overlap: usize,
+    pub generated: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -293,8 +442,11 @@ pub fn generate<B: Backend>(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<GenerateReport> {
     let t0 = Instant::now();
+    backend.reset_peak_memory();
     req.validate()?;
-    if req.samples > 1 {
+    let mode = req.mode()?;
+    let motions = req.motions();
+    if motions > 1 {
         // Upstream makes the `<stem>` folders too (`os.makedirs`, generate.py#L156).
         for (npz, glb) in req.sample_outputs().iter().take(1) {
             for p in std::iter::once(npz).chain(glb) {
@@ -311,13 +463,16 @@ pub fn generate<B: Backend>(
     let weights = model.weight_dtype()?.name();
     let cfg = &model.config;
     let exports = req.exports.prepare(cfg.skeleton)?;
-    let embedding = read_embedding(&req.embedding, cfg.llm_dim)?;
-    let label = format!("embedding {}", req.embedding.display());
-    check_embedding_scale(&model, &embedding, &label)?;
+    let mut embeddings = Vec::with_capacity(req.embeddings.len());
+    for p in &req.embeddings {
+        let e = read_embedding(p, cfg.llm_dim)?;
+        check_embedding_scale(&model, &e, &format!("embedding {}", p.display()))?;
+        embeddings.push(e);
+    }
     let noise = match &req.noise {
         Some(p) => {
             let (x, t) = read_noise(p, cfg.motion_dim)?;
-            if let Some(f) = req.frames
+            if let Some(&f) = req.frames.first()
                 && f != t
             {
                 return Err(Error::InvalidArgument(format!(
@@ -329,17 +484,18 @@ pub fn generate<B: Backend>(
         }
         None => None,
     };
-    let frames = match (&noise, req.frames) {
-        (Some((_, t)), _) => *t,
-        (None, Some(f)) => f,
-        (None, None) => {
+    let max = cfg.max_frames();
+    let frames = match (mode, &noise, req.frames.first()) {
+        (Mode::Segments(_), _, _) => req.frames.iter().sum(),
+        (_, Some((_, t)), _) => *t,
+        (_, None, Some(&f)) => f,
+        (_, None, None) => {
             return Err(Error::InvalidArgument(
                 "--frames is required unless --noise gives the length".into(),
             ));
         }
     };
-    let max = cfg.max_frames();
-    if !(2..=max).contains(&frames) {
+    if !matches!(mode, Mode::Segments(_)) && !(2..=max).contains(&frames) {
         return Err(Error::InvalidArgument(format!(
             "--frames {frames} is outside 2..={max} (the positional-encoding table holds 5000 \
              tokens, {} of them the prefix; the root bridge needs two frames)",
@@ -352,7 +508,7 @@ pub fn generate<B: Backend>(
     opts.heading = req.heading;
     opts.seed = req.seed;
     opts.diagnostics = req.diagnostics;
-    opts.samples = req.samples;
+    opts.samples = motions;
     if let Some(w) = req.cfg_text {
         opts.cfg_text = w;
     }
@@ -362,29 +518,115 @@ pub fn generate<B: Backend>(
     let seeded = noise.is_none();
     opts.noise = noise.map(|(x, _)| x);
     let skel = Skeleton::load(cfg.skeleton)?;
+    let mut constrained_entries = None;
+    let mut constraint_list = Vec::new();
     if let Some(p) = &req.constraints {
-        let (_, cond) = constraints::load(p, &skel, &model.stats, frames)?;
+        let (list, cond) = constraints::load(p, &skel, &model.stats, frames)?;
+        constrained_entries = Some(cond.count());
+        constraint_list = list;
         opts.constraints = Some(cond);
     }
+    let post = req.postprocess.then_some(constraint_list.as_slice());
+    let mut postprocessed = false;
     let load_s = t0.elapsed().as_secs_f64();
 
-    let sample = sampler::sample(backend, &model, &embedding, &opts, progress)?;
-    check_sampled(&sample.features, cfg.motion_dim, &embedding, &opts)?;
-
-    let t_dec = Instant::now();
+    // Every motion's normalised features, diagnostics and decoded motion.
     let dim = cfg.motion_dim;
+    let mut produced: Vec<(Sample, Motion)> = Vec::with_capacity(motions);
+    let mut segments_report = None;
+    let timings;
+    let t_dec;
+    if let Mode::Segments(_) = mode {
+        let mut mo = MultiOptions::new(&model);
+        mo.steps = opts.steps;
+        mo.cfg_text = opts.cfg_text;
+        mo.cfg_constraint = opts.cfg_constraint;
+        mo.cfg_rows = opts.cfg_rows;
+        mo.heading = opts.heading;
+        mo.transition = req.transition_frames;
+        if let Some(p) = &req.constraints {
+            let bytes = std::fs::read(p).map_err(|e| Error::io(p, e))?;
+            let list = constraints::parse(&bytes)?;
+            mo.constraints = Some(constraints::build_raw(&list, &skel, frames)?);
+        }
+        let segments: Vec<Segment> = embeddings
+            .iter()
+            .zip(&req.frames)
+            .map(|(e, &f)| Segment {
+                embedding: e.clone(),
+                frames: f,
+            })
+            .collect();
+        let mut runs = Vec::with_capacity(motions);
+        let mut sum = sampler::Timings::default();
+        for i in 0..motions {
+            mo.seed = req.seed + i as u64;
+            let total = req.steps * segments.len() * motions;
+            let base = i * req.steps * segments.len();
+            let mut prog = |done: usize, _n: usize| {
+                progress(base + done, total);
+                ControlFlow::Continue(())
+            };
+            let ms = multiprompt::sample_segments(backend, &model, &segments, &mo, &mut prog)?;
+            sum.build_s += ms.timings.build_s;
+            sum.steps_s += ms.timings.steps_s;
+            runs.push(ms);
+        }
+        sum.per_step_ms = sum.steps_s * 1e3 / (req.steps * segments.len() * motions) as f64;
+        timings = sum;
+        t_dec = Instant::now();
+        segments_report = Some(
+            runs[0]
+                .segments
+                .iter()
+                .zip(&req.embeddings)
+                .enumerate()
+                .map(|(k, (r, e))| SegmentReport {
+                    embedding: e.display().to_string(),
+                    text: req.text.get(k).cloned().flatten(),
+                    frames: r.plan.frames,
+                    start: r.plan.start,
+                    generated: r.plan.generated,
+                    overlap: r.plan.overlap,
+                })
+                .collect(),
+        );
+        for ms in runs {
+            let (motion, ran) = decode_raw_motion(&ms.raw, ms.frames, &skel, post)?;
+            postprocessed = ran;
+            let mut features = ms.raw;
+            motion::normalize(&model.stats, &mut features)?;
+            produced.push((
+                Sample {
+                    features,
+                    diagnostics: None,
+                    timings,
+                },
+                motion,
+            ));
+        }
+    } else {
+        let embedding = embeddings.concat();
+        let sample = sampler::sample(backend, &model, &embedding, &opts, progress)?;
+        check_sampled(&sample.features, cfg.motion_dim, &embedding, &opts)?;
+        timings = sample.timings;
+        t_dec = Instant::now();
+        for i in 0..motions {
+            let one = if motions > 1 {
+                sample_slice(&sample, i, motions, opts.cfg_rows, frames, dim)
+            } else {
+                sample.clone()
+            };
+            let (motion, ran) = decode_motion(&one.features, frames, &skel, &model.stats, post)?;
+            postprocessed = ran;
+            produced.push((one, motion));
+        }
+    }
+
     let mut written = Vec::new();
     let mut out_skel_name = "";
-    let per = frames * dim;
     let rows = opts.cfg_rows;
-    for (i, (npz_path, glb_path)) in req.sample_outputs().into_iter().enumerate() {
-        let one = if req.samples > 1 {
-            sample_slice(&sample, i, req.samples, rows, frames, dim)
-        } else {
-            sample.clone()
-        };
-        debug_assert_eq!(one.features.len(), per);
-        let motion = motion::decode_output(&one.features, frames, &skel, &model.stats)?;
+    for ((npz_path, glb_path), (one, motion)) in req.sample_outputs().into_iter().zip(&produced) {
         let out_skel = if motion.skeleton == skel.kind {
             skel.clone()
         } else {
@@ -392,7 +634,7 @@ pub fn generate<B: Backend>(
         };
         out_skel_name = motion.skeleton.name();
         let npz = npz_bytes(
-            &motion,
+            motion,
             &one.features,
             one.diagnostics.as_ref(),
             opts.constraints.as_ref(),
@@ -403,17 +645,17 @@ pub fn generate<B: Backend>(
         written.push(npz_path.display().to_string());
         if let Some(g) = &glb_path {
             let bytes = if req.exports.skin.is_some() {
-                exports.render(Format::Glb, &motion, cfg.fps)?
+                exports.render(Format::Glb, motion, cfg.fps)?
             } else {
-                glb::glb_bytes(&out_skel, &motion, cfg.fps)?
+                glb::glb_bytes(&out_skel, motion, cfg.fps)?
             };
             outputs.write(g, |w| w.write_all(&bytes))?;
             written.push(g.display().to_string());
         }
-        // --bvh/--csv/--amass write the one motion of a single-sample run (validate refuses
-        // them with --samples).
-        if req.samples <= 1 {
-            written.extend(exports.write(&mut outputs, &motion, cfg.fps)?);
+        // --bvh/--csv/--amass write the one motion of a single-motion run (validate refuses
+        // them with several motions).
+        if motions <= 1 {
+            written.extend(exports.write(&mut outputs, motion, cfg.fps)?);
         }
     }
     let decode_s = t_dec.elapsed().as_secs_f64();
@@ -427,23 +669,26 @@ pub fn generate<B: Backend>(
             keys::SOURCE_SHA256_PREFIX,
             details,
         )?,
-        embedding: req.embedding.display().to_string(),
+        embedding: req.embeddings[0].display().to_string(),
         noise: match &req.noise {
             Some(p) => p.display().to_string(),
             None => "seed".into(),
         },
         seed: seeded.then_some(req.seed),
-        samples: (req.samples > 1).then_some(req.samples),
+        samples: (motions > 1).then_some(motions),
         sample: None,
         frames,
+        segments: segments_report,
+        transition_frames: matches!(mode, Mode::Segments(_)).then_some(req.transition_frames),
         fps: cfg.fps,
         steps: opts.steps,
         cfg_text: opts.cfg_text,
         cfg_constraint: opts.cfg_constraint,
         cfg_rows: opts.cfg_rows,
         constraints: req.constraints.as_ref().map(|p| p.display().to_string()),
-        constrained_entries: opts.constraints.as_ref().map(Conditions::count),
+        constrained_entries,
         heading: opts.heading,
+        postprocess: postprocessed,
         backend: info.kind,
         device: info.device.clone(),
         precision: info.precision.name(),
@@ -453,18 +698,28 @@ pub fn generate<B: Backend>(
         outputs: written,
         timings: ReportTimings {
             load_s,
-            build_s: sample.timings.build_s,
-            sampling_s: sample.timings.steps_s,
-            per_step_ms: sample.timings.per_step_ms,
+            build_s: timings.build_s,
+            sampling_s: timings.steps_s,
+            per_step_ms: timings.per_step_ms,
             decode_s,
             total_s: t0.elapsed().as_secs_f64(),
         },
+        memory: backend.memory_use(),
+        // Segments carry their own prompts; a batch, each motion its own (below).
+        text: match mode {
+            Mode::Segments(_) => None,
+            _ => req.text.first().cloned().flatten(),
+        },
     };
-    if req.samples > 1 {
+    if motions > 1 {
         for (i, (npz_path, _)) in req.sample_outputs().into_iter().enumerate() {
             let mut r = report.clone();
             r.sample = Some(i);
             r.seed = Some(req.seed + i as u64);
+            if let Mode::Batch(_) = mode {
+                r.embedding = req.embeddings[i].display().to_string();
+                r.text = req.text.get(i).cloned().flatten();
+            }
             let json = sidecar_json(&r)?;
             outputs.write(&npz_path.with_extension("json"), |w| w.write_all(&json))?;
         }
@@ -507,19 +762,75 @@ pub struct Generation {
     pub motion: Motion,
     /// The skeleton of `motion` (SOMA77 for a SOMA30 model).
     pub skeleton: Skeleton,
+    /// Whether post-processing ran.
+    pub postprocessed: bool,
     /// Seconds spent decoding the features.
     pub decode_s: f64,
 }
 
+/// Decodes one sample's normalised features into the motion upstream returns: the inverse
+/// representation on the model's skeleton, then, when `postprocess` is given (the constraint
+/// list, possibly empty) and upstream's CLI post-processes this model
+/// ([`postprocess::enabled_by_default`]), `post_process_motion` as `KimodoModel` calls it
+/// (`kimodo/model/kimodo_model.py#L322-331`, before the SOMA77 expansion), then SOMA30 to
+/// SOMA77. Without post-processing this is exactly [`motion::decode_output`]. Returns the
+/// motion and whether post-processing ran.
+pub fn decode_motion(
+    features: &[f32],
+    frames: usize,
+    skel: &Skeleton,
+    stats: &MotionStats,
+    postprocess: Option<&[Constraint]>,
+) -> Result<(Motion, bool)> {
+    match postprocess {
+        Some(list) if postprocess::enabled_by_default(skel.kind) => {
+            let mut m = motion::decode(features, frames, skel, stats)?;
+            postprocess::postprocess_motion(&mut m, skel, list)?;
+            let m = if m.skeleton == SkeletonKind::Soma30 {
+                m.to_soma77()?
+            } else {
+                m
+            };
+            Ok((m, true))
+        }
+        _ => Ok((motion::decode_output(features, frames, skel, stats)?, false)),
+    }
+}
+
+/// [`decode_motion`] for unnormalised features (a stitched multi-prompt motion, which
+/// upstream decodes unnormalised): [`motion::decode_raw_output`], post-processed as there.
+pub fn decode_raw_motion(
+    features: &[f32],
+    frames: usize,
+    skel: &Skeleton,
+    postprocess: Option<&[Constraint]>,
+) -> Result<(Motion, bool)> {
+    match postprocess {
+        Some(list) if postprocess::enabled_by_default(skel.kind) => {
+            let mut m = motion::inverse(features, frames, skel)?;
+            postprocess::postprocess_motion(&mut m, skel, list)?;
+            let m = if m.skeleton == SkeletonKind::Soma30 {
+                m.to_soma77()?
+            } else {
+                m
+            };
+            Ok((m, true))
+        }
+        _ => Ok((motion::decode_raw_output(features, frames, skel)?, false)),
+    }
+}
+
 /// One generation on a loaded model, the part `kinema generate` and the host API share:
 /// [`sampler::sample_cancellable`], the overflow check of the result and the decode
-/// ([`motion::decode_output`]). Callers check the text feature with [`check_embedding_scale`]
+/// ([`decode_motion`], post-processed with the constraint list `postprocess` when given and
+/// upstream's CLI would). Callers check the text feature with [`check_embedding_scale`]
 /// first. `progress(done, steps)` is called after every step and may cancel.
 pub fn run_model<B: Backend>(
     backend: &B,
     model: &KimodoModel,
     embedding: &[f32],
     opts: &SampleOptions,
+    postprocess: Option<&[Constraint]>,
     progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
 ) -> Result<Generation> {
     let sample = sampler::sample_cancellable(backend, model, embedding, opts, progress, None)?;
@@ -527,7 +838,13 @@ pub fn run_model<B: Backend>(
     check_sampled(&sample.features, cfg.motion_dim, embedding, opts)?;
     let t_dec = Instant::now();
     let skel = Skeleton::load(cfg.skeleton)?;
-    let motion = motion::decode_output(&sample.features, opts.frames, &skel, &model.stats)?;
+    let (motion, postprocessed) = decode_motion(
+        &sample.features,
+        opts.frames,
+        &skel,
+        &model.stats,
+        postprocess,
+    )?;
     let skeleton = if motion.skeleton == skel.kind {
         skel
     } else {
@@ -537,6 +854,7 @@ pub fn run_model<B: Backend>(
         sample,
         motion,
         skeleton,
+        postprocessed,
         decode_s: t_dec.elapsed().as_secs_f64(),
     })
 }

@@ -16,6 +16,8 @@ mod harness;
 pub mod import;
 mod model;
 pub mod motion;
+pub mod multiprompt;
+pub mod postprocess;
 pub mod sampler;
 pub mod schedule;
 pub mod skeleton;

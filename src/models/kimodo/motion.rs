@@ -254,6 +254,18 @@ pub fn decode_output(
     }
 }
 
+/// [`inverse`] of unnormalised features, then for SOMA30 the SOMA77 expansion: how upstream's
+/// multi-prompt path decodes its stitched motion (`motion_rep.inverse(...,
+/// is_normalized=False)`, `kimodo/model/kimodo_model.py#L316-320`, then #L335-336).
+pub fn decode_raw_output(features: &[f32], frames: usize, skeleton: &Skeleton) -> Result<Motion> {
+    let m = inverse(features, frames, skeleton)?;
+    if m.skeleton == SkeletonKind::Soma30 {
+        m.to_soma77()
+    } else {
+        Ok(m)
+    }
+}
+
 fn check_features(what: &str, x: &[f32], frames: usize, skeleton: &Skeleton) -> Result<usize> {
     let dim = skeleton.kind.motion_dim();
     if frames == 0 {

@@ -165,10 +165,22 @@ pub fn step_graph_batch(
     opts: &SampleOptions,
     constrained: bool,
 ) -> Result<StepGraph> {
+    step_graph_texts(model, opts, constrained, 1)
+}
+
+/// [`step_graph_batch`] with `texts` text features (1 shared, or one per sample; see
+/// [`denoiser::build_batch_texts`]).
+pub fn step_graph_texts(
+    model: &KimodoModel,
+    opts: &SampleOptions,
+    constrained: bool,
+    texts: usize,
+) -> Result<StepGraph> {
     let (frames, cfg_rows, samples) = (opts.frames, opts.cfg_rows, opts.samples);
     let diagnostics = opts.diagnostics;
     let mut g = Graph::new();
-    let den = denoiser::build_batch(&mut g, model, cfg_rows, samples, frames, constrained)?;
+    let den =
+        denoiser::build_batch_texts(&mut g, model, cfg_rows, samples, texts, frames, constrained)?;
     let coef = g.input("kimodo.ddim_coef", crate::DType::F32, &[4])?;
     // The guidance combines row r of every sample: [rows, samples * T, dim].
     let out = if samples > 1 {
@@ -203,7 +215,13 @@ pub fn step_graph_batch(
 /// so `1 - u` lies in (0, 1]). The pair is computed in f64 and each value rounded to f32.
 /// It does not reproduce `torch.randn` (pass upstream's noise explicitly for parity).
 pub fn gaussian_noise(seed: u64, n: usize) -> Vec<f32> {
-    (0..n)
+    gaussian_noise_range(seed, 0, n)
+}
+
+/// Elements `start .. start + n` of the stream [`gaussian_noise`] defines for `seed` (the
+/// segments of a multi-prompt motion draw consecutive ranges of one stream).
+pub fn gaussian_noise_range(seed: u64, start: usize, n: usize) -> Vec<f32> {
+    (start..start + n)
         .map(|k| {
             let j = (k / 2) as u64;
             let u = rng::uniform(seed, 2 * j) as f64;
@@ -235,8 +253,9 @@ pub struct Trace {
     pub x0: Vec<Vec<f32>>,
 }
 
-/// Runs the whole DDIM loop for one text feature `embedding` (`[llm_dim]` values) and returns
-/// the final normalised features. `progress(done, steps)` is called after every step.
+/// Runs the whole DDIM loop for one text feature `embedding` (`[llm_dim]` values, or with
+/// `samples > 1` also `[samples, llm_dim]`: one per sample) and returns the final normalised
+/// features. `progress(done, steps)` is called after every step.
 pub fn sample<B: Backend>(
     backend: &B,
     model: &KimodoModel,
@@ -277,13 +296,24 @@ pub fn sample_cancellable<B: Backend>(
 ) -> Result<Sample> {
     let c = &model.config;
     let (frames, dim) = (opts.frames, c.motion_dim);
-    if embedding.len() != c.llm_dim {
+    // One text feature shared by every sample, or (several prompts in one batch) one per
+    // sample, row-major.
+    let texts = if embedding.len() == c.llm_dim {
+        1
+    } else if opts.samples > 1 && embedding.len() == opts.samples * c.llm_dim {
+        opts.samples
+    } else {
         return Err(Error::InvalidArgument(format!(
-            "the text embedding has {} values; this model takes {}",
+            "the text embedding has {} values; this model takes {}{}",
             embedding.len(),
-            c.llm_dim
+            c.llm_dim,
+            if opts.samples > 1 {
+                format!(" (or {} for one per sample)", opts.samples * c.llm_dim)
+            } else {
+                String::new()
+            }
         )));
-    }
+    };
     check_finite("the text embedding", embedding)?;
     if !(2..=c.max_frames()).contains(&frames) {
         return Err(Error::InvalidArgument(format!(
@@ -359,7 +389,7 @@ pub fn sample_cancellable<B: Backend>(
     }
 
     let t0 = Instant::now();
-    let sg = step_graph_batch(model, opts, opts.constraints.is_some())?;
+    let sg = step_graph_texts(model, opts, opts.constraints.is_some(), texts)?;
     let den = sg.den;
     let mut graph = sg.graph;
     if trace.is_some() {

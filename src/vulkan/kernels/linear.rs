@@ -7,12 +7,15 @@ use super::super::probe::CoopMatShape;
 use super::super::recording::Arg::{Absent, In, Out};
 use super::super::recording::{Dispatch, VulkanRecording};
 use super::super::shaders::{Shader, push};
-use super::gemm_policy::{Forced, linear_kernel};
-use super::{Ref, act_code, rows_per_binding, tile_groups, u32_of};
+use super::gemm_policy::{
+    Forced, StreamTile, linear_kernel, stream_splits, stream_tile, wants_stream,
+};
+use super::{Ref, act_code, float_dtype_code, rows_per_binding, tile_groups, u32_of};
 use crate::error::Result;
 use crate::ops::LinearParams;
 
-/// `x`, `w`, `bias`, `y` as checked by `check::linear`, on the skinny kernel for few rows,
+/// `x`, `w`, `bias`, `y` as checked by `check::linear`, on the weight-streaming kernel for
+/// few rows and large weights ([`wants_stream`]), else on the skinny kernel for few rows,
 /// else on cooperative matrices of shape `coopmat` when given (fast mode on a device that has
 /// them), else on the strict f32 kernel ([`linear_kernel`] decides). When the weight matrix
 /// does not fit one storage-buffer binding (lavapipe allows 128 MiB) it is split into groups
@@ -32,14 +35,13 @@ pub(crate) fn linear(
         return Ok(());
     }
     let limits = rec.limits();
-    let kernel = linear_kernel(
-        [p.m, p.n, p.k],
-        w.dtype,
-        coopmat,
-        coopmat2,
-        limits,
-        &Forced::from_env(),
-    );
+    let forced = Forced::from_env();
+    if wants_stream([p.m, p.n, p.k], &forced)
+        && let Some(t) = stream_tile(p.m, limits, &forced)
+    {
+        return linear_stream(rec, p, x, w, bias, y, &t, &forced);
+    }
+    let kernel = linear_kernel([p.m, p.n, p.k], w.dtype, coopmat, coopmat2, limits, &forced);
     let row_bytes = w.dtype.bytes_for(p.k).expect("checked: whole q8_0 blocks") as u64;
     let rows = rows_per_binding(OP, "weight row", limits, row_bytes)?;
     let (act, slope) = act_code(p.activation);
@@ -68,6 +70,95 @@ pub(crate) fn linear(
             spec: &kernel.spec,
             args: &[In(x), In(&ws), bs.as_ref().map_or(Absent, In), Out(&ys)],
             push,
+            groups,
+        })?;
+    }
+    Ok(())
+}
+
+/// [`linear`] on the weight-streaming kernel (`linear_stream.comp`) with tile `t`: per group of
+/// output columns that fits a binding, one dispatch of ceil(columns / tile columns) x splits
+/// workgroups; with several splits of k it writes partial sums to a scratch buffer and
+/// `linear_stream_reduce.comp` adds them (in ascending split order), the bias and the
+/// activation.
+#[allow(clippy::too_many_arguments)]
+fn linear_stream(
+    rec: &mut VulkanRecording,
+    p: &LinearParams,
+    x: &Ref,
+    w: &Ref,
+    bias: Option<&Ref>,
+    y: &Ref,
+    t: &StreamTile,
+    forced: &Forced,
+) -> Result<()> {
+    const OP: &str = "linear";
+    let limits = rec.limits().clone();
+    let row_bytes = w.dtype.bytes_for(p.k).expect("checked: whole q8_0 blocks");
+    let rows = rows_per_binding(OP, "weight row", &limits, row_bytes as u64)?;
+    let vec_ok = u32::from(limits.min_storage_offset_align.is_multiple_of(16));
+    let spec = t.spec(float_dtype_code(w.dtype), vec_ok);
+    let (act, slope) = act_code(p.activation);
+    for n0 in (0..p.n).step_by(rows) {
+        let nc = rows.min(p.n - n0);
+        let ws = w.slice(n0 * p.k, nc * p.k)?;
+        let bs = bias.map(|b| b.slice(n0, nc)).transpose()?;
+        let ys = y.slice(n0, (p.m - 1) * p.n + nc)?;
+        let (splits, ks) = stream_splits([p.m, nc, p.k], row_bytes, t, &limits, forced);
+        let groups = [
+            u32_of(OP, "column groups", nc.div_ceil(t.columns() as usize))?,
+            u32_of(OP, "splits of k", splits)?,
+            1,
+        ];
+        let push = push::LinearStream {
+            m: u32_of(OP, "m", p.m)?,
+            n: u32_of(OP, "n", nc)?,
+            k: u32_of(OP, "k", p.k)?,
+            ldy: u32_of(OP, "n", p.n)?,
+            ks: u32_of(OP, "k per split", ks)?,
+            epilogue: u32::from(splits == 1),
+            has_bias: u32::from(bs.is_some()),
+            act,
+            slope,
+            ..Default::default()
+        };
+        if splits == 1 {
+            rec.dispatch(Dispatch {
+                op: OP,
+                shader: Shader::LinearStream,
+                spec: &spec,
+                args: &[In(x), In(&ws), bs.as_ref().map_or(Absent, In), Out(&ys)],
+                push,
+                groups,
+            })?;
+            continue;
+        }
+        let part = rec.scratch_f32(splits * p.m * nc)?;
+        rec.dispatch(Dispatch {
+            op: OP,
+            shader: Shader::LinearStream,
+            spec: &spec,
+            args: &[In(x), In(&ws), Absent, Out(&part)],
+            push,
+            groups,
+        })?;
+        let wg = rec.elementwise_workgroup();
+        let groups = rec.grid(OP, (p.m * nc) as u64, wg)?;
+        rec.dispatch(Dispatch {
+            op: OP,
+            shader: Shader::LinearStreamReduce,
+            spec: &[wg],
+            args: &[In(&part), bs.as_ref().map_or(Absent, In), Out(&ys)],
+            push: push::LinearStreamReduce {
+                m: push.m,
+                n: push.n,
+                ldy: push.ldy,
+                splits: u32_of(OP, "splits of k", splits)?,
+                has_bias: push.has_bias,
+                act,
+                slope,
+                ..Default::default()
+            },
             groups,
         })?;
     }

@@ -46,28 +46,31 @@ struct RawFile {
     commands: Vec<RawCommand>,
 }
 
+/// One command as `commands.json` writes it (the host API's `AgentCommand` converts to it, so
+/// both are checked by [`RawCommand::check`]).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawCommand {
-    style: String,
-    duration: f64,
+pub(crate) struct RawCommand {
+    pub(crate) style: String,
+    pub(crate) duration: f64,
     #[serde(default)]
-    movement: Option<Vec<f64>>,
+    pub(crate) movement: Option<Vec<f64>>,
     #[serde(default)]
-    facing: Option<Vec<f64>>,
+    pub(crate) facing: Option<Vec<f64>>,
     #[serde(default)]
-    speed: Option<f64>,
+    pub(crate) speed: Option<f64>,
     #[serde(default)]
-    waypoint: Option<RawWaypoint>,
+    pub(crate) waypoint: Option<RawWaypoint>,
     #[serde(default)]
-    seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
 }
 
+/// A waypoint as `commands.json` writes it.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawWaypoint {
-    position: Vec<f64>,
-    heading: f64,
+pub(crate) struct RawWaypoint {
+    pub(crate) position: Vec<f64>,
+    pub(crate) heading: f64,
 }
 
 fn bad(msg: String) -> Error {
@@ -106,32 +109,42 @@ pub fn parse(text: &str, clips: &ClipLibrary) -> Result<Vec<Command>> {
     let mut total = 0.0;
     let mut out = Vec::with_capacity(raw.commands.len());
     for (i, c) in raw.commands.iter().enumerate() {
-        let mode = ClipLibrary::style_index(&c.style).ok_or_else(|| {
-            bad(format!(
-                "commands[{i}].style {:?} is not a style (expected one of {})",
-                c.style,
-                STYLES.join(", ")
-            ))
-        })?;
-        if clips.clips[mode].is_none() {
-            return Err(bad(format!(
-                "commands[{i}].style {:?}: the clip file has no such clip",
-                c.style
-            )));
-        }
-        if !c.duration.is_finite() || c.duration <= 0.0 {
-            return Err(bad(format!(
-                "commands[{i}].duration is {}, expected seconds > 0",
-                c.duration
-            )));
-        }
+        let command = c.check(i, clips)?;
         total += c.duration;
         if total > MAX_SECONDS {
             return Err(bad(format!(
                 "commands: the durations add up to more than {MAX_SECONDS} s by commands[{i}]"
             )));
         }
-        let speed = match c.speed {
+        out.push(command);
+    }
+    Ok(out)
+}
+
+impl RawCommand {
+    /// Check the command against the clip library (style known and present, numbers finite,
+    /// duration positive, seed an int64) and convert it; `i` is its index in messages.
+    pub(crate) fn check(&self, i: usize, clips: &ClipLibrary) -> Result<Command> {
+        let mode = ClipLibrary::style_index(&self.style).ok_or_else(|| {
+            bad(format!(
+                "commands[{i}].style {:?} is not a style (expected one of {})",
+                self.style,
+                STYLES.join(", ")
+            ))
+        })?;
+        if clips.clips[mode].is_none() {
+            return Err(bad(format!(
+                "commands[{i}].style {:?}: the clip file has no such clip",
+                self.style
+            )));
+        }
+        if !self.duration.is_finite() || self.duration <= 0.0 {
+            return Err(bad(format!(
+                "commands[{i}].duration is {}, expected seconds > 0",
+                self.duration
+            )));
+        }
+        let speed = match self.speed {
             None => None,
             Some(s) => {
                 let s = finite(s, "speed", i)?;
@@ -141,7 +154,7 @@ pub fn parse(text: &str, clips: &ClipLibrary) -> Result<Vec<Command>> {
                 Some(s)
             }
         };
-        let waypoint = match &c.waypoint {
+        let waypoint = match &self.waypoint {
             None => None,
             Some(w) => {
                 if w.position.len() != 2 {
@@ -160,24 +173,23 @@ pub fn parse(text: &str, clips: &ClipLibrary) -> Result<Vec<Command>> {
                 ))
             }
         };
-        let seed = c.seed.unwrap_or(0);
+        let seed = self.seed.unwrap_or(0);
         if seed > i64::MAX as u64 {
             return Err(bad(format!(
                 "commands[{i}].seed {seed} is above {} (upstream's seeds are int64)",
                 i64::MAX
             )));
         }
-        out.push(Command {
+        Ok(Command {
             mode,
-            duration: c.duration,
-            movement: direction(&c.movement, "movement", i)?,
-            facing: direction(&c.facing, "facing", i)?,
+            duration: self.duration,
+            movement: direction(&self.movement, "movement", i)?,
+            facing: direction(&self.facing, "facing", i)?,
             speed,
             waypoint,
             seed,
-        });
+        })
     }
-    Ok(out)
 }
 
 /// The command active at `tick` (30 fps), and its index.

@@ -57,28 +57,27 @@ pub struct PlanRecord {
     pub qpos: Vec<f32>,
 }
 
-/// The agent's state.
-pub struct Agent<'a, 'b, B: Backend> {
-    planner: &'a Planner<'b, B>,
-    model: &'b MotionBricksModel,
-    clips: &'a ClipLibrary,
+/// The agent's state: what is playing, where, and how many plans were made. It holds no
+/// references, so a host object can own it beside the model and clips; every call takes the
+/// planner, model and clips it plays with (always the same ones for one agent).
+#[derive(Clone, Debug)]
+pub struct Agent {
     /// The qpos being played `[len, 36]`.
     frames: Vec<f32>,
     cur: usize,
     mode: Option<usize>,
+    /// Frames played and plans made so far.
+    tick: usize,
+    plans: usize,
 }
 
 fn bad(msg: String) -> Error {
     Error::InvalidArgument(msg)
 }
 
-impl<'a, 'b, B: Backend> Agent<'a, 'b, B> {
+impl Agent {
     /// Start from the idle clip, padded with its last frame to 64 frames.
-    pub fn new(
-        planner: &'a Planner<'b, B>,
-        model: &'b MotionBricksModel,
-        clips: &'a ClipLibrary,
-    ) -> Result<Agent<'a, 'b, B>> {
+    pub fn new(model: &MotionBricksModel, clips: &ClipLibrary) -> Result<Agent> {
         let c = &model.config;
         if c.length_classes() != LENGTHS + 1 || c.frames_per_token() != FPT {
             return Err(bad(format!(
@@ -95,12 +94,11 @@ impl<'a, 'b, B: Backend> Agent<'a, 'b, B> {
             frames.extend_from_slice(&last);
         }
         Ok(Agent {
-            planner,
-            model,
-            clips,
             frames,
             cur: 0,
             mode: None,
+            tick: 0,
+            plans: 0,
         })
     }
 
@@ -108,107 +106,160 @@ impl<'a, 'b, B: Backend> Agent<'a, 'b, B> {
         self.frames.len() / QPOS
     }
 
-    /// One 30 fps tick: the frame to play, then a new plan if one is due under `command`.
-    pub fn tick(
+    /// Frames played so far.
+    pub fn frames_played(&self) -> usize {
+        self.tick
+    }
+
+    /// Plans made so far.
+    pub fn plans_made(&self) -> usize {
+        self.plans
+    }
+
+    /// Whether the next [`Agent::tick`] under `command` plans (so needs a planner).
+    pub fn plan_due(&self, command: &Command) -> bool {
+        let cur = (self.cur + 1).min(self.len() - 1);
+        if cur < REPLAN_FRAMES && cur < self.len() - 1 {
+            return false;
+        }
+        !(self.mode == Some(0) && command.mode == 0)
+    }
+
+    /// One 30 fps tick: the frame to play, then a new plan if one is due under `command`
+    /// (the `command_index`-th of the run; its Gumbel stream starts at the command's seed
+    /// plus the number of plans made before). `planner` may be `None` when
+    /// [`Agent::plan_due`] says no plan is due.
+    pub fn tick<B: Backend>(
         &mut self,
+        planner: Option<&Planner<'_, B>>,
+        model: &MotionBricksModel,
+        clips: &ClipLibrary,
         command: &Command,
         command_index: usize,
-        plan_seed: u64,
-        frame_no: usize,
     ) -> Result<(Vec<f32>, Option<PlanRecord>)> {
+        let due = self.plan_due(command);
+        let frame_no = self.tick;
         let played = self.frames[self.cur * QPOS..(self.cur + 1) * QPOS].to_vec();
+        let planner = match (due, planner) {
+            (false, _) => None,
+            (true, Some(p)) => Some(p),
+            (true, None) => {
+                return Err(bad("agent: a plan is due and no planner was given".into()));
+            }
+        };
         self.cur = (self.cur + 1).min(self.len() - 1);
-        if self.cur < REPLAN_FRAMES && self.cur < self.len() - 1 {
+        self.tick += 1;
+        let Some(planner) = planner else {
             return Ok((played, None));
-        }
-        if self.mode == Some(0) && command.mode == 0 {
-            return Ok((played, None));
-        }
+        };
         let mut context = Vec::with_capacity(FPT * QPOS);
         for i in 0..FPT {
             let f = (self.cur + i).min(self.len() - 1);
             context.extend_from_slice(&self.frames[f * QPOS..(f + 1) * QPOS]);
         }
-        let mut rec = self.plan(&context, command, command_index, plan_seed)?;
+        let seed = command.seed.wrapping_add(self.plans as u64);
+        let mut rec = plan(
+            planner,
+            model,
+            clips,
+            &context,
+            command,
+            command_index,
+            seed,
+        )?;
         rec.frame = frame_no + 1;
         self.frames = rec.qpos.clone();
         self.cur = 0;
         self.mode = Some(rec.style);
+        self.plans += 1;
         Ok((played, Some(rec)))
     }
+}
 
-    /// One plan from raw context qpos `[4, 36]` (`generate_new_frames`' body, #L130-166).
-    pub fn plan(
-        &self,
-        context: &[f32],
-        command: &Command,
-        command_index: usize,
-        plan_seed: u64,
-    ) -> Result<PlanRecord> {
-        let start = Instant::now();
-        let m = self.model;
-        let fps = m.config.fps;
-        let mut canon = context.to_vec();
-        let f0 = canonicalize(&mut canon);
-        let k = G1Kinematics::get();
-        let mut ctx: Vec<_> = canon.chunks_exact(QPOS).map(|q| k.transforms(q)).collect();
-        let avg = self.clips.avg_root_vel();
-        let s = spring(&SpringInput {
-            context: &ctx,
-            mode: command.mode,
-            avg_root_vel: &avg,
-            seed: command.seed,
-            target_vel: command.speed,
-            movement: canonical_direction(&f0, &command.movement),
-            facing: canonical_direction(&f0, &command.facing),
-            waypoint: command
-                .waypoint
-                .map(|(p, h)| canonical_waypoint(&f0, &p, h)),
-            fps,
-        });
-        let clip = self.clips.clip(s.mode).map_err(|_| {
-            bad(format!(
-                "commands[{command_index}]: walking sideways in style {:?} uses style {:?}, which the clip file lacks",
-                STYLES[command.mode], STYLES[s.mode]
-            ))
-        })?;
-        let target = target_window(clip, command.seed, &s);
-        realign_context(&mut ctx, &s);
-        let allowed = &self.clips.clip(command.mode)?.allowed;
-        let inputs = plan_inputs(
-            &ctx,
-            &target,
-            &s.target_headings,
-            allowed,
-            masked_num_tokens(&m.config),
-            fps,
-        );
-        let random = match self.planner.sampling() {
-            Sampling::Argmax => None,
-            Sampling::Gumbel => Some(Randomness::Seeds(vec![plan_seed])),
-        };
-        let t = Instant::now();
-        let output = self.planner.plan(&inputs, random.as_ref())?;
-        let predict_ms = t.elapsed().as_secs_f64() * 1e3;
-        let n = output.num_tokens[0] as usize * FPT;
-        let mut qpos = output.qpos.clone();
-        uncanonicalize(&mut qpos, &f0);
-        blend(&mut qpos, context);
-        qpos.truncate(n * QPOS);
-        Ok(PlanRecord {
-            frame: 0,
-            command: command_index,
-            style: s.mode,
-            seed: plan_seed,
-            ms: start.elapsed().as_secs_f64() * 1e3,
-            predict_ms,
-            context: context.to_vec(),
-            spring: s,
-            inputs,
-            output,
-            qpos,
-        })
-    }
+/// One plan from raw context qpos `[4, 36]` (`generate_new_frames`' body, #L130-166).
+pub fn plan<B: Backend>(
+    planner: &Planner<'_, B>,
+    model: &MotionBricksModel,
+    clips: &ClipLibrary,
+    context: &[f32],
+    command: &Command,
+    command_index: usize,
+    plan_seed: u64,
+) -> Result<PlanRecord> {
+    let start = Instant::now();
+    let m = model;
+    let fps = m.config.fps;
+    let mut canon = context.to_vec();
+    let f0 = canonicalize(&mut canon);
+    let k = G1Kinematics::get();
+    let mut ctx: Vec<_> = canon.chunks_exact(QPOS).map(|q| k.transforms(q)).collect();
+    let avg = clips.avg_root_vel();
+    let s = spring(&SpringInput {
+        context: &ctx,
+        mode: command.mode,
+        avg_root_vel: &avg,
+        seed: command.seed,
+        target_vel: command.speed,
+        movement: canonical_direction(&f0, &command.movement),
+        facing: canonical_direction(&f0, &command.facing),
+        waypoint: command
+            .waypoint
+            .map(|(p, h)| canonical_waypoint(&f0, &p, h)),
+        fps,
+    });
+    let clip = clips.clip(s.mode).map_err(|_| {
+        bad(format!(
+            "commands[{command_index}]: walking sideways in style {:?} uses style {:?}, which the clip file lacks",
+            STYLES[command.mode], STYLES[s.mode]
+        ))
+    })?;
+    let target = target_window(clip, command.seed, &s);
+    realign_context(&mut ctx, &s);
+    let allowed = &clips.clip(command.mode)?.allowed;
+    let inputs = plan_inputs(
+        &ctx,
+        &target,
+        &s.target_headings,
+        allowed,
+        masked_num_tokens(&m.config),
+        fps,
+    );
+    let random = match planner.sampling() {
+        Sampling::Argmax => None,
+        Sampling::Gumbel => Some(Randomness::Seeds(vec![plan_seed])),
+    };
+    let t = Instant::now();
+    let output = planner.plan(&inputs, random.as_ref())?;
+    let predict_ms = t.elapsed().as_secs_f64() * 1e3;
+    let n = output.num_tokens[0] as usize * FPT;
+    let mut qpos = output.qpos.clone();
+    uncanonicalize(&mut qpos, &f0);
+    blend(&mut qpos, context);
+    qpos.truncate(n * QPOS);
+    Ok(PlanRecord {
+        frame: 0,
+        command: command_index,
+        style: s.mode,
+        seed: plan_seed,
+        ms: start.elapsed().as_secs_f64() * 1e3,
+        predict_ms,
+        context: context.to_vec(),
+        spring: s,
+        inputs,
+        output,
+        qpos,
+    })
+}
+
+/// Drops what a plan record keeps beyond its length and timings (the inputs, `predict`'s
+/// arrays and the planned qpos), which an hour's run would otherwise hold by the gigabyte.
+pub fn slim(p: &mut PlanRecord) {
+    p.output = PlanOutput {
+        num_tokens: std::mem::take(&mut p.output.num_tokens),
+        ..PlanOutput::default()
+    };
+    p.inputs = PlanInputs::default();
+    p.qpos = Vec::new();
 }
 
 /// A whole run.
@@ -232,7 +283,7 @@ pub fn run_commands<B: Backend>(
 ) -> Result<AgentRun> {
     let fps = model.config.fps as f64;
     let total = commands::total_frames(commands, fps);
-    let mut agent = Agent::new(planner, model, clips)?;
+    let mut agent = Agent::new(model, clips)?;
     let mut run = AgentRun {
         qpos: Vec::with_capacity(total * QPOS),
         frames: total,
@@ -240,17 +291,11 @@ pub fn run_commands<B: Backend>(
     };
     for tick in 0..total {
         let (ci, cmd) = commands::at(commands, tick, fps);
-        let seed = cmd.seed.wrapping_add(run.plans.len() as u64);
-        let (frame, plan) = agent.tick(cmd, ci, seed, tick)?;
+        let (frame, plan) = agent.tick(Some(planner), model, clips, cmd, ci)?;
         run.qpos.extend_from_slice(&frame);
         if let Some(mut p) = plan {
             if !keep_outputs {
-                p.output = PlanOutput {
-                    num_tokens: std::mem::take(&mut p.output.num_tokens),
-                    ..PlanOutput::default()
-                };
-                p.inputs = PlanInputs::default();
-                p.qpos = Vec::new();
+                slim(&mut p);
             }
             run.plans.push(p);
         }

@@ -2,7 +2,8 @@
 //! linear and batched_matmul (`gemm_f32.glsl`), the subgroup-scope cooperative-matrix kernels
 //! of fast mode (the compiled fixed-tile variants `linear_cm_*` and the generic
 //! `linear_coopmat`), the workgroup-scope kernel (`linear_cm2`, `VK_NV_cooperative_matrix2`),
-//! the skinny kernel for linears of few rows (`linear_skinny`) and the conv1d tiles. Every choice is a pure function of the shape, the device's limits and
+//! the skinny kernel for linears of few rows (`linear_skinny`), the weight-streaming kernel for
+//! few rows and large weights (`linear_stream`, in `stream.rs`) and the conv1d tiles. Every choice is a pure function of the shape, the device's limits and
 //! the tuning overrides ([`Forced`]), so each branch is unit-tested here without a device.
 
 use super::super::context::{Coopmat2, Limits};
@@ -10,6 +11,9 @@ use super::super::probe::CoopMatShape;
 use super::super::shaders::Shader;
 use super::float_dtype_code;
 use crate::tensor::DType;
+
+mod stream;
+pub(crate) use stream::{StreamTile, stream_splits, stream_tile, wants_stream};
 
 /// Tile shape of a BM x BN output tile per workgroup of (BM / TM) * (BN / TN) invocations,
 /// k in steps of BK: the conv1d shader's tiles.
@@ -157,14 +161,19 @@ pub(crate) struct Forced {
     pub coop_tile: Option<String>,
     /// `KINEMA_VK_CM2_TILE=BMxBNxBKxWG`: the workgroup-scope tile.
     pub cm2_tile: Option<String>,
-    /// `KINEMA_VK_LINEAR=tiled|skinny`: the tiled kernels (strict GEMM or cooperative
-    /// matrices) or the skinny kernel for every linear, whatever the row count.
+    /// `KINEMA_VK_LINEAR=tiled|skinny|stream`: the tiled kernels (strict GEMM or cooperative
+    /// matrices), the skinny kernel or the weight-streaming kernel for every linear, whatever
+    /// the shape.
     pub linear: Option<String>,
     /// `KINEMA_VK_SKINNY_TILE=WGxMMAXxNC`: the skinny kernel's workgroup size, rows per block
     /// and columns per workgroup.
     pub skinny_tile: Option<String>,
     /// `KINEMA_VK_CONV_TILE=BMxBNxBKxTMxTN`: the conv1d tile.
     pub conv_tile: Option<String>,
+    /// `KINEMA_VK_STREAM_TILE=WGxMBxCPIxLKxKT`: the streaming kernel's tile.
+    pub stream_tile: Option<String>,
+    /// `KINEMA_VK_STREAM_SPLITS=S`: the streaming kernel's splits of k.
+    pub stream_splits: Option<String>,
 }
 
 impl Forced {
@@ -179,6 +188,8 @@ impl Forced {
             linear: var("KINEMA_VK_LINEAR"),
             skinny_tile: var("KINEMA_VK_SKINNY_TILE"),
             conv_tile: var("KINEMA_VK_CONV_TILE"),
+            stream_tile: var("KINEMA_VK_STREAM_TILE"),
+            stream_splits: var("KINEMA_VK_STREAM_SPLITS"),
         }
     }
 }

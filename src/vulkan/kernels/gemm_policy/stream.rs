@@ -1,0 +1,312 @@
+//! The weight-streaming linear (`linear_stream.comp`) for few rows and large weights: when it
+//! runs, its tile, and how many splits of k its grid takes.
+
+use super::super::super::context::Limits;
+use super::{Forced, GEMM_MIN_WORKGROUPS, dims, workgroup_fits};
+
+/// Weight elements (k * n) at and above which linears of [`STREAM_MIN_M`]..=[`STREAM_MAX_M`]
+/// rows run the streaming kernel: LLM2Vec's 8B projections (4096 x 1024 is the smallest, the
+/// K/V projections) are 2^22 to 2^26. Kimodo's linears have m = 404 / 606 rows, its text
+/// projection (4096 x 1024) one row; MotionBricks' widths are at most 2048 x 1024: none of them
+/// changes kernel.
+pub(crate) const STREAM_MIN_WEIGHTS: usize = 1 << 22;
+
+/// Rows at and below which the streaming kernel runs (two row blocks of 32 at most).
+pub(crate) const STREAM_MAX_M: usize = 64;
+
+/// Rows below which it does not: one row is the skinny kernel's (x is one small vector there).
+pub(crate) const STREAM_MIN_M: usize = 2;
+
+/// Rows per block at most (the shader stages MB x KT floats of x).
+const STREAM_MAX_ROWS: u32 = 32;
+
+/// Accumulators an invocation holds at most (MB x CPI).
+const STREAM_MAX_ACC: u32 = 64;
+
+/// Workgroup sizes, largest first.
+const STREAM_WG: [u32; 3] = [256, 128, 64];
+
+/// Lanes per column: 4 lanes read 64 consecutive bytes of a 16-bit weight row a step.
+const STREAM_LK: u32 = 4;
+
+/// k staged in shared memory at a time, largest first (each a multiple of 8 [`STREAM_LK`]).
+const STREAM_KT: [u32; 4] = [256, 128, 64, 32];
+
+/// Accumulators reduced across lanes per round at most.
+const STREAM_RC: u32 = 16;
+
+/// Tile of the streaming kernel: a workgroup of `wg` invocations in column groups of `lk`
+/// lanes, `cpi` columns per invocation, `mb` rows per block, x staged `kt` k at a time, lane
+/// sums reduced `rc` accumulators a round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StreamTile {
+    pub wg: u32,
+    pub mb: u32,
+    pub cpi: u32,
+    pub lk: u32,
+    pub kt: u32,
+    pub rc: u32,
+}
+
+impl StreamTile {
+    /// The staged x (`mb kt` floats) and the reduction rounds (`rc wg` floats).
+    pub fn shared_bytes(&self) -> u32 {
+        (self.mb * self.kt + self.rc * self.wg) * 4
+    }
+    /// Output columns per workgroup.
+    pub fn columns(&self) -> u32 {
+        self.wg / self.lk * self.cpi
+    }
+    fn valid(&self) -> bool {
+        let out = self.mb * self.cpi;
+        self.wg > 0
+            && self.lk > 0
+            && self.wg.is_multiple_of(self.lk)
+            && (1..=STREAM_MAX_ROWS).contains(&self.mb)
+            && self.cpi > 0
+            && out <= STREAM_MAX_ACC
+            && self.kt > 0
+            && self.kt.is_multiple_of(8 * self.lk)
+            && self.rc > 0
+            && out.is_multiple_of(self.rc)
+    }
+    fn fits(&self, l: &Limits) -> bool {
+        self.valid() && workgroup_fits(self.wg, self.shared_bytes(), l)
+    }
+    /// The shader's specialization constants 0..=7.
+    pub fn spec(&self, w_dtype: u32, vec_ok: u32) -> Vec<u32> {
+        vec![
+            self.wg, self.mb, self.cpi, self.lk, self.kt, self.rc, w_dtype, vec_ok,
+        ]
+    }
+    fn new(wg: u32, mb: u32, cpi: u32, lk: u32, kt: u32) -> StreamTile {
+        StreamTile {
+            wg,
+            mb,
+            cpi,
+            lk,
+            kt,
+            rc: STREAM_RC.min(mb * cpi),
+        }
+    }
+}
+
+/// Whether an m x n x k linear runs the streaming kernel: as `KINEMA_VK_LINEAR` says
+/// (`stream`: yes; `tiled` or `skinny`: no), else when m is within
+/// [`STREAM_MIN_M`]..=[`STREAM_MAX_M`] and k n at least [`STREAM_MIN_WEIGHTS`].
+pub(crate) fn wants_stream([m, n, k]: [usize; 3], f: &Forced) -> bool {
+    match f.linear.as_deref() {
+        Some("stream") => true,
+        Some("tiled" | "skinny") => false,
+        _ => {
+            (STREAM_MIN_M..=STREAM_MAX_M).contains(&m) && k.saturating_mul(n) >= STREAM_MIN_WEIGHTS
+        }
+    }
+}
+
+/// The streaming tile for m rows: the forced one (`KINEMA_VK_STREAM_TILE=WGxMBxCPIxLKxKT`)
+/// when valid and the device fits it; else m rounded up to a power of two rows per block (at
+/// most [`STREAM_MAX_ROWS`]), 64 / that columns per invocation (at most 8), and the largest
+/// workgroup of [`STREAM_WG`] and then the largest stage of [`STREAM_KT`] the device fits.
+/// `None` when none fits.
+pub(crate) fn stream_tile(m: usize, l: &Limits, f: &Forced) -> Option<StreamTile> {
+    if let Some([wg, mb, cpi, lk, kt]) = dims(f.stream_tile.as_deref()) {
+        let t = StreamTile::new(wg, mb, cpi, lk, kt);
+        if t.fits(l) {
+            return Some(t);
+        }
+    }
+    let mb = (m.max(1).next_power_of_two() as u32).min(STREAM_MAX_ROWS);
+    let cpi = (STREAM_MAX_ACC / mb).min(8);
+    STREAM_WG
+        .iter()
+        .flat_map(|&wg| {
+            STREAM_KT
+                .iter()
+                .map(move |&kt| StreamTile::new(wg, mb, cpi, STREAM_LK, kt))
+        })
+        .find(|t| t.fits(l))
+}
+
+/// Splits of k for an m x n x k linear on tile `t` with weight rows of `row_bytes`, and k per
+/// split: the forced count (`KINEMA_VK_STREAM_SPLITS`) when positive; else enough for
+/// [`GEMM_MIN_WORKGROUPS`] workgroups, but at most so many that the partial sums (4 m bytes
+/// per column and split, written and read back) stay within a quarter of the weight bytes.
+/// Every split but the last takes a whole number of stages (k per split is a multiple of the
+/// stage); with the partial sums over `max_binding` the splits shrink to fit.
+pub(crate) fn stream_splits(
+    [m, n, k]: [usize; 3],
+    row_bytes: usize,
+    t: &StreamTile,
+    l: &Limits,
+    f: &Forced,
+) -> (usize, usize) {
+    let groups = n.div_ceil(t.columns() as usize);
+    let forced = f
+        .stream_splits
+        .as_deref()
+        .and_then(|s| s.parse::<usize>().ok());
+    let want = match forced.filter(|&s| s > 0) {
+        Some(s) => s,
+        None if groups >= GEMM_MIN_WORKGROUPS => 1,
+        None => {
+            let cap = (row_bytes / (16 * m.max(1))).max(1);
+            GEMM_MIN_WORKGROUPS.div_ceil(groups).min(cap)
+        }
+    };
+    let fit = (l.max_binding / 2 / (4 * (m * n).max(1) as u64)).max(1) as usize;
+    let kt = t.kt as usize;
+    let ks = k
+        .div_ceil(want.min(fit).max(1))
+        .next_multiple_of(kt)
+        .max(kt);
+    (k.div_ceil(ks).max(1), ks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::{test_h200 as h200, test_limits as limits};
+    use super::*;
+
+    fn forced(linear: Option<&str>, tile: Option<&str>, splits: Option<&str>) -> Forced {
+        Forced {
+            linear: linear.map(Into::into),
+            stream_tile: tile.map(Into::into),
+            stream_splits: splits.map(Into::into),
+            ..Forced::default()
+        }
+    }
+
+    #[test]
+    fn llm2vec_shapes_stream_and_the_other_models_do_not() {
+        let none = Forced::default();
+        for n_k in [[4096, 4096], [1024, 4096], [14336, 4096], [4096, 14336]] {
+            for m in [2, 16, 32, 64] {
+                assert!(wants_stream([m, n_k[0], n_k[1]], &none), "{m}x{n_k:?}");
+            }
+            // One row (Kimodo's text projection is 1 x 1024 x 4096) and more than 64 do not.
+            assert!(!wants_stream([1, n_k[0], n_k[1]], &none));
+            assert!(!wants_stream([65, n_k[0], n_k[1]], &none));
+        }
+        // Kimodo (404 / 606 rows) and MotionBricks' widths (at most 2048 x 1024) do not.
+        assert!(!wants_stream([606, 3072, 1024], &none));
+        assert!(!wants_stream([32, 2048, 1024], &none));
+        assert!(!wants_stream([32, 1024, 4095], &none));
+        // The override wins both ways.
+        assert!(wants_stream([1, 3, 5], &forced(Some("stream"), None, None)));
+        assert!(!wants_stream(
+            [32, 4096, 4096],
+            &forced(Some("tiled"), None, None)
+        ));
+        assert!(!wants_stream(
+            [32, 4096, 4096],
+            &forced(Some("skinny"), None, None)
+        ));
+        assert!(wants_stream(
+            [32, 4096, 4096],
+            &forced(Some("bogus"), None, None)
+        ));
+    }
+
+    #[test]
+    fn tile_fits_each_device() {
+        let none = Forced::default();
+        let t = |wg, mb, cpi, kt, rc| StreamTile {
+            wg,
+            mb,
+            cpi,
+            lk: 4,
+            kt,
+            rc,
+        };
+        // The H200 (48 KiB) stages 256 k of 32 rows; lavapipe (32 KiB) 128.
+        assert_eq!(
+            stream_tile(32, &h200(), &none),
+            Some(t(256, 32, 2, 256, 16))
+        );
+        assert_eq!(
+            stream_tile(32, &limits(1024, 32768), &none),
+            Some(t(256, 32, 2, 128, 16))
+        );
+        assert_eq!(
+            stream_tile(64, &h200(), &none),
+            Some(t(256, 32, 2, 256, 16))
+        );
+        assert_eq!(stream_tile(7, &h200(), &none), Some(t(256, 8, 8, 256, 16)));
+        assert_eq!(stream_tile(1, &h200(), &none), Some(t(256, 1, 8, 256, 8)));
+        // 128 invocations and 16 KiB: the smaller workgroup and stage.
+        assert_eq!(
+            stream_tile(32, &limits(128, 16384), &none),
+            Some(t(128, 32, 2, 64, 16))
+        );
+        // Nothing fits 32 invocations and 1 KiB.
+        assert_eq!(stream_tile(32, &limits(32, 1024), &none), None);
+        for l in [h200(), limits(1024, 32768), limits(128, 16384)] {
+            for m in 1..=64 {
+                let t = stream_tile(m, &l, &none).unwrap();
+                assert!(
+                    t.valid() && t.shared_bytes() <= l.max_shared_memory,
+                    "{t:?}"
+                );
+            }
+        }
+        // A forced tile that fits is taken; an invalid or unfitting one is ignored.
+        let f = forced(None, Some("64x4x4x4x32"), None);
+        assert_eq!(stream_tile(32, &h200(), &f), Some(t(64, 4, 4, 32, 16)));
+        for bad in [
+            "64x4x4x4x20",
+            "64x64x1x4x32",
+            "64x32x4x4x32",
+            "2048x32x2x4x32",
+            "64x4",
+        ] {
+            let f = forced(None, Some(bad), None);
+            assert_eq!(
+                stream_tile(32, &h200(), &f),
+                stream_tile(32, &h200(), &none),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn splits_fill_the_gpu_within_the_partial_traffic_cap() {
+        let none = Forced::default();
+        let l = h200();
+        let t = stream_tile(32, &l, &none).unwrap();
+        let bf16 = |k: usize| 2 * k;
+        let q8 = |k: usize| k / 32 * 34;
+        let s =
+            |n: usize, k: usize, row: usize, f: &Forced| stream_splits([32, n, k], row, &t, &l, f);
+        // 32 column groups of 128: 9 wanted, 512 k (two stages) per split.
+        assert_eq!(s(4096, 4096, bf16(4096), &none), (8, 512));
+        // 8 column groups: 33 wanted, capped at 16 (partials at a quarter of the weights).
+        assert_eq!(s(1024, 4096, bf16(4096), &none), (16, 256));
+        assert_eq!(s(1024, 4096, q8(4096), &none), (8, 512));
+        assert_eq!(s(14336, 4096, bf16(4096), &none), (3, 1536));
+        assert_eq!(s(4096, 14336, bf16(14336), &none), (8, 1792));
+        // Enough column groups: one split.
+        assert_eq!(s(264 * 128, 4096, bf16(4096), &none), (1, 4096));
+        // Forced counts, rounded to whole stages; zero or junk is the automatic choice.
+        assert_eq!(
+            s(4096, 4096, bf16(4096), &forced(None, None, Some("5"))),
+            (4, 1024)
+        );
+        assert_eq!(
+            s(4096, 4096, bf16(4096), &forced(None, None, Some("1"))),
+            (1, 4096)
+        );
+        for junk in ["0", "x"] {
+            let f = forced(None, None, Some(junk));
+            assert_eq!(s(4096, 4096, bf16(4096), &f), (8, 512), "{junk}");
+        }
+        // k shorter than a stage: one split.
+        assert_eq!(s(1024, 100, 200, &none), (1, 256));
+        // Partial sums over half a binding: fewer splits.
+        let mut small = l.clone();
+        small.max_binding = 1 << 20;
+        let (splits, ks) = stream_splits([32, 1024, 4096], bf16(4096), &t, &small, &none);
+        assert_eq!((splits, ks), (4, 1024));
+        assert!(splits * 32 * 1024 * 4 <= (1 << 19));
+    }
+}

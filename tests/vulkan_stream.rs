@@ -1,0 +1,157 @@
+//! The weight-streaming linear (`linear_stream.comp`, with `linear_stream_reduce.comp` for
+//! split k) against the CPU scalar reference and the f64 bound, on every Vulkan device
+//! (lavapipe in CI; `KINEMA_REQUIRE_VULKAN=1` fails when there is none). The kernel is forced
+//! through the tuning variables (`KINEMA_VK_LINEAR=stream`, `KINEMA_VK_STREAM_SPLITS`,
+//! `KINEMA_VK_STREAM_TILE`), which the backend reads when a linear is recorded; this binary
+//! holds one test so that setting them races with nothing.
+
+mod common;
+
+use common::gemm::*;
+use common::*;
+use kinema::backend::{Backend, Precision};
+use kinema::cpu::{self, Weights};
+use kinema::ops::*;
+use kinema::tensor::DType;
+use kinema::vulkan::{VulkanBackend, VulkanOptions};
+
+/// Sets a tuning variable for the linears recorded next.
+fn set(name: &str, value: Option<&str>) {
+    // SAFETY: this test binary has one test, so no other thread reads or writes the
+    // environment while it runs.
+    unsafe {
+        match value {
+            Some(v) => std::env::set_var(name, v),
+            None => std::env::remove_var(name),
+        }
+    }
+}
+
+/// Every weight dtype, m in {1, 2, 7, 16, 32, 33, 64} (one and two row blocks of 32), odd n and
+/// k (scalar weight and x loads) and k on multiples of 8 (vector loads; q8_0 needs whole
+/// blocks), x at an unaligned offset for some shapes, bias on and off, activations; each shape
+/// with one split of k (the epilogue in the main kernel), the automatic splits, and 3 forced
+/// splits (partial sums and the reduce kernel), and a small forced tile (32 k staged at a time:
+/// many stages, 4 rows per block). Then, under a 4 KiB binding limit, weights split over
+/// groups of columns (each dispatch writes fewer columns than the ldy = n between rows of y). Each result is checked against the CPU
+/// scalar reference, f32 weights without activation also within the strict f64 bound, and
+/// every result is bit-identical when recorded and run again (deterministic).
+#[test]
+fn stream_linear_matches_the_reference() {
+    let required = std::env::var("KINEMA_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+    let devices = match kinema::vulkan::probe() {
+        Ok(ds) => ds,
+        Err(why) => {
+            assert!(!required, "KINEMA_REQUIRE_VULKAN=1 but {why}");
+            eprintln!("skipping: {why}");
+            return;
+        }
+    };
+    set("KINEMA_VK_LINEAR", Some("stream"));
+    let acts = [Activation::None, Activation::Silu, Activation::Gelu];
+    let shapes: &[(usize, usize, usize)] = &[
+        (1, 61, 37),
+        (2, 77, 320),
+        (7, 61, 64),
+        (16, 45, 37),
+        (32, 130, 320),
+        (33, 61, 96),
+        (64, 29, 37),
+        (64, 67, 256),
+    ];
+    // (splits, tile): one split, automatic, three, and three on a small tile.
+    let configs: &[(Option<&str>, Option<&str>)] = &[
+        (Some("1"), None),
+        (None, None),
+        (Some("3"), None),
+        (Some("3"), Some("64x4x4x4x32")),
+    ];
+    let mut r = Rng(77);
+    let small: &[(usize, usize, usize)] = &[(7, 61, 64), (2, 77, 320)];
+    for (d, small_binding) in devices.iter().flat_map(|d| [(d, false), (d, true)]) {
+        let mut o = VulkanOptions::new(Precision::Strict);
+        o.device = Some(d.index);
+        if small_binding {
+            o.max_binding = Some(4096);
+        }
+        let b = VulkanBackend::with_options(o).unwrap();
+        let shapes = if small_binding { small } else { shapes };
+        for (si, &(m, n, k)) in shapes.iter().enumerate() {
+            let x = r.vec(m * k + 1, -1.0, 1.0);
+            let wf = r.vec(n * k, -1.0, 1.0);
+            let bias = r.vec(n, -1.0, 1.0);
+            let xb = upload_f32(&b, &x);
+            let x0 = si % 2;
+            let xs = &x[x0..][..m * k];
+            let xr = xb.slice(x0, m * k).unwrap();
+            let bb = upload_f32(&b, &bias);
+            for (di, (dt, bytes, w16, wbf)) in weight_dtypes(&wf, k).into_iter().enumerate() {
+                let wref = match dt {
+                    DType::F32 => Weights::F32(&wf),
+                    DType::F16 => Weights::F16(&w16),
+                    DType::BF16 => Weights::BF16(&wbf),
+                    _ => Weights::Q8_0(&bytes),
+                };
+                let wbuf = upload(&b, dt, &bytes, n * k);
+                for (ai, &act) in acts.iter().enumerate() {
+                    let with_bias = (ai + di + si) % 2 == 0;
+                    let p = LinearParams {
+                        m,
+                        n,
+                        k,
+                        activation: act,
+                    };
+                    let bias_ref = with_bias.then_some(&bias[..]);
+                    let mut want = vec![0f32; m * n];
+                    cpu::matmul::reference::linear(&p, xs, wref, bias_ref, &mut want);
+                    for &(splits, tile) in configs {
+                        set("KINEMA_VK_STREAM_SPLITS", splits);
+                        set("KINEMA_VK_STREAM_TILE", tile);
+                        let run = || {
+                            let y = alloc(&b, DType::F32, m * n);
+                            let mut rec = b.begin().unwrap();
+                            let bias_buf = with_bias.then_some(&bb);
+                            b.linear(&mut rec, &p, &xr, &wbuf, bias_buf, &y).unwrap();
+                            b.submit(&rec).unwrap();
+                            (download_f32(&b, &y), rec.dispatches())
+                        };
+                        let (got, dispatches) = run();
+                        let what = format!(
+                            "stream linear {m}x{n}x{k} {dt} {act:?} bias {with_bias} x at {x0} \
+                             splits {splits:?} tile {tile:?} binding limit {small_binding} \
+                             ({dispatches} dispatches)"
+                        );
+                        if small_binding && splits == Some("1") {
+                            // One dispatch per group of columns.
+                            assert!(dispatches >= 2, "{what}: weights not split over bindings");
+                        } else if !small_binding && splits == Some("3") && k > 128 {
+                            assert_eq!(dispatches, 2, "{what}: split k takes a reduce");
+                        }
+                        if splits == Some("1") && !small_binding {
+                            assert_eq!(dispatches, 1, "{what}: one split, one dispatch");
+                        }
+                        assert_close(&what, &got, &want, 2e-6 * k as f32, 2e-6);
+                        if dt == DType::F32 && act == Activation::None && !with_bias {
+                            let exact = gemm_f64(xs, &wf, (m, n, k), true);
+                            assert_gemm(&what, &got, &exact, strict_gemm_rel(k), 0.0);
+                        }
+                        let (again, _) = run();
+                        assert!(
+                            got.iter()
+                                .zip(&again)
+                                .all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{what}: a second run differs"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    for v in [
+        "KINEMA_VK_LINEAR",
+        "KINEMA_VK_STREAM_SPLITS",
+        "KINEMA_VK_STREAM_TILE",
+    ] {
+        set(v, None);
+    }
+}
