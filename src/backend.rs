@@ -151,6 +151,15 @@ pub trait Backend: Send + Sync {
     fn write(&self, dst: &BufRef<Self::Buffer>, bytes: &[u8]) -> Result<()>;
     /// Copy a buffer range out, waiting for submitted work first.
     fn read(&self, src: &BufRef<Self::Buffer>, out: &mut [u8]) -> Result<()>;
+    /// Copy several buffer ranges out, waiting for submitted work first: what [`Backend::read`]
+    /// does for each, in one transfer and one wait where the backend can batch them (a
+    /// discrete GPU's staged reads).
+    fn read_many(&self, reads: &mut [(&BufRef<Self::Buffer>, &mut [u8])]) -> Result<()> {
+        for (src, out) in reads.iter_mut() {
+            self.read(src, out)?;
+        }
+        Ok(())
+    }
 
     // --- execution ------------------------------------------------------------------------
     fn begin(&self) -> Result<Self::Recording>;

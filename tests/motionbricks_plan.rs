@@ -596,3 +596,66 @@ fn drift_and_bench_on_the_reduced_model() {
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(!r.status.success() && err.contains("\"bert\""), "{err}");
 }
+
+/// One planner reused across plans whose lengths change and repeat (it writes the inputs that
+/// depend only on the lengths again only when they change) gives exactly what a fresh planner
+/// gives for each, on the CPU and on every Vulkan device, argmax and Gumbel.
+#[test]
+fn a_reused_planner_equals_fresh_ones() {
+    use kinema::models::motionbricks::harness::{reduced, synthetic_inputs, synthetic_model};
+    use kinema::models::motionbricks::plan::masked_num_tokens;
+    let m = synthetic_model(reduced()).unwrap();
+    let c = &m.config;
+    let free = masked_num_tokens(c) as i64;
+    let requests: Vec<PlanInputs> = [[free, free], [free, free], [9, free], [9, free], [6, 16]]
+        .iter()
+        .map(|n| PlanInputs {
+            num_tokens: n.to_vec(),
+            ..synthetic_inputs(c, 2)
+        })
+        .collect();
+    fn check<B: Backend>(b: &B, m: &MotionBricksModel, requests: &[PlanInputs], label: &str) {
+        for sampling in [Sampling::Argmax, Sampling::Gumbel] {
+            let reused = Planner::new(b, m, 2, sampling).unwrap();
+            for (i, r) in requests.iter().enumerate() {
+                let random = Randomness::Seeds(vec![i as u64, 50 + i as u64]);
+                let fresh = Planner::new(b, m, 2, sampling).unwrap();
+                let want = fresh.plan(r, Some(&random)).unwrap();
+                let got = reused.plan(r, Some(&random)).unwrap();
+                let what = format!("{label} {} request {i}", sampling.name());
+                assert_eq!(got.num_tokens, want.num_tokens, "{what}");
+                assert_eq!(got.pose_tokens, want.pose_tokens, "{what}");
+                // Bit for bit (the synthetic model's qpos holds NaN past the plan's length).
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+                assert_eq!(bits(&got.root_stage2), bits(&want.root_stage2), "{what}");
+                assert_eq!(bits(&got.decoded), bits(&want.decoded), "{what}");
+                assert_eq!(bits(&got.features), bits(&want.features), "{what}");
+                assert_eq!(bits(&got.qpos), bits(&want.qpos), "{what}");
+            }
+        }
+    }
+    check(
+        &CpuBackend::new(Precision::Strict).unwrap(),
+        &m,
+        &requests,
+        "cpu",
+    );
+    let devices = match kinema::vulkan::probe() {
+        Ok(d) => d,
+        Err(why) => {
+            let required = std::env::var("KINEMA_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+            assert!(!required, "KINEMA_REQUIRE_VULKAN=1 but {why}");
+            eprintln!("skipping the Vulkan backend: {why}");
+            return;
+        }
+    };
+    for d in devices {
+        for staged in [false, true] {
+            let mut o = VulkanOptions::new(Precision::Strict);
+            o.device = Some(d.index);
+            o.force_staging = staged;
+            let b = VulkanBackend::with_options(o).unwrap();
+            check(&b, &m, &requests, &format!("vulkan staged {staged}"));
+        }
+    }
+}

@@ -236,6 +236,32 @@ impl<B: Backend> Executable<'_, B> {
         Ok(out)
     }
 
+    /// Read several marked outputs at once (waits for submitted work): one transfer and one
+    /// wait where the backend batches reads ([`Backend::read_many`]).
+    pub fn read_many_bytes(&self, ts: &[TensorId]) -> Result<Vec<Vec<u8>>> {
+        let mut refs = Vec::with_capacity(ts.len());
+        for &t in ts {
+            if !self.graph.outputs.contains(&t) && !self.graph.carries.iter().any(|c| c.1 == t) {
+                return Err(Error::InvalidArgument(format!(
+                    "tensor {} is not a marked output (its buffer may be reused)",
+                    self.graph.tensors[t.0].name
+                )));
+            }
+            refs.push(self.buf(t)?);
+        }
+        let mut outs: Vec<Vec<u8>> = refs
+            .iter()
+            .map(|r| vec![0u8; r.dtype.bytes_for(r.len).unwrap_or(0)])
+            .collect();
+        let mut reads: Vec<(&BufRef<B::Buffer>, &mut [u8])> = refs
+            .iter()
+            .zip(outs.iter_mut())
+            .map(|(r, o)| (*r, o.as_mut_slice()))
+            .collect();
+        self.backend.read_many(&mut reads)?;
+        Ok(outs)
+    }
+
     pub fn read_f32(&self, t: TensorId) -> Result<Vec<f32>> {
         Ok(bytemuck::pod_collect_to_vec(&self.read_bytes(t)?))
     }

@@ -425,6 +425,27 @@ impl Backend for VulkanBackend {
         self.take_errors(used, on_this_thread)
     }
 
+    /// [`Backend::read`] for each range, with one copy submission and one wait for all the
+    /// staged ones.
+    fn read_many(&self, reads: &mut [(&BufRef<VulkanBuffer>, &mut [u8])]) -> Result<()> {
+        let mut ranges = Vec::with_capacity(reads.len());
+        let mut used = 0;
+        for (src, out) in reads.iter_mut() {
+            self.own("read", &src.buf)?;
+            let (s, l) = byte_range("read", src)?;
+            if out.len() != l {
+                return Err(Error::Shape(format!(
+                    "read: {}-byte destination for a {l}-byte range",
+                    out.len()
+                )));
+            }
+            used = used.max(src.buf.0.last_use.load(std::sync::atomic::Ordering::SeqCst));
+            ranges.push((&src.buf, s as u64, &mut **out));
+        }
+        self.shared.memory.read_many(&mut ranges)?;
+        self.take_errors(used, on_this_thread)
+    }
+
     fn begin(&self) -> Result<VulkanRecording> {
         VulkanRecording::new(self.shared.clone())
     }
@@ -432,6 +453,8 @@ impl Backend for VulkanBackend {
     fn submit(&self, rec: &VulkanRecording) -> Result<()> {
         self.rec_check(rec)?;
         rec.finish()?;
+        // Host writes still in the staging buffer go first (one copy submission, no wait).
+        self.shared.memory.flush_uploads()?;
         let checks = rec.checks();
         if let Some(own) = checks.first() {
             // The previous run of this recording wrote the same status words: check them
@@ -467,6 +490,7 @@ impl Backend for VulkanBackend {
     /// Waits for all submitted work, then reports bad data that the ops of this thread's
     /// runs found (embedding ids outside the table) as the CPU backend does.
     fn sync(&self) -> Result<()> {
+        self.shared.memory.flush_uploads()?;
         let ctx = &self.shared.ctx;
         let last = ctx.last_submitted();
         ctx.wait(last).map_err(|e: VulkanError| Error::from(e))?;

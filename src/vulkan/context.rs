@@ -557,6 +557,12 @@ impl Context {
         self.last_submitted.load(Ordering::SeqCst)
     }
 
+    /// The newest timeline value the device has finished (0 when it cannot be read).
+    pub fn completed(&self) -> u64 {
+        // SAFETY: the semaphore belongs to this device.
+        unsafe { self.device.get_semaphore_counter_value(self.timeline) }.unwrap_or(0)
+    }
+
     /// Block until the submission with timeline `value` (and all before it) has finished.
     pub fn wait(&self, value: u64) -> Result<(), VulkanError> {
         // A value whose submission failed is never signalled: there is nothing to wait for.

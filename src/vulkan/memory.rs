@@ -1,8 +1,17 @@
 //! Device buffers and host transfers. Every buffer is a storage buffer that can also be copied
 //! to and from. Memory that is host-visible and coherent (lavapipe and other UMA devices, where
-//! all memory is) is mapped once and written with `memcpy`; otherwise transfers go through one
-//! growable staging buffer and a copy on the queue. Host access waits on the timeline value of
-//! the last submission that used the buffer, so it is ordered with in-flight work.
+//! all memory is) is mapped once and written with `memcpy`; otherwise transfers go through
+//! growable staging buffers and copies on the queue. Host access through a mapping waits on the
+//! timeline value of the last submission that used the buffer, so it is ordered with in-flight
+//! work.
+//!
+//! Staged writes are deferred: each is a `memcpy` into the upload staging buffer, and all
+//! pending ones are copied on the queue by one command buffer submitted just before the next
+//! submission ([`Memory::flush_uploads`]), with no host wait; queue order and the full barriers
+//! at both ends of every command buffer order them after earlier work that used the buffers and
+//! before later work. Staged reads are one copy submission and one wait, however many ranges
+//! are read together ([`Memory::read_many`]). On a discrete GPU this turns a graph run with
+//! dozens of inputs and several outputs into three submissions and one host wait.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -120,13 +129,28 @@ struct Staging {
     buf: VulkanBuffer,
 }
 
+/// Staged writes waiting for the next submission (see the module doc).
+#[derive(Default)]
+struct Uploads {
+    staging: Option<VulkanBuffer>,
+    /// Bytes at the start of `staging` that pending copies read.
+    used: u64,
+    /// The pending copies: destination and region (the source offset is in `staging`).
+    copies: Vec<(VulkanBuffer, vk::BufferCopy)>,
+    /// Copy command buffers submitted, with the timeline value after which each is freed.
+    submitted: Vec<(vk::CommandBuffer, u64)>,
+}
+
+/// The first upload staging buffer (it grows to what one batch of writes needs).
+const UPLOAD_STAGING_MIN: u64 = 1 << 20;
+
 /// Buffer creation and host transfers for one device.
 pub(crate) struct Memory {
     ctx: Arc<Context>,
     /// Never map device buffers, so host transfers take the staging path of discrete GPUs.
     force_staging: bool,
     pool: Mutex<vk::CommandPool>,
-    upload: Mutex<Option<Staging>>,
+    uploads: Mutex<Uploads>,
     download: Mutex<Option<Staging>>,
 }
 
@@ -142,7 +166,7 @@ impl Memory {
             ctx,
             force_staging,
             pool: Mutex::new(pool),
-            upload: Mutex::new(None),
+            uploads: Mutex::new(Uploads::default()),
             download: Mutex::new(None),
         })
     }
@@ -270,11 +294,12 @@ impl Memory {
         Ok(buf)
     }
 
-    /// Copy `data` into `buf` at byte `offset`, after any submitted work that uses it.
+    /// Copy `data` into `buf` at byte `offset`, after any submitted work that uses it: at once
+    /// through a mapping, else at the next submission (see the module doc).
     pub fn write(&self, buf: &VulkanBuffer, offset: u64, data: &[u8]) -> Result<(), VulkanError> {
         let b = &buf.0;
-        self.ctx.wait(b.last_use.load(Ordering::SeqCst))?;
         if let Some(p) = b.mapped {
+            self.ctx.wait(b.last_use.load(Ordering::SeqCst))?;
             // SAFETY: `offset + data.len() <= bytes` (checked by the caller) and no submitted
             // work uses the buffer any more.
             unsafe {
@@ -286,62 +311,245 @@ impl Memory {
             };
             return Ok(());
         }
-        let mut staging = self.upload.lock().unwrap_or_else(|e| e.into_inner());
+        let mut up = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
         for (i, chunk) in data.chunks(STAGING_MAX as usize).enumerate() {
-            let s = self.staging(&mut staging, chunk.len() as u64, MemoryLocation::CpuToGpu)?;
+            let len = chunk.len() as u64;
+            let dst_offset = offset + (i as u64) * STAGING_MAX;
+            // Copies in one command buffer are unordered: a write over bytes that a pending
+            // copy writes goes into the next one.
+            let overlaps = up.copies.iter().any(|(d, r)| {
+                d.0.id == b.id
+                    && r.dst_offset < dst_offset + len
+                    && dst_offset < r.dst_offset + r.size
+            });
+            let fits = up
+                .staging
+                .as_ref()
+                .is_some_and(|s| up.used + len <= s.0.capacity);
+            // The staging bytes this write needs: when a batch of writes outgrew the buffer,
+            // what the batch needed (up to the limit), so that it settles at one flush per
+            // submission.
+            let mut need = len;
+            if overlaps || !fits {
+                if !fits {
+                    need = (up.used + len).min(STAGING_MAX).max(len);
+                }
+                self.flush_locked(&mut up)?;
+            }
+            if up.staging.as_ref().is_none_or(|s| s.0.capacity < need) {
+                let size = match &up.staging {
+                    Some(s) => (2 * s.0.capacity).max(need),
+                    None => UPLOAD_STAGING_MIN.max(need),
+                };
+                let size = size.next_power_of_two().min(STAGING_MAX).max(len);
+                // Dropping the old buffer waits for the copies that read it (warm-up only:
+                // the buffer grows to what one batch of writes needs).
+                up.staging = None;
+                let s = self.create(size, MemoryLocation::CpuToGpu, false)?;
+                if s.0.mapped.is_none() {
+                    return Err(VulkanError::Unavailable(
+                        "no host-visible coherent memory for staging".into(),
+                    ));
+                }
+                up.staging = Some(s);
+            }
+            let s = up.staging.clone().expect("just filled");
+            if up.used == 0 {
+                // Reused from the start: the copies of the last flush must have read it.
+                self.ctx.wait(s.0.last_use.load(Ordering::SeqCst))?;
+            }
             let sp = s.0.mapped.expect("staging memory is mapped");
-            // SAFETY: the staging buffer holds at least `chunk.len()` bytes and the previous
-            // copy out of it was waited for.
-            unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), sp.as_ptr(), chunk.len()) };
-            let region = vk::BufferCopy {
-                src_offset: 0,
-                dst_offset: offset + (i as u64) * STAGING_MAX,
-                size: chunk.len() as u64,
+            let at = up.used;
+            // SAFETY: `at + len <= capacity` (made to fit above) and no submitted copy reads
+            // these bytes (the last flush's copies finished before `used` went back to 0).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    chunk.as_ptr(),
+                    sp.as_ptr().add(at as usize),
+                    chunk.len(),
+                )
             };
-            let (src, dst) = (s.0.raw, b.raw);
-            let value = self.one_shot("uploading to a buffer", |d, cmd| {
-                // SAFETY: `cmd` is recording; the region lies inside both buffers.
-                unsafe { d.cmd_copy_buffer(cmd, src, dst, &[region]) };
-            })?;
-            b.last_use.store(value, Ordering::SeqCst);
-            self.ctx.wait(value)?;
+            up.copies.push((
+                buf.clone(),
+                vk::BufferCopy {
+                    src_offset: at,
+                    dst_offset,
+                    size: len,
+                },
+            ));
+            up.used = (at + len).next_multiple_of(16);
         }
         Ok(())
     }
 
+    /// Submit the pending staged writes (one command buffer, no host wait); a backend calls
+    /// this before every submission and host read.
+    pub fn flush_uploads(&self) -> Result<(), VulkanError> {
+        let mut up = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
+        self.flush_locked(&mut up)
+    }
+
+    fn flush_locked(&self, up: &mut Uploads) -> Result<(), VulkanError> {
+        if up.copies.is_empty() {
+            return Ok(());
+        }
+        let copies = std::mem::take(&mut up.copies);
+        up.used = 0;
+        let staging = up
+            .staging
+            .clone()
+            .expect("pending copies have a staging buffer");
+        let what = "uploading to buffers";
+        let d = &self.ctx.device;
+        let pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        let done = self.ctx.completed();
+        let (finished, running): (Vec<_>, Vec<_>) =
+            up.submitted.drain(..).partition(|&(_, v)| v <= done);
+        up.submitted = running;
+        if !finished.is_empty() {
+            let cmds: Vec<vk::CommandBuffer> = finished.iter().map(|&(c, _)| c).collect();
+            // SAFETY: these command buffers finished (their timeline values were reached);
+            // the pool is externally synchronised by its lock.
+            unsafe { d.free_command_buffers(*pool, &cmds) };
+        }
+        let ai = vk::CommandBufferAllocateInfo::default()
+            .command_pool(*pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(1);
+        // SAFETY: the pool is externally synchronised by its lock.
+        let cmd = unsafe { d.allocate_command_buffers(&ai) }.map_err(|e| vk_error(what, e))?[0];
+        let run = || -> Result<u64, VulkanError> {
+            let bi = vk::CommandBufferBeginInfo::default()
+                .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+            // SAFETY: `cmd` was just allocated and is not in use.
+            unsafe { d.begin_command_buffer(cmd, &bi) }.map_err(|e| vk_error(what, e))?;
+            full_barrier(d, cmd);
+            for (dst, region) in &copies {
+                // SAFETY: `cmd` is recording; the region lies inside both buffers (the
+                // caller of `write` checked the destination range).
+                unsafe { d.cmd_copy_buffer(cmd, staging.0.raw, dst.0.raw, &[*region]) };
+            }
+            full_barrier(d, cmd);
+            // SAFETY: `cmd` is recording.
+            unsafe { d.end_command_buffer(cmd) }.map_err(|e| vk_error(what, e))?;
+            self.ctx.submit_with(cmd, |value| {
+                staging.0.last_use.fetch_max(value, Ordering::SeqCst);
+                for (dst, _) in &copies {
+                    dst.0.last_use.fetch_max(value, Ordering::SeqCst);
+                }
+            })
+        };
+        match run() {
+            Ok(value) => {
+                up.submitted.push((cmd, value));
+                Ok(())
+            }
+            Err(e) => {
+                // SAFETY: the command buffer was never submitted.
+                unsafe { d.free_command_buffers(*pool, &[cmd]) };
+                Err(e)
+            }
+        }
+    }
+
     /// Copy `out.len()` bytes from byte `offset` of `buf`, after submitted work that uses it.
     pub fn read(&self, buf: &VulkanBuffer, offset: u64, out: &mut [u8]) -> Result<(), VulkanError> {
-        let b = &buf.0;
-        self.ctx.wait(b.last_use.load(Ordering::SeqCst))?;
-        if let (Some(p), true) = (b.mapped, b.cached) {
-            // SAFETY: the range is inside the buffer (checked by the caller) and no
-            // submitted work writes it any more.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    p.as_ptr().add(offset as usize),
-                    out.as_mut_ptr(),
-                    out.len(),
-                )
-            };
+        self.read_many(&mut [(buf, offset, out)])
+    }
+
+    /// Copy several ranges `(buffer, byte offset, destination)` out, after submitted work that
+    /// uses them: mapped host-cached buffers with `memcpy`, the others with one copy
+    /// submission and one wait for all of them (in chunks when they exceed the staging limit).
+    pub fn read_many(
+        &self,
+        reads: &mut [(&VulkanBuffer, u64, &mut [u8])],
+    ) -> Result<(), VulkanError> {
+        self.flush_uploads()?;
+        let mut staged = Vec::new();
+        for (i, (buf, offset, out)) in reads.iter_mut().enumerate() {
+            let b = &buf.0;
+            match (b.mapped, b.cached) {
+                (Some(p), true) => {
+                    self.ctx.wait(b.last_use.load(Ordering::SeqCst))?;
+                    // SAFETY: the range is inside the buffer (checked by the caller) and no
+                    // submitted work writes it any more.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            p.as_ptr().add(*offset as usize),
+                            out.as_mut_ptr(),
+                            out.len(),
+                        )
+                    };
+                }
+                _ => staged.push(i),
+            }
+        }
+        if staged.is_empty() {
             return Ok(());
         }
         let mut staging = self.download.lock().unwrap_or_else(|e| e.into_inner());
-        for (i, chunk) in out.chunks_mut(STAGING_MAX as usize).enumerate() {
-            let s = self.staging(&mut staging, chunk.len() as u64, MemoryLocation::GpuToCpu)?;
-            let region = vk::BufferCopy {
-                src_offset: offset + (i as u64) * STAGING_MAX,
-                dst_offset: 0,
-                size: chunk.len() as u64,
-            };
-            let (src, dst) = (b.raw, s.0.raw);
-            let value = self.one_shot("reading back a buffer", |d, cmd| {
-                // SAFETY: `cmd` is recording; the region lies inside both buffers.
-                unsafe { d.cmd_copy_buffer(cmd, src, dst, &[region]) };
+        // Pieces of at most STAGING_MAX bytes: (read, byte offset in it, length).
+        let mut pieces = Vec::new();
+        for &i in &staged {
+            let n = reads[i].2.len() as u64;
+            let mut at = 0;
+            while at < n {
+                let len = (n - at).min(STAGING_MAX);
+                pieces.push((i, at, len));
+                at += len;
+            }
+        }
+        let mut next = 0;
+        while next < pieces.len() {
+            // As many pieces as fit in one staging buffer, 16-byte aligned inside it.
+            let mut total = 0u64;
+            let mut end = next;
+            while end < pieces.len() {
+                let t = total.next_multiple_of(16) + pieces[end].2;
+                if end > next && t > STAGING_MAX {
+                    break;
+                }
+                total = t;
+                end += 1;
+            }
+            let s = self.staging(&mut staging, total, MemoryLocation::GpuToCpu)?;
+            let mut regions: Vec<(vk::Buffer, vk::BufferCopy)> = Vec::with_capacity(end - next);
+            let mut at = 0u64;
+            for &(i, off, len) in &pieces[next..end] {
+                at = at.next_multiple_of(16);
+                regions.push((
+                    reads[i].0.0.raw,
+                    vk::BufferCopy {
+                        src_offset: reads[i].1 + off,
+                        dst_offset: at,
+                        size: len,
+                    },
+                ));
+                at += len;
+            }
+            let dst = s.0.raw;
+            // Queue order and the command buffer's leading full barrier put the copies after
+            // the work that writes the buffers: no wait before submitting.
+            self.one_shot("reading back buffers", |d, cmd| {
+                for (src, region) in &regions {
+                    // SAFETY: `cmd` is recording; the region lies inside both buffers.
+                    unsafe { d.cmd_copy_buffer(cmd, *src, dst, &[*region]) };
+                }
             })?;
-            self.ctx.wait(value)?;
             let sp = s.0.mapped.expect("staging memory is mapped");
-            // SAFETY: the copy finished (waited) and made its writes visible to the host.
-            unsafe { std::ptr::copy_nonoverlapping(sp.as_ptr(), chunk.as_mut_ptr(), chunk.len()) };
+            for (&(i, off, len), (_, region)) in pieces[next..end].iter().zip(&regions) {
+                let out = &mut reads[i].2[off as usize..(off + len) as usize];
+                // SAFETY: the copy finished (waited) and made its writes visible to the host;
+                // the region lies inside the staging buffer.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        sp.as_ptr().add(region.dst_offset as usize),
+                        out.as_mut_ptr(),
+                        out.len(),
+                    )
+                };
+            }
+            next = end;
         }
         Ok(())
     }
@@ -409,17 +617,18 @@ impl Memory {
 
 impl Drop for Memory {
     fn drop(&mut self) {
-        // Staging buffers first (they wait for their last use), then the pool.
-        self.upload
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        // Staging buffers first (they wait for their last use), then the pool. Pending writes
+        // are dropped with their buffers; submitted copies finish first.
+        let _ = self.ctx.wait(self.ctx.last_submitted());
+        let up = std::mem::take(self.uploads.get_mut().unwrap_or_else(|e| e.into_inner()));
+        drop(up);
         self.download
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
             .take();
         let pool = *self.pool.get_mut().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: every one-shot command buffer was freed after finishing.
+        // SAFETY: every one-shot command buffer was freed after finishing, and the upload
+        // copies still allocated from the pool finished (waited above, or the device is lost).
         unsafe { self.ctx.device.destroy_command_pool(pool, None) };
     }
 }

@@ -217,20 +217,15 @@ impl G1Qpos {
             let x = &features[f * w..(f + 1) * w];
             // Global rotations from 6-D (`rotations.py#L44-60`), local = parent^T global
             // (`mujoco_helper.py#L22-31`), then the f2q offsets.
-            let global: Vec<Mat> = (0..BONES.len())
-                .map(|j| cont6d_to_matrix(&x[ROT_AT + 6 * j..ROT_AT + 6 * j + 6]))
-                .collect();
-            let local: Vec<Mat> = BONES
-                .iter()
-                .enumerate()
-                .map(|(j, (_, p))| {
-                    let l = match p {
-                        Some(p) => matmul_tn(&global[*p], &global[j]),
-                        None => global[j],
-                    };
-                    matmul(&self.f2q[j], &l)
-                })
-                .collect();
+            let global: [Mat; BONES.len()] =
+                std::array::from_fn(|j| cont6d_to_matrix(&x[ROT_AT + 6 * j..ROT_AT + 6 * j + 6]));
+            let local: [Mat; BONES.len()] = std::array::from_fn(|j| {
+                let l = match BONES[j].1 {
+                    Some(p) => matmul_tn(&global[p], &global[j]),
+                    None => global[j],
+                };
+                matmul(&self.f2q[j], &l)
+            });
             // Root translation into MuJoCo axes: (z, x, y).
             out.extend_from_slice(&[x[2], x[0], x[1]]);
             // Root rotation M^T R M, then the quaternion (w first).
@@ -244,12 +239,13 @@ impl G1Qpos {
             out.extend_from_slice(&matrix_to_quaternion(&r));
             for i in 0..HINGES {
                 let m = &local[self.joint[i]];
-                let angles = [
-                    m[2][1].atan2(m[2][2]),
-                    m[0][2].atan2(m[0][0]),
-                    m[1][0].atan2(m[1][1]),
-                ];
-                out.push(angles[self.axis[i]]);
+                // The Euler angle about the hinge's axis (only that one is computed).
+                let angle = match self.axis[i] {
+                    0 => m[2][1].atan2(m[2][2]),
+                    1 => m[0][2].atan2(m[0][0]),
+                    _ => m[1][0].atan2(m[1][1]),
+                };
+                out.push(angle);
             }
         }
         out

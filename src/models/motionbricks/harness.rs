@@ -185,6 +185,15 @@ pub struct BenchOptions {
     pub plans: usize,
 }
 
+/// The time of one phase of a plan ([`super::plan::PlanTimes`]) over the timed runs.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PhaseLatency {
+    pub phase: String,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub mean_ms: f64,
+}
+
 /// The times of one sampling mode.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Latency {
@@ -195,6 +204,9 @@ pub struct Latency {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub mean_ms: f64,
+    /// Per batch, phase by phase (host steps; per graph its upload, run and download), from
+    /// a second set of as many runs ([`Planner::plan_timed`]).
+    pub phases: Vec<PhaseLatency>,
 }
 
 /// The result of [`MotionBricks::bench`].
@@ -226,7 +238,15 @@ impl BenchReport for MotionBricksBench {
                 x.sampling, x.p50_ms, x.p99_ms, x.mean_ms, x.build_s
             )
         };
-        format!(
+        let phases = |x: &Latency| {
+            let p: Vec<String> = x
+                .phases
+                .iter()
+                .map(|p| format!("{} {:.3}", p.phase, p.p50_ms))
+                .collect();
+            format!("\n  {} phases, p50 ms: {}", x.sampling, p.join(", "))
+        };
+        let text = format!(
             "motionbricks {} ({}, {} threads, {}, {} weights): {}, {:.1} M params, batch {}, \
              {} timed runs each: {}; {} (weights {:.1} s)",
             self.backend,
@@ -241,7 +261,8 @@ impl BenchReport for MotionBricksBench {
             l(&self.argmax),
             l(&self.gumbel),
             self.weights_s
-        )
+        );
+        text + &phases(&self.argmax) + &phases(&self.gumbel)
     }
 }
 
@@ -257,22 +278,57 @@ fn time_plans<B: Backend>(
     let planner = Planner::new(b, m, batch, sampling)?;
     let build_s = t.elapsed().as_secs_f64();
     let mut ms = Vec::with_capacity(plans);
+    let random =
+        |r: u64| Randomness::Seeds((0..batch as u64).map(|i| r * batch as u64 + i).collect());
     // Run 0 warms the caches and is not timed; run r's plans use seeds r * batch + i.
     for r in 0..=plans as u64 {
-        let random = Randomness::Seeds((0..batch as u64).map(|i| r * batch as u64 + i).collect());
+        let random = random(r);
         let t = Instant::now();
         planner.plan(inputs, Some(&random))?;
         if r > 0 {
             ms.push(t.elapsed().as_secs_f64() * 1e3);
         }
     }
-    ms.sort_by(f64::total_cmp);
+    // The phases from as many runs again, each graph waited for before its download.
+    let mut phases: Vec<(&'static str, Vec<f64>)> = Vec::new();
+    for r in 1..=plans as u64 {
+        let (_, times) = planner.plan_timed(inputs, Some(&random(r)))?;
+        // Every run has the same phases in the same order.
+        for (i, &(name, v)) in times.phases.iter().enumerate() {
+            if phases.len() == i {
+                phases.push((name, Vec::new()));
+            }
+            phases[i].1.push(v);
+        }
+    }
+    let summary = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (
+            quantile(&v, 0.5),
+            quantile(&v, 0.99),
+            v.iter().sum::<f64>() / v.len().max(1) as f64,
+        )
+    };
+    let phases = phases
+        .into_iter()
+        .map(|(name, v)| {
+            let (p50_ms, p99_ms, mean_ms) = summary(v);
+            PhaseLatency {
+                phase: name.to_string(),
+                p50_ms,
+                p99_ms,
+                mean_ms,
+            }
+        })
+        .collect();
+    let (p50_ms, p99_ms, mean_ms) = summary(ms);
     Ok(Latency {
         sampling: sampling.name().to_string(),
         build_s,
-        p50_ms: quantile(&ms, 0.5),
-        p99_ms: quantile(&ms, 0.99),
-        mean_ms: ms.iter().sum::<f64>() / ms.len() as f64,
+        p50_ms,
+        p99_ms,
+        mean_ms,
+        phases,
     })
 }
 

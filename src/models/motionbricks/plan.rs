@@ -7,6 +7,9 @@
 //! f32 `atan2`/`sin`/`cos`, and the cumulative sums accumulate in f64 as torch's CPU
 //! `cumsum` does for f32 (`at::acc_type<float, false>` is double).
 
+use std::cell::RefCell;
+use std::time::Instant;
+
 use super::config::{MotionBricksConfig, dims, names};
 use super::model::{ConvDecoderInputs, MotionBricksModel, PoseDecode, RootStage1, RootStage2};
 use super::sampler::{Sampling, check_uniforms, plan_uniforms};
@@ -88,6 +91,65 @@ pub struct PlanOutput {
 
 fn bad(msg: String) -> Error {
     Error::InvalidArgument(msg)
+}
+
+/// Where one [`Planner::plan_timed`] run spent its wall-clock time, phase by phase in order:
+/// the host steps (`host: ...`) and, per graph (`root1`, `root2`, `pose`), building and writing
+/// its inputs (`upload`), submitting it and waiting for it (`run`: the kernels plus the
+/// submission round trip) and reading its outputs back (`download`).
+#[derive(Clone, Debug, Default)]
+pub struct PlanTimes {
+    /// `(phase, milliseconds)`.
+    pub phases: Vec<(&'static str, f64)>,
+}
+
+/// Laps of [`PlanTimes`] when timing (`on`); nothing otherwise.
+struct Clock {
+    on: bool,
+    last: Instant,
+    times: PlanTimes,
+}
+
+impl Clock {
+    fn new(on: bool) -> Clock {
+        Clock {
+            on,
+            last: Instant::now(),
+            times: PlanTimes::default(),
+        }
+    }
+
+    /// The time since the previous lap, as `phase`.
+    fn lap(&mut self, phase: &'static str) {
+        if self.on {
+            let now = Instant::now();
+            let ms = (now - self.last).as_secs_f64() * 1e3;
+            self.times.phases.push((phase, ms));
+            self.last = now;
+        }
+    }
+
+    /// Run a compiled graph; when timing, also wait for it, so that its time is not counted
+    /// as the download's (untimed, the download's wait covers it: one host wait fewer).
+    fn run<B: Backend>(&self, x: &Executable<'_, B>) -> Result<()> {
+        x.run()?;
+        if self.on {
+            x.backend().sync()?;
+        }
+        Ok(())
+    }
+}
+
+/// Read marked outputs in one batch (one transfer and one wait on a discrete GPU).
+fn read_all<B: Backend>(
+    x: &Executable<'_, B>,
+    ts: &[crate::graph::TensorId],
+) -> Result<Vec<Vec<u8>>> {
+    x.read_many_bytes(ts)
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    bytemuck::pod_collect_to_vec(b)
 }
 
 impl PlanInputs {
@@ -196,6 +258,29 @@ pub struct Planner<'b, B: Backend> {
     s2x: Executable<'b, B>,
     pd: PoseDecode,
     pdx: Executable<'b, B>,
+    /// The chosen lengths that the inputs of root stage 2 and of the pose graph which depend
+    /// on nothing else (token masks, length ids, the convolution masks; the pose graph's
+    /// token ids) hold: a plan writes them again only when the lengths change. `None` after a
+    /// failed write, so the next plan writes them all.
+    s2_lengths: RefCell<Option<Vec<usize>>>,
+    pd_lengths: RefCell<Option<Vec<usize>>>,
+}
+
+/// Write the inputs that depend only on the chosen lengths `ns` with `write`, unless `cache`
+/// says they hold them already.
+fn write_for_lengths(
+    cache: &RefCell<Option<Vec<usize>>>,
+    ns: &[usize],
+    write: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let mut c = cache.borrow_mut();
+    if c.as_deref() == Some(ns) {
+        return Ok(());
+    }
+    *c = None;
+    write()?;
+    *c = Some(ns.to_vec());
+    Ok(())
 }
 
 fn take(g: &mut Graph) -> Graph {
@@ -227,15 +312,13 @@ fn channel_mask(ns: &[usize], channels: usize, len: usize, max_tokens: usize) ->
     v
 }
 
-fn write_conv<B: Backend>(
+/// The convolution head's masks, which depend only on the chosen lengths `ns`.
+fn write_conv_masks<B: Backend>(
     x: &Executable<'_, B>,
     inp: &ConvDecoderInputs,
     c: &super::config::ConvDecoderConfig,
     ns: &[usize],
     max_tokens: usize,
-    target: &[f32],
-    has: &[bool],
-    external: &[f32],
 ) -> Result<()> {
     x.write_f32(
         inp.in_mask,
@@ -247,7 +330,18 @@ fn write_conv<B: Backend>(
     x.write_f32(
         inp.out_mask,
         &channel_mask(ns, c.output, max_tokens << c.down_t, max_tokens),
-    )?;
+    )
+}
+
+/// The convolution head's dense conditions.
+fn write_conv_conditions<B: Backend>(
+    x: &Executable<'_, B>,
+    inp: &ConvDecoderInputs,
+    c: &super::config::ConvDecoderConfig,
+    target: &[f32],
+    has: &[bool],
+    external: &[f32],
+) -> Result<()> {
     x.write_f32(inp.target, target)?;
     for (i, &(h, nh)) in inp.has.iter().enumerate() {
         let (a, b) = has_pair(has, c.width >> (c.down_t - i));
@@ -284,6 +378,8 @@ impl<'b, B: Backend> Planner<'b, B> {
             s2x,
             pd,
             pdx,
+            s2_lengths: RefCell::new(None),
+            pd_lengths: RefCell::new(None),
         })
     }
 
@@ -299,6 +395,25 @@ impl<'b, B: Backend> Planner<'b, B> {
 
     /// Run one batch of plans. Gumbel sampling needs `random`; argmax ignores it.
     pub fn plan(&self, inp: &PlanInputs, random: Option<&Randomness>) -> Result<PlanOutput> {
+        Ok(self.run_plan(inp, random, Clock::new(false))?.0)
+    }
+
+    /// [`Planner::plan`], with where its time went (each graph is waited for before its
+    /// outputs are read, which can cost a device round trip per graph more than `plan`).
+    pub fn plan_timed(
+        &self,
+        inp: &PlanInputs,
+        random: Option<&Randomness>,
+    ) -> Result<(PlanOutput, PlanTimes)> {
+        self.run_plan(inp, random, Clock::new(true))
+    }
+
+    fn run_plan(
+        &self,
+        inp: &PlanInputs,
+        random: Option<&Randomness>,
+        mut clock: Clock,
+    ) -> Result<(PlanOutput, PlanTimes)> {
         let m = self.model;
         let c = &m.config;
         inp.validate(c)?;
@@ -380,6 +495,8 @@ impl<'b, B: Backend> Planner<'b, B> {
             }
         }
 
+        clock.lap("host: inputs");
+
         // Step 2a: root stage 1.
         let x = &self.s1x;
         x.write_f32(self.s1.global_root, &out.norm_global_root)?;
@@ -408,10 +525,13 @@ impl<'b, B: Backend> Planner<'b, B> {
             .map(|&n| (n as usize - c.min_tokens) as u32)
             .collect();
         x.write_u32(self.s1.num_tokens, &ids)?;
-        x.run()?;
-        let frame_emb = x.read_f32(self.s1.frame_emb)?;
-        let positioned = x.read_f32(self.s1.positioned)?;
-        out.length_logits_raw = x.read_f32(self.s1.logits)?;
+        clock.lap("root1: upload");
+        clock.run(x)?;
+        clock.lap("root1: run");
+        let r = read_all(x, &[self.s1.frame_emb, self.s1.positioned, self.s1.logits])?;
+        let (frame_emb, positioned) = (f32s(&r[0]), f32s(&r[1]));
+        out.length_logits_raw = f32s(&r[2]);
+        clock.lap("root1: download");
 
         // Step 2b: the length (`root_backbone.py#L187-206`): out-of-reach and disallowed
         // lengths at -inf, first maximum, or the given length.
@@ -494,23 +614,29 @@ impl<'b, B: Backend> Planner<'b, B> {
                 }
             }
         }
+        clock.lap("host: length");
         let x = &self.s2x;
         x.write_f32(self.s2.tokens, &tokens)?;
-        x.write_u32(self.s2.key_mask, &key_mask)?;
-        x.write_f32(self.s2.out_mask, &out_mask)?;
-        write_conv(
+        write_for_lengths(&self.s2_lengths, &ns, || {
+            x.write_u32(self.s2.key_mask, &key_mask)?;
+            x.write_f32(self.s2.out_mask, &out_mask)?;
+            write_conv_masks(x, &self.s2.conv, &c.root_conv, &ns, t)
+        })?;
+        write_conv_conditions(
             x,
             &self.s2.conv,
             &c.root_conv,
-            &ns,
-            t,
             &dense_root,
             &dense_has,
             &dense_frame,
         )?;
-        x.run()?;
-        out.root_stage2 = x.read_f32(self.s2.stage2)?;
-        out.root_global = x.read_f32(self.s2.root)?;
+        clock.lap("root2: upload");
+        clock.run(x)?;
+        clock.lap("root2: run");
+        let r = read_all(x, &[self.s2.stage2, self.s2.root])?;
+        out.root_stage2 = f32s(&r[0]);
+        out.root_global = f32s(&r[1]);
+        clock.lap("root2: download");
 
         // Step 3: global -> local root with the length-aware end duplication, then the last
         // frame's given local root (`motion_inference.py#L222-242`).
@@ -571,9 +697,6 @@ impl<'b, B: Backend> Planner<'b, B> {
         out.has_pose_cond = vec![false; b * frames];
         let mut root_cond = Vec::with_capacity(b * frames * 4);
         let mut external = Vec::with_capacity(b * frames * 2);
-        let mut length_ids = Vec::with_capacity(b * t);
-        let mut pkey = Vec::with_capacity(b * t);
-        let mut pout = Vec::with_capacity(b * t * c.pose_n_embd);
         for (p, &n) in ns.iter().enumerate() {
             for s in 0..k {
                 let f = if s < fpt {
@@ -592,44 +715,55 @@ impl<'b, B: Backend> Planner<'b, B> {
                 let l = &out.root_local[(p * frames + f) * 4..(p * frames + f + 1) * 4];
                 external.extend_from_slice(&l[1..3]);
             }
-            length_ids.extend(std::iter::repeat_n((n - c.min_tokens) as u32, t));
-            pkey.extend((0..t).map(|i| u32::from(i < n)));
-            for i in 0..t {
-                let v = if i < n { 1.0 } else { 0.0 };
-                pout.extend(std::iter::repeat_n(v, c.pose_n_embd));
-            }
         }
-        let mask_id = codes as u32; // POSE_MASK_ID = codes (`pose_backbone.py#L218-220`)
-        let token_ids: Vec<u32> = (0..b * t)
-            .flat_map(|_| (0..heads).map(move |h| mask_id + (codes as u32 + 1) * h as u32))
-            .collect();
+        clock.lap("host: root");
         let x = &self.pdx;
-        x.write_u32(self.pd.token_ids, &token_ids)?;
+        write_for_lengths(&self.pd_lengths, &ns, || {
+            let mut length_ids = Vec::with_capacity(b * t);
+            let mut pkey = Vec::with_capacity(b * t);
+            let mut pout = Vec::with_capacity(b * t * c.pose_n_embd);
+            for &n in &ns {
+                length_ids.extend(std::iter::repeat_n((n - c.min_tokens) as u32, t));
+                pkey.extend((0..t).map(|i| u32::from(i < n)));
+                for i in 0..t {
+                    let v = if i < n { 1.0 } else { 0.0 };
+                    pout.extend(std::iter::repeat_n(v, c.pose_n_embd));
+                }
+            }
+            let mask_id = codes as u32; // POSE_MASK_ID = codes (`pose_backbone.py#L218-220`)
+            let token_ids: Vec<u32> = (0..b * t)
+                .flat_map(|_| (0..heads).map(move |h| mask_id + (codes as u32 + 1) * h as u32))
+                .collect();
+            x.write_u32(self.pd.token_ids, &token_ids)?;
+            x.write_u32(self.pd.length_ids, &length_ids)?;
+            x.write_u32(self.pd.key_mask, &pkey)?;
+            x.write_f32(self.pd.out_mask, &pout)?;
+            write_conv_masks(x, &self.pd.conv, &c.decoder, &ns, t)
+        })?;
         x.write_f32(self.pd.root_cond, &root_cond)?;
         x.write_f32(self.pd.pose_cond, &out.pose_cond)?;
         let (a, bb) = has_pair(&out.has_pose_cond, c.pose_feat_width / fpt);
         x.write_f32(self.pd.has_cond.0, &a)?;
         x.write_f32(self.pd.has_cond.1, &bb)?;
-        x.write_u32(self.pd.length_ids, &length_ids)?;
-        x.write_u32(self.pd.key_mask, &pkey)?;
-        x.write_f32(self.pd.out_mask, &pout)?;
         if let Some(u) = self.pd.uniforms {
             x.write_f32(u, &uniforms)?;
         }
-        write_conv(
+        write_conv_conditions(
             x,
             &self.pd.conv,
             &c.decoder,
-            &ns,
-            t,
             &out.pose_cond,
             &out.has_pose_cond,
             &external,
         )?;
-        x.run()?;
-        out.pose_logits = x.read_f32(self.pd.logits)?;
-        out.pose_tokens = x.read_u32(self.pd.tokens)?;
-        out.decoded = x.read_f32(self.pd.decoded)?;
+        clock.lap("pose: upload");
+        clock.run(x)?;
+        clock.lap("pose: run");
+        let r = read_all(x, &[self.pd.logits, self.pd.tokens, self.pd.decoded])?;
+        out.pose_logits = f32s(&r[0]);
+        out.pose_tokens = bytemuck::pod_collect_to_vec(&r[1]);
+        out.decoded = f32s(&r[2]);
+        clock.lap("pose: download");
 
         // Step 5: local -> global (`local_root_local_body.py#L61-116`), then the frame-0 XZ
         // and heading put back (`motion_inference.py#L179-193`).
@@ -674,6 +808,7 @@ impl<'b, B: Backend> Planner<'b, B> {
             }
         }
         out.qpos = m.g1.features_to_qpos(&out.features, b * frames);
-        Ok(out)
+        clock.lap("host: features");
+        Ok((out, clock.times))
     }
 }
