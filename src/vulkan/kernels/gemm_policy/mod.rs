@@ -3,8 +3,9 @@
 //! of fast mode (the compiled fixed-tile variants `linear_cm_*` and the generic
 //! `linear_coopmat`), the workgroup-scope kernel (`linear_cm2`, `VK_NV_cooperative_matrix2`),
 //! the skinny kernel for linears of few rows (`linear_skinny`), the weight-streaming kernel for
-//! few rows and large weights (`linear_stream`, in `stream.rs`) and the conv1d tiles. Every choice is a pure function of the shape, the device's limits and
-//! the tuning overrides ([`Forced`]), so each branch is unit-tested here without a device.
+//! few rows and large weights (`linear_stream`, in `stream.rs`; opt-in for now) and the conv1d
+//! tiles. Every choice is a pure function of the shape, the device's limits and the tuning
+//! overrides ([`Forced`]), so each branch is unit-tested here without a device.
 
 use super::super::context::{Coopmat2, Limits};
 use super::super::probe::CoopMatShape;
