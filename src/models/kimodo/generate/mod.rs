@@ -12,24 +12,26 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use serde::Serialize;
-
 use super::config::{KimodoModel, MotionStats, SkeletonKind, keys, names};
-use super::constraints::{self, Conditions, Constraint};
+use super::constraints::{self, Constraint};
 use super::export::{Exports, Format};
 use super::glb;
 use super::motion::{self, Motion};
 use super::multiprompt::{self, MultiOptions, Segment};
 use super::postprocess;
-use super::sampler::{self, Diagnostics, Sample, SampleOptions};
+use super::sampler::{self, Sample, SampleOptions};
 use super::skeleton::Skeleton;
-use crate::backend::{Backend, BackendInfo, MemoryUse};
-use crate::formats::{NpyArray, NpyDType, npy};
+use crate::backend::{Backend, BackendInfo};
 use crate::models::kit::identity::sidecar_json;
 use crate::models::kit::output::OutputPlan;
 use crate::{Error, Result};
 
 pub use crate::models::kit::identity::ModelIdentity;
+
+mod files;
+mod report;
+pub use files::{npz_bytes, read_embedding, read_noise};
+pub use report::{GenerateReport, ReportTimings, SegmentReport, TextPhase};
 
 /// Everything `kinema generate` was asked for.
 #[derive(Clone, Debug)]
@@ -72,28 +74,6 @@ pub struct GenerateRequest {
     /// Per embedding, in order: how it was made from a prompt (recorded in the sidecar), or
     /// `None` for a file given as is. Empty when no embedding came from a prompt.
     pub text: Vec<Option<TextPhase>>,
-}
-
-/// The embedding of one prompt in the text phase of `generate --prompt`, for the sidecar.
-/// `seconds` and `memory` are the whole phase's (every prompt of the run shares one load).
-#[derive(Clone, Debug, Serialize)]
-pub struct TextPhase {
-    pub text_model: String,
-    pub prompt: String,
-    /// `on` or `off`.
-    pub chat_template: &'static str,
-    /// Token ids run through the text model (0 for an empty prompt).
-    pub tokens: usize,
-    /// `hit`, `miss` or `off` (`--no-cache`).
-    pub cache: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cache_entry: Option<String>,
-    /// `--keep-text-loaded`: the text model stayed loaded through the motion phase.
-    pub kept_loaded: bool,
-    /// Seconds of the phase (opening the text model, the cache, encoding).
-    pub seconds: f64,
-    /// Peak memory of the phase.
-    pub memory: MemoryUse,
 }
 
 /// What a request generates.
@@ -302,135 +282,6 @@ impl GenerateRequest {
         self.exports.plan(&mut plan);
         plan
     }
-}
-
-/// Reads a text feature: float32 `.npy` of shape `[llm_dim]`, `[1, llm_dim]` or
-/// `[1, 1, llm_dim]` (upstream's wrapper returns `[B, 1, 4096]`, its API client `[1, 4096]`).
-/// The sampler refuses non-finite values.
-pub fn read_embedding(path: &Path, llm_dim: usize) -> Result<Vec<f32>> {
-    let a = read_f32_npy(path, "embedding")?;
-    let ok = matches!(a.shape.as_slice(), [n] | [1, n] | [1, 1, n] if *n == llm_dim);
-    if !ok {
-        return Err(Error::Shape(format!(
-            "embedding {}: shape {:?}, expected [{llm_dim}], [1, {llm_dim}] or [1, 1, {llm_dim}] (the \
-             model's text feature width is {llm_dim})",
-            path.display(),
-            a.shape
-        )));
-    }
-    a.to_f32()
-}
-
-/// Reads initial noise `x_T`: float32 `.npy` of shape `[1, T, dim]` or `[T, dim]`. Returns the
-/// values and T (the sampler refuses non-finite values).
-pub fn read_noise(path: &Path, dim: usize) -> Result<(Vec<f32>, usize)> {
-    let a = read_f32_npy(path, "noise")?;
-    let frames = match a.shape.as_slice() {
-        [1, t, d] | [t, d] if *d == dim => *t,
-        _ => {
-            return Err(Error::Shape(format!(
-                "noise {}: shape {:?}, expected [1, T, {dim}] (the model's motion feature \
-                 width is {dim})",
-                path.display(),
-                a.shape
-            )));
-        }
-    };
-    Ok((a.to_f32()?, frames))
-}
-
-fn read_f32_npy(path: &Path, what: &str) -> Result<NpyArray> {
-    let a = npy::read_file(path).map_err(|e| match e {
-        Error::Io { .. } => e,
-        e => Error::InvalidArgument(format!("{what} {}: {e}", path.display())),
-    })?;
-    if a.dtype != NpyDType::F32 {
-        return Err(Error::DType(format!(
-            "{what} {}: dtype {}, expected float32",
-            path.display(),
-            a.dtype.descr()
-        )));
-    }
-    Ok(a)
-}
-
-/// What a finished generation says about itself (the JSON sidecar).
-#[derive(Clone, Debug, Serialize)]
-pub struct GenerateReport {
-    pub kinema_version: &'static str,
-    pub model: ModelIdentity,
-    pub embedding: String,
-    /// `"seed"` or the noise file.
-    pub noise: String,
-    pub seed: Option<u64>,
-    /// With `--samples N > 1`: N, and which sample this sidecar describes (its seed is
-    /// `seed`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub samples: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sample: Option<usize>,
-    /// Frames of the motion (with segments: their sum).
-    pub frames: usize,
-    /// Multi-prompt: each segment's text feature, frames, first frame in the motion, frames
-    /// taken back for its transition and frames generated.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub segments: Option<Vec<SegmentReport>>,
-    /// Multi-prompt: `num_transition_frames`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub transition_frames: Option<usize>,
-    pub fps: f32,
-    pub steps: usize,
-    pub cfg_text: f32,
-    pub cfg_constraint: f32,
-    pub cfg_rows: usize,
-    /// The constraints file, when given.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub constraints: Option<String>,
-    /// Constrained feature entries (with `constraints`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub constrained_entries: Option<usize>,
-    pub heading: f32,
-    /// Whether post-processing ran (asked for and the model is not G1's).
-    pub postprocess: bool,
-    pub backend: &'static str,
-    /// CPU ISA or Vulkan device.
-    pub device: String,
-    pub precision: &'static str,
-    /// Dtype of the weight matrices as run.
-    pub weights: &'static str,
-    pub threads: usize,
-    pub output_skeleton: &'static str,
-    pub outputs: Vec<String>,
-    pub timings: ReportTimings,
-    /// Peak memory of the motion phase: from loading the motion model to writing the
-    /// outputs (what is counted: see [`MemoryUse::what`]).
-    pub memory: MemoryUse,
-    /// With `--prompt`: the text phase before it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub text: Option<TextPhase>,
-}
-
-/// One segment of a multi-prompt motion, in the sidecar.
-#[derive(Clone, Debug, Serialize)]
-pub struct SegmentReport {
-    pub embedding: String,
-    /// The segment's prompt, when it came from one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub text: Option<TextPhase>,
-    pub frames: usize,
-    pub start: usize,
-    pub overlap: usize,
-    pub generated: usize,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ReportTimings {
-    pub load_s: f64,
-    pub build_s: f64,
-    pub sampling_s: f64,
-    pub per_step_ms: f64,
-    pub decode_s: f64,
-    pub total_s: f64,
 }
 
 /// Runs a whole request on `backend`. `progress(step, steps)` is called after each step.
@@ -934,51 +785,6 @@ fn check_sampled(
         opts.cfg_text,
         opts.cfg_constraint,
     )))
-}
-
-/// The npz of `kinema generate`: upstream's motion keys, `features` `[T, dim]` (normalised),
-/// and with diagnostics `root_stage_step0` `[rows, T, 5]`, `body_stage_step0`
-/// `[rows, T, dim - 5]`, `x0_step0` `[T, dim]` (`rows`: the guidance rows), and with
-/// constraints also `constraint_features` `[T, dim]` (the normalised observed motion) and
-/// `constraint_mask` `[T, dim]` bool.
-pub fn npz_bytes(
-    motion: &Motion,
-    features: &[f32],
-    diagnostics: Option<&Diagnostics>,
-    cond: Option<&Conditions>,
-    dim: usize,
-    rows: usize,
-) -> Result<Vec<u8>> {
-    let frames = motion.frames;
-    let mut w = motion.npz()?;
-    w.add("features", &NpyArray::from_f32(&[frames, dim], features)?)?;
-    if let Some(d) = diagnostics {
-        w.add(
-            "root_stage_step0",
-            &NpyArray::from_f32(&[rows, frames, 5], &d.root_stage_step0)?,
-        )?;
-        w.add(
-            "body_stage_step0",
-            &NpyArray::from_f32(&[rows, frames, dim - 5], &d.body_stage_step0)?,
-        )?;
-        w.add(
-            "x0_step0",
-            &NpyArray::from_f32(&[frames, dim], &d.x0_step0)?,
-        )?;
-        if let Some(c) = cond {
-            w.add(
-                "constraint_features",
-                &NpyArray::from_f32(&[frames, dim], &c.features)?,
-            )?;
-            w.add(
-                "constraint_mask",
-                &NpyArray::from_bool(&[frames, dim], &c.mask)?,
-            )?;
-        }
-    }
-    let mut bytes = Vec::new();
-    w.write_to(&mut bytes)?;
-    Ok(bytes)
 }
 
 /// The one-line description of a backend for progress output.
