@@ -136,7 +136,10 @@ class Kimodo:
 
         Sample i starts from seed + i (or noise[i]); progress runs once per sample.
         ``constraint_lst`` applies to every sample; ``post_processing`` is off by default, as
-        upstream's.
+        upstream's. ``multi_prompt=True`` with several prompts (or [S, D] features): one motion
+        whose segment i follows prompt i for ``num_frames[i]`` frames (an int: each), stitched
+        with upstream's transitions, every segment's noise from ``seed`` (no ``noise``, one
+        sample), as ``kinema generate --prompt A --frames 90 --prompt B --frames 60``.
         """
 
 class MotionBricks:

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use kinema::{Constraints, GenerateRequest, Motion, MotionParts, Noise, TextInput};
+use kinema::{Constraints, GenerateRequest, Motion, MotionParts, Noise, Segment, TextInput};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
@@ -208,12 +208,6 @@ impl Kimodo {
         // kinema returns numpy arrays either way (upstream's `return_numpy=False` gives torch
         // tensors, which kinema does not depend on).
         let _ = return_numpy;
-        if multi_prompt {
-            return Err(invalid(
-                "multi_prompt=True (segments stitched with transitions) is not in kinema; \
-                 generate each segment on its own",
-            ));
-        }
         // An empty list is no constraints (the exact 2-row shortcut), as upstream's None.
         let constraints = match constraint_lst {
             Some(c) if c.len().map(|n| n > 0).unwrap_or(true) => constraints_of(Some(c))?,
@@ -273,6 +267,30 @@ impl Kimodo {
                 .collect();
             (texts, rows, batched)
         };
+        let opts = Options {
+            steps: num_denoising_steps,
+            cfg_text,
+            cfg_constraint,
+            cfg_rows: None,
+            diagnostics: false,
+            constraints,
+            postprocess: post_processing,
+        };
+        if multi_prompt && rows > 1 {
+            // Upstream's `_multiprompt`: the prompts are consecutive segments of ONE motion,
+            // stitched with transitions (one prompt is the plain call, as upstream's CLI).
+            return self.call_segments(
+                py,
+                texts,
+                num_frames,
+                num_samples,
+                first_heading_angle,
+                noise,
+                seed,
+                &opts,
+                progress.as_ref(),
+            );
+        }
         let samples = match (num_samples, rows) {
             (None, r) => r,
             (Some(0), _) => return Err(invalid("num_samples = 0: generate at least one motion")),
@@ -303,15 +321,6 @@ impl Kimodo {
                 .map(Noise::Values)
                 .collect(),
         };
-        let opts = Options {
-            steps: num_denoising_steps,
-            cfg_text,
-            cfg_constraint,
-            cfg_rows: None,
-            diagnostics: false,
-            constraints,
-            postprocess: post_processing,
-        };
         let reqs = noises
             .into_iter()
             .zip(headings)
@@ -337,6 +346,60 @@ impl Kimodo {
 
 impl Kimodo {
     /// Runs the requests one after the other with the GIL released.
+    /// `__call__(..., multi_prompt=True)` with several prompts: one motion whose segment `i`
+    /// follows prompt `i` for `num_frames[i]` frames (an int: every segment that long), the
+    /// noise of each segment drawn from `seed` as `kinema generate` draws a timeline's.
+    #[allow(clippy::too_many_arguments)]
+    fn call_segments<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<TextInput>,
+        num_frames: &Bound<'py, PyAny>,
+        num_samples: Option<usize>,
+        first_heading_angle: Option<&Bound<'py, PyAny>>,
+        noise: Option<&Bound<'py, PyAny>>,
+        seed: u64,
+        opts: &Options,
+        progress: Option<&Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let n = texts.len();
+        if let Some(s) = num_samples.filter(|&s| s != 1) {
+            return Err(invalid(format!(
+                "num_samples = {s} with multi_prompt: kinema stitches one motion per call; call \
+                 once per sample (seed + i)"
+            )));
+        }
+        if noise.is_some() {
+            return Err(invalid(
+                "noise with multi_prompt: each segment draws its x_T from seed; pass seed= \
+                 instead",
+            ));
+        }
+        let lengths: Vec<usize> = match num_frames.extract::<usize>() {
+            Ok(f) => vec![f; n],
+            Err(_) => num_frames.extract().map_err(|_| {
+                invalid("num_frames: an int or a list of ints, one per prompt (multi_prompt)")
+            })?,
+        };
+        if lengths.len() != n {
+            return Err(invalid(format!(
+                "num_frames: {} lengths for {n} prompts (multi_prompt: one per segment)",
+                lengths.len()
+            )));
+        }
+        let heading = headings(first_heading_angle, 1)?[0];
+        let mut parts = texts.into_iter().zip(lengths);
+        let Some((text, frames)) = parts.next() else {
+            return Err(invalid("prompts: the list is empty"));
+        };
+        let mut req = request(text, frames, Noise::Seed(seed), heading, opts);
+        req.segments = parts
+            .map(|(text, frames)| Segment { text, frames })
+            .collect();
+        let motions = self.run(py, vec![req], progress)?;
+        motion_dict(py, motions, num_samples.is_some())
+    }
+
     fn run(
         &self,
         py: Python<'_>,

@@ -158,3 +158,30 @@ def test_vulkan_equals_the_cli(kimodo_path, cli, tmp_path):
                 "--steps", STEPS, "--seed", 3, "--backend", "vulkan", "--quiet", "-o", out)
     assert r.returncode == 0, r.stderr
     assert_same_arrays(model.generate(emb, FRAMES, steps=STEPS, seed=3), np.load(out))
+
+
+def test_multi_prompt_equals_the_cli_timeline(model, kimodo_path, cli, tmp_path):
+    """Upstream's `multi_prompt=True`: the features are consecutive segments of one motion,
+    as `kinema generate --embedding A --frames 16 --embedding B --frames 14` stitches them."""
+    a, b = embedding_of(model.embedding_dim, 0.3), embedding_of(model.embedding_dim, 1.7)
+    args = []
+    for i, (e, f) in enumerate(((a, 16), (b, 14))):
+        path = tmp_path / f"segment{i}.npy"
+        np.save(path, e[None, :])
+        args += ["--embedding", path, "--frames", f]
+    out = tmp_path / "stitched.npz"
+    r = run_cli(
+        cli, "generate", "--model", kimodo_path, *args, "--steps", STEPS, "--seed", 3,
+        "--backend", "cpu", "--no-postprocess", "--quiet", "-o", out,
+    )
+    assert r.returncode == 0, r.stderr
+    want = np.load(out)
+    got = model(np.stack([a, b]), [16, 14], STEPS, multi_prompt=True, seed=3)
+    assert got["posed_joints"].shape == (30, 77, 3)
+    assert_same_arrays(got, want)
+    # One prompt with multi_prompt=True is the plain call (upstream's CLI always sets it).
+    assert_same_arrays(model(a, 16, STEPS, multi_prompt=True, seed=3), model(a, 16, STEPS, seed=3))
+    with pytest.raises(kinema.InvalidArgumentError, match="one per segment"):
+        model(np.stack([a, b]), [16, 14, 12], STEPS, multi_prompt=True)
+    with pytest.raises(kinema.InvalidArgumentError, match="stitches one motion"):
+        model(np.stack([a, b]), [16, 14], STEPS, multi_prompt=True, num_samples=2)
