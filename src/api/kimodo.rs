@@ -18,48 +18,6 @@ use crate::models::kimodo::{KimodoConfig, KimodoModel, Skeleton};
 use crate::models::llm2vec::prompt_cache::check_fits;
 use crate::{Error, Result};
 
-/// Text features: `rows` vectors of `dim` floats, row-major. What a text encoder returns for
-/// a list of prompts (one row each) and what [`GenerateRequest::text`] takes one row of.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Embeddings {
-    dim: usize,
-    values: Vec<f32>,
-}
-
-impl Embeddings {
-    /// `values.len() / dim` rows of `dim` floats; an error when `dim` is 0 or does not divide
-    /// the length.
-    pub fn new(dim: usize, values: Vec<f32>) -> Result<Embeddings> {
-        if dim == 0 || !values.len().is_multiple_of(dim) {
-            return Err(Error::Shape(format!(
-                "Embeddings: {} values are not whole rows of {dim}",
-                values.len()
-            )));
-        }
-        Ok(Embeddings { dim, values })
-    }
-
-    /// The width of a row.
-    pub fn dim(&self) -> usize {
-        self.dim
-    }
-
-    /// How many rows.
-    pub fn rows(&self) -> usize {
-        self.values.len() / self.dim
-    }
-
-    /// Row `i`, or `None` past the end.
-    pub fn row(&self, i: usize) -> Option<&[f32]> {
-        self.values.chunks_exact(self.dim).nth(i)
-    }
-
-    /// All values, row-major.
-    pub fn as_slice(&self) -> &[f32] {
-        &self.values
-    }
-}
-
 /// What a generation is conditioned on (`non_exhaustive`: more inputs may join).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]

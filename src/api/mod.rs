@@ -62,11 +62,10 @@ mod text;
 pub use agent::{Agent, AgentCommand, AgentFrames, AgentOptions, AgentPlan};
 pub use engine::{Engine, EngineOptions};
 pub use kimodo::{
-    Constraints, Embeddings, GenerateRequest, Kimodo, Motion, MotionParts, Noise, Segment,
-    TextInput,
+    Constraints, GenerateRequest, Kimodo, Motion, MotionParts, Noise, Segment, TextInput,
 };
 pub use motionbricks::{Draws, MotionBricks, Plan, PlanRequest};
-pub use text::{ChatTemplate, LongText, TextEncoder, TextOptions};
+pub use text::{ChatTemplate, Embeddings, LongText, TextEncoder, TextOptions};
 
 pub use crate::device::BackendChoice;
 pub use crate::models::motionbricks::agent::clips::ClipLibrary;

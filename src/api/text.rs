@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::engine::Engine;
-use super::kimodo::Embeddings;
 use crate::backend::Backend;
 use crate::device::BackendVisitor;
 use crate::models::kit::identity::ModelIdentity;
@@ -15,6 +14,48 @@ use crate::models::llm2vec::config::keys;
 use crate::models::llm2vec::encode::{self, Prepared};
 pub use crate::models::llm2vec::encode::{LongText, TemplateChoice as ChatTemplate};
 use crate::{Error, Result};
+
+/// Text features: `rows` vectors of `dim` floats, row-major. What a text encoder returns for
+/// a list of prompts (one row each) and what [`super::GenerateRequest::text`] takes one row of.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Embeddings {
+    dim: usize,
+    values: Vec<f32>,
+}
+
+impl Embeddings {
+    /// `values.len() / dim` rows of `dim` floats; an error when `dim` is 0 or does not divide
+    /// the length.
+    pub fn new(dim: usize, values: Vec<f32>) -> Result<Embeddings> {
+        if dim == 0 || !values.len().is_multiple_of(dim) {
+            return Err(Error::Shape(format!(
+                "Embeddings: {} values are not whole rows of {dim}",
+                values.len()
+            )));
+        }
+        Ok(Embeddings { dim, values })
+    }
+
+    /// The width of a row.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// How many rows.
+    pub fn rows(&self) -> usize {
+        self.values.len() / self.dim
+    }
+
+    /// Row `i`, or `None` past the end.
+    pub fn row(&self, i: usize) -> Option<&[f32]> {
+        self.values.chunks_exact(self.dim).nth(i)
+    }
+
+    /// All values, row-major.
+    pub fn as_slice(&self) -> &[f32] {
+        &self.values
+    }
+}
 
 /// How a [`TextEncoder`] turns prompts into token ids. The defaults are `kinema encode`'s:
 /// the chat template as the model file says (`auto`), over-long prompts cut word by word as

@@ -375,7 +375,17 @@ pub fn generate(o: &GenerateOpts) -> kinema::Result<()> {
     let phase = match (&o.text_model, prompts.is_empty()) {
         (_, true) => None,
         (Some(text_model), false) => Some(crate::prompt::text_phase(
-            o, &selection, &prompts, text_model,
+            &crate::prompt::TextPhaseOptions {
+                model: &o.model,
+                chat_template: &o.chat_template,
+                no_cache: o.no_cache,
+                cache_dir: o.cache_dir.as_deref(),
+                keep_text_loaded: o.keep_text_loaded,
+                quiet: o.run.quiet,
+            },
+            &selection,
+            &prompts,
+            text_model,
         )?),
         (None, false) => {
             return Err(kinema::Error::InvalidArgument(format!(

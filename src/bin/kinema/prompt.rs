@@ -17,8 +17,6 @@ use kinema::models::llm2vec::encode::TemplateChoice;
 use kinema::models::llm2vec::prompt_cache::{self, PromptEmbedding, TextSession};
 use kinema::models::llm2vec::tokenizer::strings::{MAX_STRINGS_FILE_BYTES, parse_strings};
 
-use crate::kimodo::GenerateOpts;
-
 /// `1.2 GiB (vulkan buffers)`, or `unknown (process rss)`.
 pub fn describe_memory(m: &MemoryUse) -> String {
     match m.peak_bytes {
@@ -55,22 +53,40 @@ pub struct TextPhaseOutput {
     _session: Option<TextSession>,
 }
 
+/// What the text phase takes from `kinema generate`'s options.
+pub struct TextPhaseOptions<'a> {
+    /// The Kimodo model file (its text-feature width).
+    pub model: &'a Path,
+    /// `--chat-template`.
+    pub chat_template: &'a str,
+    /// `--no-cache`.
+    pub no_cache: bool,
+    /// `--cache-dir`.
+    pub cache_dir: Option<&'a Path>,
+    /// `--keep-text-loaded`.
+    pub keep_text_loaded: bool,
+    /// `--quiet`.
+    pub quiet: bool,
+}
+
 /// The text phase of `kinema generate`: every prompt embedded (through the cache) with one
 /// load of the text model, its time and peak memory recorded for each prompt's sidecar.
 pub fn text_phase(
-    o: &GenerateOpts,
+    o: &TextPhaseOptions<'_>,
     selection: &Selection,
     prompts: &[String],
     text_model: &Path,
 ) -> kinema::Result<TextPhaseOutput> {
-    let template = TemplateChoice::parse(&o.chat_template)?;
-    let llm_dim = kinema::models::kimodo::config::KimodoModel::load(&o.model)?
+    let template = TemplateChoice::parse(o.chat_template)?;
+    let llm_dim = kinema::models::kimodo::config::KimodoModel::load(o.model)?
         .config
         .llm_dim;
     let cache = if o.no_cache {
         None
     } else {
-        o.cache_dir.clone().or_else(prompt_cache::default_cache_dir)
+        o.cache_dir
+            .map(Path::to_path_buf)
+            .or_else(prompt_cache::default_cache_dir)
     };
     let keep = o.keep_text_loaded;
     let n = prompts.len();
@@ -88,7 +104,7 @@ pub fn text_phase(
             cache: cache.as_deref(),
             keep: keep || i + 1 < n,
         })?;
-        if !o.run.quiet {
+        if !o.quiet {
             for note in &e.notes {
                 eprintln!("note: {note}");
             }

@@ -59,12 +59,24 @@ pub struct CorrectionInputs<'a> {
 /// `Animation::CorrectMotion` (`Utility.cpp#L1103-1197`). Upstream also computes per-frame
 /// root-speed weights (#L1118-1136) and hands them to the ground-plane corrector, where they
 /// have no effect (see [`super::trajectory`]); they are not computed here.
-pub fn correct_motion(poses: &mut [Pose], inp: &CorrectionInputs) {
+/// With double ankles (G1) it returns what their two last passes (`double_ankle.rs`) take
+/// over from the contact pass; the caller runs them next, as upstream's last step.
+pub fn correct_motion(poses: &mut [Pose], inp: &CorrectionInputs) -> Option<AnklePasses> {
     correct_hips_y(poses, inp.targets, inp.fullbody_mask);
     correct_hips_xz(poses, inp);
     correct_joint_rotations(poses, inp.targets, inp.fullbody_mask);
     effector_ik(poses, inp);
-    contact_ik(poses, inp);
+    contact_ik(poses, inp)
+}
+
+/// What the double-ankle passes take over from the contact pass: its IK poses (upstream's
+/// `ikFixedPoses`), the poses before it, the frames each foot got two-bone IK, and the toe
+/// pass's correction masks.
+pub struct AnklePasses {
+    pub fixed: Vec<Pose>,
+    pub original: Vec<Pose>,
+    pub two_bone_frames: BTreeMap<usize, Vec<bool>>,
+    pub masks: BTreeMap<usize, Vec<f32>>,
 }
 
 /// `CorrectHipsY` (#L222-263): warp the root height to the full-body keyframes.
@@ -410,7 +422,7 @@ fn reach_falloff(
 /// `DoContactIK` (#L608-1082): two-bone IK plants each foot (ankle) on its contact target,
 /// keeping the foot's global rotation; one-bone IK then keeps each toe on the floor; each
 /// pass is blended back into the motion. G1's double ankles get two more passes.
-fn contact_ik(poses: &mut [Pose], inp: &CorrectionInputs) {
+fn contact_ik(poses: &mut [Pose], inp: &CorrectionInputs) -> Option<AnklePasses> {
     let n = poses.len();
     let fullbody = inp.fullbody_mask;
     let mut masks: BTreeMap<usize, Vec<f32>> = BTreeMap::new();
@@ -492,7 +504,10 @@ fn contact_ik(poses: &mut [Pose], inp: &CorrectionInputs) {
     }
     blend_corrections(poses, &fixed, &masks);
 
-    if inp.double_ankles {
-        super::double_ankle::correct(poses, &mut fixed, &original, &two_bone_frames, masks, inp);
-    }
+    inp.double_ankles.then_some(AnklePasses {
+        fixed,
+        original,
+        two_bone_frames,
+        masks,
+    })
 }

@@ -375,21 +375,29 @@ pub fn correct(
     };
     let mut poses = to_poses(root, rotations);
     let target_poses = to_poses(&targets.root, &targets.rotations);
-    correct::correct_motion(
-        &mut poses,
-        &CorrectionInputs {
-            targets: &target_poses,
-            fullbody_mask: fb,
-            root_mask: &masks.root,
-            contacts: &contact_info,
-            pins: &pins,
-            parents: &rig.parents,
-            default_pose: &default_pose,
-            contact_threshold,
-            root_margin,
-            double_ankles: rig.double_ankles,
-        },
-    );
+    let inputs = CorrectionInputs {
+        targets: &target_poses,
+        fullbody_mask: fb,
+        root_mask: &masks.root,
+        contacts: &contact_info,
+        pins: &pins,
+        parents: &rig.parents,
+        default_pose: &default_pose,
+        contact_threshold,
+        root_margin,
+        double_ankles: rig.double_ankles,
+    };
+    // G1's double ankles: two more passes after the contact pass (`Utility.cpp#L891-1081`).
+    if let Some(mut a) = correct::correct_motion(&mut poses, &inputs) {
+        double_ankle::correct(
+            &mut poses,
+            &mut a.fixed,
+            &a.original,
+            &a.two_bone_frames,
+            a.masks,
+            &inputs,
+        );
+    }
     for (f, pose) in poses.iter().enumerate() {
         root[3 * f..3 * f + 3].copy_from_slice(&pose[0].translation);
         for (j, t) in pose.iter().enumerate() {
