@@ -150,11 +150,21 @@ impl ThreadPool {
             workers: Vec::with_capacity(threads - 1),
             region: Mutex::new(()),
         };
+        // Each worker says it is up before the next is spawned: its start-up (the runtime's
+        // thread-local set-up, which allocates) is over before the next stack takes address
+        // space, so a memory limit refuses a spawn (an error) instead of failing a started
+        // thread's allocation (glibc aborts the process there).
         for i in 1..threads {
             let inner = pool.inner.clone();
+            let (up, started) = std::sync::mpsc::channel::<()>();
             let worker = std::thread::Builder::new()
                 .name(format!("kinema-cpu-{i}"))
-                .spawn(move || worker(&inner))
+                .spawn(move || {
+                    // try_new waits for this (its receiver is alive until then).
+                    let _ = up.send(());
+                    drop(up);
+                    worker(&inner)
+                })
                 .map_err(|e| Error::Backend {
                     backend: "cpu",
                     msg: format!(
@@ -164,6 +174,8 @@ impl ThreadPool {
                     ),
                 })?;
             pool.workers.push(worker);
+            // The worker's sender is its only one: were it gone without a word, recv returns.
+            let _ = started.recv();
         }
         Ok(pool)
     }
