@@ -27,6 +27,7 @@ mod trajectory;
 
 use super::config::SkeletonKind;
 use super::constraints::{self, Constraint, ConstraintKind};
+use super::export::rot::quat_wxyz_upstream;
 use super::motion::Motion;
 use super::skeleton::{Mat3, Skeleton, Soma77Expansion};
 use crate::{Error, Result};
@@ -408,32 +409,10 @@ pub fn correct(
     Ok(())
 }
 
-/// `matrix_to_quaternion` (`kimodo/geometry.py#L144-187`) in f32: `w, x, y, z` from the
-/// largest of the four `sqrt(1 ± m00 ± m11 ± m22)` candidates (first on ties), divided by
-/// `2 max(q, 0.1)`.
+/// `matrix_to_quaternion` (`kimodo/geometry.py#L144-187`) in f32, `w, x, y, z`: the exporters'
+/// [`quat_wxyz_upstream`].
 pub fn matrix_to_quaternion(m: &Mat3) -> [f32; 4] {
-    let [m00, m01, m02, m10, m11, m12, m20, m21, m22] = *m;
-    let pos_sqrt = |x: f32| (x * if x > 0.0 { 1.0 } else { 0.0 }).sqrt();
-    let q_abs = [
-        pos_sqrt(1.0 + m00 + m11 + m22),
-        pos_sqrt(1.0 + m00 - m11 - m22),
-        pos_sqrt(1.0 - m00 + m11 - m22),
-        pos_sqrt(1.0 - m00 - m11 + m22),
-    ];
-    let rows = [
-        [q_abs[0] * q_abs[0], m21 - m12, m02 - m20, m10 - m01],
-        [m21 - m12, q_abs[1] * q_abs[1], m10 + m01, m02 + m20],
-        [m02 - m20, m10 + m01, q_abs[2] * q_abs[2], m12 + m21],
-        [m10 - m01, m20 + m02, m21 + m12, q_abs[3] * q_abs[3]],
-    ];
-    let mut best = 0;
-    for k in 1..4 {
-        if q_abs[k] > q_abs[best] {
-            best = k;
-        }
-    }
-    let den = 2.0 * q_abs[best].max(0.1);
-    rows[best].map(|v| v / den)
+    quat_wxyz_upstream(m)
 }
 
 /// `quaternion_to_matrix` (`kimodo/geometry.py#L190-221`) in f32, from `w, x, y, z`.
