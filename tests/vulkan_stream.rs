@@ -10,7 +10,7 @@ mod common;
 use common::gemm::*;
 use common::*;
 use kinema::backend::{Backend, Precision};
-use kinema::cpu::{self, Weights};
+use kinema::cpu;
 use kinema::ops::*;
 use kinema::tensor::DType;
 use kinema::vulkan::{VulkanBackend, VulkanOptions};
@@ -85,14 +85,10 @@ fn stream_linear_matches_the_reference() {
             let xs = &x[x0..][..m * k];
             let xr = xb.slice(x0, m * k).unwrap();
             let bb = upload_f32(&b, &bias);
-            for (di, (dt, bytes, w16, wbf)) in weight_dtypes(&wf, k).into_iter().enumerate() {
-                let wref = match dt {
-                    DType::F32 => Weights::F32(&wf),
-                    DType::F16 => Weights::F16(&w16),
-                    DType::BF16 => Weights::BF16(&wbf),
-                    _ => Weights::Q8_0(&bytes),
-                };
-                let wbuf = upload(&b, dt, &bytes, n * k);
+            for (di, case) in weight_dtypes(&wf, k).iter().enumerate() {
+                let (dt, bytes) = (case.0, &case.1);
+                let wref = reference_weights(&wf, case);
+                let wbuf = upload(&b, dt, bytes, n * k);
                 for (ai, &act) in acts.iter().enumerate() {
                     let with_bias = (ai + di + si) % 2 == 0;
                     let p = LinearParams {

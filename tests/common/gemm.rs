@@ -2,6 +2,7 @@
 //! f32 bound, and every weight dtype of one matrix.
 
 use half::{bf16, f16};
+use kinema::cpu::Weights;
 use kinema::tensor::{DType, Q8_0_BLOCK_BYTES, q8_0_quantize_block};
 
 /// f64 reference of `a . op(b)` (a row-major `m x k`; b `n x k` when `bt`, else `k x n`) and,
@@ -70,4 +71,15 @@ pub fn weight_dtypes(wf: &[f32], k: usize) -> Vec<WeightCase> {
         v.push((DType::Q8_0, wq, vec![], vec![]));
     }
     v
+}
+
+/// The CPU reference's view of one [`weight_dtypes`] case (`wf`: the f32 weights it came from).
+pub fn reference_weights<'a>(wf: &'a [f32], case: &'a WeightCase) -> Weights<'a> {
+    let (dt, bytes, w16, wb) = case;
+    match dt {
+        DType::F32 => Weights::F32(wf),
+        DType::F16 => Weights::F16(w16),
+        DType::BF16 => Weights::BF16(wb),
+        _ => Weights::Q8_0(bytes),
+    }
 }
