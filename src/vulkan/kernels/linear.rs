@@ -15,11 +15,12 @@ use crate::error::Result;
 use crate::ops::LinearParams;
 
 /// `x`, `w`, `bias`, `y` as checked by `check::linear`, on the weight-streaming kernel where
-/// `KINEMA_VK_LINEAR` asks for it ([`wants_stream`]), else on the skinny kernel for few rows,
-/// else on cooperative matrices of shape `coopmat` when given (fast mode on a device that has
-/// them), else on the strict f32 kernel ([`linear_kernel`] decides). When the weight matrix
-/// does not fit one storage-buffer binding (lavapipe allows 128 MiB) it is split into groups
-/// of output columns (weight rows), one dispatch each.
+/// [`wants_stream`] takes it (few rows and large weights, or as `KINEMA_VK_LINEAR` says), else
+/// on the skinny kernel for few rows, else on cooperative matrices of shape `coopmat` when
+/// given (fast mode on a device that has them), else on the strict f32 kernel
+/// ([`linear_kernel`] decides). When the weight matrix does not fit one storage-buffer binding
+/// (lavapipe allows 128 MiB) it is split into groups of output columns (weight rows), one
+/// dispatch each.
 pub(crate) fn linear(
     rec: &mut VulkanRecording,
     p: &LinearParams,

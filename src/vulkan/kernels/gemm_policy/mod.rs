@@ -164,8 +164,8 @@ pub(crate) struct Forced {
     pub cm2_tile: Option<String>,
     /// `KINEMA_VK_LINEAR=tiled|skinny|stream|stream-window`: the tiled kernels (strict GEMM or
     /// cooperative matrices), the skinny kernel or the weight-streaming kernel for every
-    /// linear, whatever the shape; `stream-window`: the streaming kernel for few rows and large
-    /// weights ([`stream::wants_stream`]), the default choice elsewhere.
+    /// linear, whatever the shape; `stream-window` (also the default): the streaming kernel
+    /// for few rows and large weights ([`stream::wants_stream`]), the default choice elsewhere.
     pub linear: Option<String>,
     /// `KINEMA_VK_SKINNY_TILE=WGxMMAXxNC`: the skinny kernel's workgroup size, rows per block
     /// and columns per workgroup.

@@ -91,17 +91,18 @@ impl StreamTile {
     }
 }
 
-/// Whether an m x n x k linear runs the streaming kernel: only where `KINEMA_VK_LINEAR` asks
-/// for it: `stream` for every linear, `stream-window` for m within
-/// [`STREAM_MIN_M`]..=[`STREAM_MAX_M`] and k n at least [`STREAM_MIN_WEIGHTS`]. Not by
-/// default: on the H200 (2026-12-02) the kernel ran a 32 x 4096 x 4096 bf16 linear in 0.098 ms
-/// of GPU time against the tiled kernel's 0.300 ms (q8_0: 0.086 against 0.584 ms), yet the
-/// 4-layer LLM2Vec bench took 23.2 ms p50 with the window against 13.9 ms without it; until
-/// that gap is understood the models keep the tiled kernels (BENCHMARKS.md).
+/// Whether an m x n x k linear runs the streaming kernel: by default (and with
+/// `KINEMA_VK_LINEAR=stream-window`) for m within [`STREAM_MIN_M`]..=[`STREAM_MAX_M`] and k n at
+/// least [`STREAM_MIN_WEIGHTS`] (LLM2Vec's 8B projections and nothing of the other models);
+/// `stream` for every linear; any other value (`tiled`, `skinny`) never. On the H200
+/// (2026-12-02, `bench llm2vec`, 32 layers, 32 tokens, bf16, strict) the window took 45.1 ms
+/// p50 per prompt against 107.8 ms with the tiled kernels. An earlier 4-layer comparison that
+/// had it slower (23.2 against 13.9 ms p50) was run-to-run noise of a short model: the same
+/// 4-layer bench swings between ~6 and ~26 ms a run with either kernel (BENCHMARKS.md).
 pub(crate) fn wants_stream([m, n, k]: [usize; 3], f: &Forced) -> bool {
     match f.linear.as_deref() {
         Some("stream") => true,
-        Some("stream-window") => {
+        None | Some("stream-window") => {
             (STREAM_MIN_M..=STREAM_MAX_M).contains(&m) && k.saturating_mul(n) >= STREAM_MIN_WEIGHTS
         }
         _ => false,
@@ -183,22 +184,22 @@ mod tests {
 
     #[test]
     fn the_window_takes_llm2vec_shapes_and_not_the_other_models() {
-        let none = Forced::default();
-        let window = forced(Some("stream-window"), None, None);
-        for n_k in [[4096, 4096], [1024, 4096], [14336, 4096], [4096, 14336]] {
-            for m in [2, 16, 32, 64] {
-                assert!(wants_stream([m, n_k[0], n_k[1]], &window), "{m}x{n_k:?}");
-                // Not by default.
-                assert!(!wants_stream([m, n_k[0], n_k[1]], &none), "{m}x{n_k:?}");
+        // The window is the default: no override and `stream-window` choose alike.
+        for window in [Forced::default(), forced(Some("stream-window"), None, None)] {
+            for n_k in [[4096, 4096], [1024, 4096], [14336, 4096], [4096, 14336]] {
+                for m in [2, 16, 32, 64] {
+                    assert!(wants_stream([m, n_k[0], n_k[1]], &window), "{m}x{n_k:?}");
+                }
+                // One row (Kimodo's text projection is 1 x 1024 x 4096) and more than 64 do
+                // not.
+                assert!(!wants_stream([1, n_k[0], n_k[1]], &window));
+                assert!(!wants_stream([65, n_k[0], n_k[1]], &window));
             }
-            // One row (Kimodo's text projection is 1 x 1024 x 4096) and more than 64 do not.
-            assert!(!wants_stream([1, n_k[0], n_k[1]], &window));
-            assert!(!wants_stream([65, n_k[0], n_k[1]], &window));
+            // Kimodo (404 / 606 rows) and MotionBricks' widths (at most 2048 x 1024) do not.
+            assert!(!wants_stream([606, 3072, 1024], &window));
+            assert!(!wants_stream([32, 2048, 1024], &window));
+            assert!(!wants_stream([32, 1024, 4095], &window));
         }
-        // Kimodo (404 / 606 rows) and MotionBricks' widths (at most 2048 x 1024) do not.
-        assert!(!wants_stream([606, 3072, 1024], &window));
-        assert!(!wants_stream([32, 2048, 1024], &window));
-        assert!(!wants_stream([32, 1024, 4095], &window));
         // The override wins both ways.
         assert!(wants_stream([1, 3, 5], &forced(Some("stream"), None, None)));
         assert!(!wants_stream(
