@@ -15,8 +15,8 @@ use std::path::Path;
 use yaml_rust2::Yaml;
 
 use super::config::{KimodoConfig, SkeletonKind, keys, names};
-use crate::formats::{FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors, npy};
-use crate::models::kit::convert::{check_source_tensors, sha256_file, write_gguf};
+use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors, npy};
+use crate::models::kit::convert::{add_provenance, check_source_tensors, sha256_file, write_gguf};
 use crate::models::kit::meta::invalid;
 use crate::models::kit::narrow::cast_weight;
 use crate::models::kit::output::OutputPlan;
@@ -197,14 +197,13 @@ pub fn convert(
     w.add_metadata(keys::FIRST_HEADING_TOKEN, config.input_first_heading_angle)?;
     w.add_metadata(keys::CFG_TEXT, config.cfg_text)?;
     w.add_metadata(keys::CFG_CONSTRAINT, config.cfg_constraint)?;
-    w.add_metadata(keys::CONVERTER_VERSION, CONVERTER_VERSION)?;
-    w.add_metadata(keys::CONVERTER_NOTES, GgufArray::String(notes.clone()))?;
-    for (file, hash) in &sources {
-        w.add_metadata(
-            format!("{}{file}", keys::SOURCE_SHA256_PREFIX),
-            hash.as_str(),
-        )?;
-    }
+    add_provenance(
+        &mut w,
+        &keys::PROVENANCE,
+        CONVERTER_VERSION,
+        &notes,
+        &sources,
+    )?;
 
     let mut parameters = 0u64;
     let mut data_bytes = 0u64;

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::checks::{Problems, first_non_finite_f32};
 use super::meta::invalid;
-use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors};
+use crate::formats::{FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors};
 use crate::tensor::{Q8_0_BLOCK, Q8_0_BLOCK_BYTES, q8_0_quantize_block};
 use crate::{DType, Error, Result};
 
@@ -143,6 +143,33 @@ pub fn check_source_tensors_skipping(
         }
     }
     Ok(problems.into_result())
+}
+
+/// A model's metadata keys for what [`add_provenance`] writes.
+pub struct ProvenanceKeys {
+    /// The converter's version string.
+    pub version: &'static str,
+    /// String array: the converter's notes.
+    pub notes: &'static str,
+    /// Followed by a source file's name: its SHA-256, hex.
+    pub sha256_prefix: &'static str,
+}
+
+/// Adds, in this order, the converter's `version`, its `notes` and the SHA-256 of every
+/// source (`(file, hex)`) to `w` under a model's `keys`.
+pub fn add_provenance(
+    w: &mut GgufWriter,
+    keys: &ProvenanceKeys,
+    version: &str,
+    notes: &[String],
+    sources: &[(String, String)],
+) -> Result<()> {
+    w.add_metadata(keys.version, version)?;
+    w.add_metadata(keys.notes, GgufArray::String(notes.to_vec()))?;
+    for (file, hash) in sources {
+        w.add_metadata(format!("{}{file}", keys.sha256_prefix), hash.as_str())?;
+    }
+    Ok(())
 }
 
 /// Writes `w` into `sink`, reporting [`Progress::Writing`] every [`PROGRESS_STEP`] bytes of

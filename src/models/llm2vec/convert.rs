@@ -25,7 +25,7 @@ use super::tokenizer::{PreTokenizerKind, Tokenizer};
 use crate::formats::safetensors_index::{Checkpoint, INDEX_FILE, SINGLE_FILE};
 use crate::formats::{GgufArray, GgufValue, GgufWriter, SafeDType, SafeTensors, read_capped};
 use crate::models::kit::checks::Problems;
-use crate::models::kit::convert::{Conversion, Progress, encode_f32, sha256_file};
+use crate::models::kit::convert::{Conversion, Progress, add_provenance, encode_f32, sha256_file};
 use crate::models::kit::meta::invalid;
 use crate::models::kit::output::OutputPlan;
 use crate::{DType, Error, Result};
@@ -45,6 +45,8 @@ pub const MAX_LENGTH: u32 = 512;
 
 /// GGUF metadata keys of a text-encoder file beyond llama.cpp's `llama.*`.
 pub mod keys {
+    use crate::models::kit::convert::ProvenanceKeys;
+
     pub const ROPE_PAIRING: &str = "kinema.rope_pairing";
     pub const ATTENTION: &str = "llm2vec.attention";
     pub const POOLING: &str = "llm2vec.pooling";
@@ -60,6 +62,12 @@ pub mod keys {
     pub const CONVERTER_NOTES: &str = "llm2vec.converter_notes";
     /// Followed by `base/<file>` or `adapter<k>/<file>` (k from 1): that file's SHA-256.
     pub const SOURCE_SHA256_PREFIX: &str = "llm2vec.source_sha256.";
+    /// The keys of the converter's version, notes and source hashes.
+    pub const PROVENANCE: ProvenanceKeys = ProvenanceKeys {
+        version: CONVERTER_VERSION,
+        notes: CONVERTER_NOTES,
+        sha256_prefix: SOURCE_SHA256_PREFIX,
+    };
 }
 
 /// The input folders.
@@ -546,18 +554,17 @@ pub fn convert_with_progress(
         keys::ADAPTERS,
         GgufValue::Array(GgufArray::Array(adapter_ids)),
     )?;
-    w.add_metadata(keys::CONVERTER_VERSION, CONVERTER_VERSION)?;
     notes.push(format!(
         "LoRA merged in f32 in the order given ({} adapter(s)), then cast once to {dtype}",
         adapters.len()
     ));
-    w.add_metadata(keys::CONVERTER_NOTES, GgufArray::String(notes.clone()))?;
-    for (file, hash) in &sources {
-        w.add_metadata(
-            format!("{}{file}", keys::SOURCE_SHA256_PREFIX),
-            hash.as_str(),
-        )?;
-    }
+    add_provenance(
+        &mut w,
+        &keys::PROVENANCE,
+        CONVERTER_VERSION,
+        &notes,
+        &sources,
+    )?;
     for (k, v) in tok_meta {
         w.add_metadata(k, v)?;
     }

@@ -41,20 +41,8 @@ impl LlamaModel {
     pub fn load(path: impl AsRef<Path>) -> Result<LlamaModel> {
         let path = path.as_ref();
         let f = meta::open(path, FORMAT)?;
-        let m = Meta {
-            file: &f,
-            path,
-            format: FORMAT,
-            writer: WRITER,
-        };
-        let arch = m.str(keys::ARCHITECTURE)?;
-        if arch != keys::ARCH_NAME {
-            return Err(m.bad(format!(
-                "{} is {arch:?}, not {:?}: not a Llama text model",
-                keys::ARCHITECTURE,
-                keys::ARCH_NAME
-            )));
-        }
+        let m = Meta::new(&f, path, FORMAT, WRITER);
+        m.expect_architecture(keys::ARCHITECTURE, keys::ARCH_NAME, "Llama text model")?;
         let opt_usize =
             |key: &str| -> Result<Option<usize>> { f.get(key).map(|_| m.usize(key)).transpose() };
         let hidden = m.usize(keys::EMBEDDING_LENGTH)?;

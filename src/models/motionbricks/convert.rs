@@ -22,10 +22,10 @@ use yaml_rust2::Yaml;
 
 use super::config::{ConvDecoderConfig, ConvShape, MotionBricksConfig, dims, keys, names};
 use super::g1::G1Qpos;
-use crate::formats::{FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors, npy};
+use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors, npy};
 use crate::models::kit::checks::MAX_LISTED;
 use crate::models::kit::convert::{
-    Progress, check_source_tensors_skipping, sha256_file, write_gguf,
+    Progress, add_provenance, check_source_tensors_skipping, sha256_file, write_gguf,
 };
 use crate::models::kit::meta::invalid;
 use crate::models::kit::narrow::cast_weight;
@@ -259,14 +259,13 @@ pub fn convert_with_progress(
 
     let mut w = GgufWriter::new();
     config.write_metadata(&mut w)?;
-    w.add_metadata(keys::CONVERTER_VERSION, CONVERTER_VERSION)?;
-    w.add_metadata(keys::CONVERTER_NOTES, GgufArray::String(notes.clone()))?;
-    for (file, hash) in &sources {
-        w.add_metadata(
-            format!("{}{file}", keys::SOURCE_SHA256_PREFIX),
-            hash.as_str(),
-        )?;
-    }
+    add_provenance(
+        &mut w,
+        &keys::PROVENANCE,
+        CONVERTER_VERSION,
+        &notes,
+        &sources,
+    )?;
     let mut parameters = 0u64;
     let mut tensors = 0usize;
     let mut data_bytes = 0u64;
