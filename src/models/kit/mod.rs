@@ -9,6 +9,7 @@
 //! - [`output`]: the output plan (every output checked before work, written together);
 //! - [`identity`]: the model identity and JSON sidecar of a run;
 //! - [`progress`]: progress bars on stderr;
+//! - [`rotation`]: the rotation conversions the models' upstreams share;
 //! - [`blocks`]: transformer blocks on the graph (norms, MLP/SwiGLU, attention, encoder layer).
 
 pub mod blocks;
@@ -19,4 +20,5 @@ pub mod meta;
 pub mod narrow;
 pub mod output;
 pub mod progress;
+pub mod rotation;
 pub mod yaml;
