@@ -21,8 +21,8 @@ mod conditions;
 mod entry;
 mod parse;
 
-pub use conditions::{Conditions, axis_angle_to_matrix, build_conditions, build_raw};
 pub(crate) use conditions::pose;
+pub use conditions::{Conditions, axis_angle_to_matrix, build_conditions, build_raw};
 pub use entry::{Constraint, ConstraintKind, END_EFFECTORS, TYPES};
 pub use parse::parse;
 
