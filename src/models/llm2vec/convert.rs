@@ -45,29 +45,16 @@ pub const MAX_LENGTH: u32 = 512;
 
 /// GGUF metadata keys of a text-encoder file beyond llama.cpp's `llama.*`.
 pub mod keys {
-    use crate::models::kit::convert::ProvenanceKeys;
+    pub use super::super::config::keys::{
+        ATTENTION, CHAT_TEMPLATE_DEFAULT, CONVERTER_NOTES, CONVERTER_VERSION, MAX_LENGTH, POOLING,
+        PROVENANCE, ROPE_PAIRING, SOURCE_SHA256_PREFIX,
+    };
 
-    pub const ROPE_PAIRING: &str = "kinema.rope_pairing";
-    pub const ATTENTION: &str = "llm2vec.attention";
-    pub const POOLING: &str = "llm2vec.pooling";
-    pub const MAX_LENGTH: &str = "llm2vec.max_length";
-    /// `"on"` or `"off"`: whether upstream would add the Llama-3 chat template.
-    pub const CHAT_TEMPLATE_DEFAULT: &str = "llm2vec.chat_template_default";
     /// The model name upstream's template rule tests (see `convert.rs`).
     pub const TEMPLATE_NAME: &str = "llm2vec.source.template_name";
     pub const BASE_NAME: &str = "llm2vec.source.base_name";
     /// Array of `[base_model_name_or_path, folder name]` per adapter, in merge order.
     pub const ADAPTERS: &str = "llm2vec.source.adapters";
-    pub const CONVERTER_VERSION: &str = "llm2vec.converter_version";
-    pub const CONVERTER_NOTES: &str = "llm2vec.converter_notes";
-    /// Followed by `base/<file>` or `adapter<k>/<file>` (k from 1): that file's SHA-256.
-    pub const SOURCE_SHA256_PREFIX: &str = "llm2vec.source_sha256.";
-    /// The keys of the converter's version, notes and source hashes.
-    pub const PROVENANCE: ProvenanceKeys = ProvenanceKeys {
-        version: CONVERTER_VERSION,
-        notes: CONVERTER_NOTES,
-        sha256_prefix: SOURCE_SHA256_PREFIX,
-    };
 }
 
 /// The input folders.
