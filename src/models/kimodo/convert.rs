@@ -16,9 +16,8 @@ use yaml_rust2::Yaml;
 
 use super::config::{KimodoConfig, SkeletonKind, keys, names};
 use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors, npy};
-use crate::models::kit::convert::{add_provenance, check_source_tensors, sha256_file, write_gguf};
+use crate::models::kit::convert::{WeightTally, check_source_tensors, sha256_file, write_gguf};
 use crate::models::kit::meta::invalid;
-use crate::models::kit::narrow::cast_weight;
 use crate::models::kit::output::OutputPlan;
 use crate::models::kit::yaml::{self, Lookup, as_f32, as_usize, show};
 use crate::{DType, Error, HostTensor, Result};
@@ -197,27 +196,14 @@ pub fn convert(
     w.add_metadata(keys::FIRST_HEADING_TOKEN, config.input_first_heading_angle)?;
     w.add_metadata(keys::CFG_TEXT, config.cfg_text)?;
     w.add_metadata(keys::CFG_CONSTRAINT, config.cfg_constraint)?;
-    add_provenance(
-        &mut w,
-        &keys::PROVENANCE,
-        CONVERTER_VERSION,
-        &notes,
-        &sources,
-    )?;
+    keys::PROVENANCE.add_to(&mut w, CONVERTER_VERSION, &notes, &sources)?;
 
-    let mut parameters = 0u64;
-    let mut data_bytes = 0u64;
-    for (name, shape) in &expected[..n_weights] {
+    let mut weights = WeightTally::default();
+    for (name, _) in &expected[..n_weights] {
         let src = st.tensor(&format!("{CHECKPOINT_PREFIX}{name}"))?;
-        let t = if shape.len() == 2 {
-            cast_weight(FORMAT, name, &src, opts.dtype)?
-        } else {
-            src
-        };
-        parameters += t.numel() as u64;
-        data_bytes += t.bytes().len() as u64;
-        w.add_tensor(name.as_str(), &t)?;
+        weights.add(&mut w, FORMAT, name, src, opts.dtype)?;
     }
+    let mut data_bytes = weights.data_bytes;
     for ((name, shape), values) in expected[n_weights..].iter().zip(&stats) {
         let t = HostTensor::from_f32(shape, values)?;
         data_bytes += t.bytes().len() as u64;
@@ -230,7 +216,7 @@ pub fn convert(
         config,
         notes,
         tensors: expected.len(),
-        parameters,
+        parameters: weights.parameters,
         sources,
     })
 }

@@ -12,9 +12,10 @@ use sha2::{Digest, Sha256};
 
 use super::checks::{Problems, first_non_finite_f32};
 use super::meta::invalid;
+use super::narrow::cast_weight;
 use crate::formats::{FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors};
 use crate::tensor::{Q8_0_BLOCK, Q8_0_BLOCK_BYTES, q8_0_quantize_block};
-use crate::{DType, Error, Result};
+use crate::{DType, Error, HostTensor, Result};
 
 /// What a successful conversion wrote, for a model whose configuration is `C`.
 #[derive(Clone, Debug)]
@@ -155,21 +156,56 @@ pub struct ProvenanceKeys {
     pub sha256_prefix: &'static str,
 }
 
-/// Adds, in this order, the converter's `version`, its `notes` and the SHA-256 of every
-/// source (`(file, hex)`) to `w` under a model's `keys`.
-pub fn add_provenance(
-    w: &mut GgufWriter,
-    keys: &ProvenanceKeys,
-    version: &str,
-    notes: &[String],
-    sources: &[(String, String)],
-) -> Result<()> {
-    w.add_metadata(keys.version, version)?;
-    w.add_metadata(keys.notes, GgufArray::String(notes.to_vec()))?;
-    for (file, hash) in sources {
-        w.add_metadata(format!("{}{file}", keys.sha256_prefix), hash.as_str())?;
+impl ProvenanceKeys {
+    /// Adds, in this order, the converter's `version`, its `notes` and the SHA-256 of every
+    /// source (`(file, hex)`) to `w` under these keys.
+    pub fn add_to(
+        &self,
+        w: &mut GgufWriter,
+        version: &str,
+        notes: &[String],
+        sources: &[(String, String)],
+    ) -> Result<()> {
+        w.add_metadata(self.version, version)?;
+        w.add_metadata(self.notes, GgufArray::String(notes.to_vec()))?;
+        for (file, hash) in sources {
+            w.add_metadata(format!("{}{file}", self.sha256_prefix), hash.as_str())?;
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// The weights a converter has added to its GGUF so far.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WeightTally {
+    pub tensors: usize,
+    /// Their elements: the model's weights and biases.
+    pub parameters: u64,
+    /// Their bytes as stored.
+    pub data_bytes: u64,
+}
+
+impl WeightTally {
+    /// Adds the weight or bias `t` to `w` as `name`: a matrix (2-D) in `dtype` (see
+    /// [`cast_weight`]; `format` prefixes its errors), anything else as it is.
+    pub fn add(
+        &mut self,
+        w: &mut GgufWriter,
+        format: &'static str,
+        name: &str,
+        t: HostTensor,
+        dtype: DType,
+    ) -> Result<()> {
+        let t = if t.shape.len() == 2 {
+            cast_weight(format, name, &t, dtype)?
+        } else {
+            t
+        };
+        self.parameters += t.numel() as u64;
+        self.tensors += 1;
+        self.data_bytes += t.bytes().len() as u64;
+        w.add_tensor(name, &t)
+    }
 }
 
 /// Writes `w` into `sink`, reporting [`Progress::Writing`] every [`PROGRESS_STEP`] bytes of

@@ -25,7 +25,7 @@ use super::tokenizer::{PreTokenizerKind, Tokenizer};
 use crate::formats::safetensors_index::{Checkpoint, INDEX_FILE, SINGLE_FILE};
 use crate::formats::{GgufArray, GgufValue, GgufWriter, SafeDType, SafeTensors, read_capped};
 use crate::models::kit::checks::Problems;
-use crate::models::kit::convert::{Conversion, Progress, add_provenance, encode_f32, sha256_file};
+use crate::models::kit::convert::{Conversion, Progress, encode_f32, sha256_file};
 use crate::models::kit::meta::invalid;
 use crate::models::kit::output::OutputPlan;
 use crate::{DType, Error, Result};
@@ -545,13 +545,7 @@ pub fn convert_with_progress(
         "LoRA merged in f32 in the order given ({} adapter(s)), then cast once to {dtype}",
         adapters.len()
     ));
-    add_provenance(
-        &mut w,
-        &keys::PROVENANCE,
-        CONVERTER_VERSION,
-        &notes,
-        &sources,
-    )?;
+    keys::PROVENANCE.add_to(&mut w, CONVERTER_VERSION, &notes, &sources)?;
     for (k, v) in tok_meta {
         w.add_metadata(k, v)?;
     }

@@ -25,10 +25,9 @@ use super::g1::G1Qpos;
 use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors, npy};
 use crate::models::kit::checks::MAX_LISTED;
 use crate::models::kit::convert::{
-    Progress, add_provenance, check_source_tensors_skipping, sha256_file, write_gguf,
+    Progress, WeightTally, check_source_tensors_skipping, sha256_file, write_gguf,
 };
 use crate::models::kit::meta::invalid;
-use crate::models::kit::narrow::cast_weight;
 use crate::models::kit::output::OutputPlan;
 use crate::models::kit::yaml::{Lookup, as_usize, load_mapping, read_capped};
 use crate::{DType, Error, HostTensor, Result};
@@ -259,27 +258,10 @@ pub fn convert_with_progress(
 
     let mut w = GgufWriter::new();
     config.write_metadata(&mut w)?;
-    add_provenance(
-        &mut w,
-        &keys::PROVENANCE,
-        CONVERTER_VERSION,
-        &notes,
-        &sources,
-    )?;
-    let mut parameters = 0u64;
-    let mut tensors = 0usize;
-    let mut data_bytes = 0u64;
-    let mut add = |w: &mut GgufWriter, name: String, t: HostTensor| -> Result<()> {
-        let t = if t.shape.len() == 2 {
-            cast_weight(FORMAT, &name, &t, dtype)?
-        } else {
-            t
-        };
-        parameters += t.numel() as u64;
-        tensors += 1;
-        data_bytes += t.bytes().len() as u64;
-        w.add_tensor(name, &t)
-    };
+    keys::PROVENANCE.add_to(&mut w, CONVERTER_VERSION, &notes, &sources)?;
+    let mut weights = WeightTally::default();
+    let mut add =
+        |w: &mut GgufWriter, name: String, t: HostTensor| weights.add(w, FORMAT, &name, t, dtype);
     for (key, _) in &root_expected {
         let n = format!("{}{}", names::ROOT, &key[BACKBONE_PREFIX.len()..]);
         add(&mut w, n, st[0].tensor(key)?)?;
@@ -295,6 +277,7 @@ pub fn convert_with_progress(
         };
         add(&mut w, n, st[2].tensor(key)?)?;
     }
+    let mut tensors = weights.tensors;
     // Cast to f32 first, as upstream does before any arithmetic
     // (`motion_backbone/inference/motion_inference.py#L96-99`).
     let to32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
@@ -318,13 +301,15 @@ pub fn convert_with_progress(
     tensors += 2;
     // The small tables after the weights are left out of the byte count: the progress
     // report ends at the total either way.
-    outputs.write(out, |sink| write_gguf(&w, sink, data_bytes, progress))?;
+    outputs.write(out, |sink| {
+        write_gguf(&w, sink, weights.data_bytes, progress)
+    })?;
     outputs.commit()?;
     Ok(Conversion {
         config,
         notes,
         tensors,
-        parameters,
+        parameters: weights.parameters,
         sources,
     })
 }
