@@ -16,7 +16,9 @@ use yaml_rust2::Yaml;
 
 use super::config::{KimodoConfig, SkeletonKind, keys, names};
 use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors, npy};
-use crate::models::kit::convert::{WeightTally, check_source_tensors, sha256_file, write_gguf};
+use crate::models::kit::convert::{
+    WeightTally, check_source_tensors, check_weight_dtype, sha256_file, write_gguf,
+};
 use crate::models::kit::meta::invalid;
 use crate::models::kit::output::OutputPlan;
 use crate::models::kit::yaml::{self, Lookup, as_f32, as_usize, show};
@@ -113,12 +115,7 @@ pub fn convert(
     opts: &ConvertOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Conversion> {
-    if !matches!(opts.dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(Error::InvalidArgument(format!(
-            "--dtype {}: the converter writes f32, f16 or bf16 weights",
-            opts.dtype
-        )));
-    }
+    check_weight_dtype(opts.dtype, &[DType::F32, DType::F16, DType::BF16])?;
     let mut plan = OutputPlan::new();
     for file in [WEIGHTS_FILE, CONFIG_FILE]
         .into_iter()

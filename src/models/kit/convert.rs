@@ -49,6 +49,23 @@ pub enum Progress<'a> {
     Writing { done: u64, total: u64 },
 }
 
+/// Refuses a `--dtype` that the converter does not write: `writes`, in the order the message
+/// names them (`the converter writes f32, f16 or bf16 weights`).
+pub fn check_weight_dtype(dtype: DType, writes: &[DType]) -> Result<()> {
+    if writes.contains(&dtype) {
+        return Ok(());
+    }
+    let names: Vec<&str> = writes.iter().map(|d| d.name()).collect();
+    let list = match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "no".to_string(),
+    };
+    Err(Error::InvalidArgument(format!(
+        "--dtype {dtype}: the converter writes {list} weights"
+    )))
+}
+
 /// SHA-256 of a file, hex, read in 1 MiB pieces; `file` names it in the progress reports.
 pub fn sha256_file(path: &Path, file: &str, progress: &mut dyn FnMut(Progress)) -> Result<String> {
     let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
@@ -334,5 +351,29 @@ pub fn encode_f32(
         d => Err(Error::InvalidArgument(format!(
             "the converter writes f32, f16, bf16 or q8_0 weights, not {d}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dtype_the_converter_does_not_write_is_refused_naming_those_it_does() {
+        let three = [DType::F32, DType::F16, DType::BF16];
+        assert!(check_weight_dtype(DType::BF16, &three).is_ok());
+        assert_eq!(
+            check_weight_dtype(DType::Q8_0, &three)
+                .unwrap_err()
+                .to_string(),
+            "invalid argument: --dtype q8_0: the converter writes f32, f16 or bf16 weights"
+        );
+        let four = [DType::F32, DType::F16, DType::BF16, DType::Q8_0];
+        assert!(
+            check_weight_dtype(DType::I32, &four)
+                .unwrap_err()
+                .to_string()
+                .ends_with("--dtype i32: the converter writes f32, f16, bf16 or q8_0 weights")
+        );
     }
 }

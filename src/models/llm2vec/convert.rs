@@ -25,7 +25,9 @@ use super::tokenizer::{PreTokenizerKind, Tokenizer};
 use crate::formats::safetensors_index::{Checkpoint, INDEX_FILE, SINGLE_FILE};
 use crate::formats::{GgufArray, GgufValue, GgufWriter, SafeDType, SafeTensors, read_capped};
 use crate::models::kit::checks::Problems;
-use crate::models::kit::convert::{Conversion, Progress, encode_f32, sha256_file};
+use crate::models::kit::convert::{
+    Conversion, Progress, check_weight_dtype, encode_f32, sha256_file,
+};
 use crate::models::kit::meta::invalid;
 use crate::models::kit::output::OutputPlan;
 use crate::{DType, Error, Result};
@@ -285,11 +287,7 @@ pub fn convert_with_progress(
     dtype: DType,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Llm2VecConversion> {
-    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0) {
-        return Err(Error::InvalidArgument(format!(
-            "--dtype {dtype}: the converter writes f32, f16, bf16 or q8_0 weights"
-        )));
-    }
+    check_weight_dtype(dtype, &[DType::F32, DType::F16, DType::BF16, DType::Q8_0])?;
     let base = &src.base;
     if !base.is_dir() {
         return Err(Error::io(

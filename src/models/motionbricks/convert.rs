@@ -25,7 +25,8 @@ use super::g1::G1Qpos;
 use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors, npy};
 use crate::models::kit::checks::MAX_LISTED;
 use crate::models::kit::convert::{
-    Progress, WeightTally, check_source_tensors_skipping, sha256_file, write_gguf,
+    Progress, WeightTally, check_source_tensors_skipping, check_weight_dtype, sha256_file,
+    write_gguf,
 };
 use crate::models::kit::meta::invalid;
 use crate::models::kit::output::OutputPlan;
@@ -116,11 +117,7 @@ pub fn convert_with_progress(
     dtype: DType,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Conversion> {
-    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(Error::InvalidArgument(format!(
-            "--dtype {dtype}: the converter writes f32, f16 or bf16 weights"
-        )));
-    }
+    check_weight_dtype(dtype, &[DType::F32, DType::F16, DType::BF16])?;
     let folders = [
         ("root", &src.root),
         ("pose", &src.pose),
