@@ -15,9 +15,9 @@ use std::path::Path;
 use yaml_rust2::Yaml;
 
 use super::config::{KimodoConfig, SkeletonKind, keys, names};
-use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors, npy};
+use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors};
 use crate::models::kit::convert::{
-    WeightTally, check_source_tensors, check_weight_dtype, sha256_file, write_gguf,
+    WeightTally, check_source_tensors, check_weight_dtype, read_float_npy, sha256_file, write_gguf,
 };
 use crate::models::kit::meta::invalid;
 use crate::models::kit::output::OutputPlan;
@@ -221,16 +221,7 @@ pub fn convert(
 /// One statistics vector: a 1-D float array of `width` finite values, cast to f32 as
 /// upstream does before any arithmetic (`kimodo/motion_rep/stats.py#L65-77`).
 fn read_stats(path: &Path, width: usize) -> Result<Vec<f32>> {
-    let a = npy::read_file(path)?;
-    if !matches!(
-        a.dtype,
-        npy::NpyDType::F64 | npy::NpyDType::F32 | npy::NpyDType::F16
-    ) {
-        return Err(bad(format!(
-            "dtype {} is not a float type (upstream stores float64)",
-            a.dtype
-        )));
-    }
+    let a = read_float_npy(path, FORMAT)?;
     if a.shape != [width] {
         return Err(bad(format!(
             "shape {:?} does not match the model: expected [{width}]",

@@ -13,7 +13,9 @@ use sha2::{Digest, Sha256};
 use super::checks::{Problems, first_non_finite_f32};
 use super::meta::invalid;
 use super::narrow::cast_weight;
-use crate::formats::{FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors};
+use crate::formats::{
+    FormatError, GgufArray, GgufWriter, NpyArray, NpyDType, SafeDType, SafeTensors, npy,
+};
 use crate::tensor::{Q8_0_BLOCK, Q8_0_BLOCK_BYTES, q8_0_quantize_block};
 use crate::{DType, Error, HostTensor, Result};
 
@@ -64,6 +66,22 @@ pub fn check_weight_dtype(dtype: DType, writes: &[DType]) -> Result<()> {
     Err(Error::InvalidArgument(format!(
         "--dtype {dtype}: the converter writes {list} weights"
     )))
+}
+
+/// A statistics `.npy` file, refused (errors prefixed with `format`) unless its values are
+/// floats (upstream stores float64).
+pub fn read_float_npy(path: &Path, format: &'static str) -> Result<NpyArray> {
+    let a = npy::read_file(path)?;
+    if !matches!(a.dtype, NpyDType::F64 | NpyDType::F32 | NpyDType::F16) {
+        return Err(invalid(
+            format,
+            format!(
+                "dtype {} is not a float type (upstream stores float64)",
+                a.dtype
+            ),
+        ));
+    }
+    Ok(a)
 }
 
 /// SHA-256 of a file, hex, read in 1 MiB pieces; `file` names it in the progress reports.

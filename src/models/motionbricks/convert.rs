@@ -22,11 +22,11 @@ use yaml_rust2::Yaml;
 
 use super::config::{ConvDecoderConfig, ConvShape, MotionBricksConfig, dims, keys, names};
 use super::g1::G1Qpos;
-use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors, npy};
+use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors};
 use crate::models::kit::checks::MAX_LISTED;
 use crate::models::kit::convert::{
-    Progress, WeightTally, check_source_tensors_skipping, check_weight_dtype, sha256_file,
-    write_gguf,
+    Progress, WeightTally, check_source_tensors_skipping, check_weight_dtype, read_float_npy,
+    sha256_file, write_gguf,
 };
 use crate::models::kit::meta::invalid;
 use crate::models::kit::output::OutputPlan;
@@ -328,16 +328,7 @@ fn check_initted(st: &SafeTensors) -> Result<()> {
 }
 
 fn read_stats(path: &Path) -> Result<Vec<f64>> {
-    let a = npy::read_file(path)?;
-    if !matches!(
-        a.dtype,
-        npy::NpyDType::F64 | npy::NpyDType::F32 | npy::NpyDType::F16
-    ) {
-        return Err(bad(format!(
-            "dtype {} is not a float type (upstream stores float64)",
-            a.dtype
-        )));
-    }
+    let a = read_float_npy(path, FORMAT)?;
     if a.shape != [dims::STATS] {
         return Err(bad(format!(
             "shape {:?}, expected [{}] (the dual G1 representation)",
