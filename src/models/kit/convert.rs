@@ -181,7 +181,7 @@ pub fn check_source_tensors_skipping(
     Ok(problems.into_result())
 }
 
-/// A model's metadata keys for what [`add_provenance`] writes.
+/// A model's metadata keys for what [`ProvenanceKeys::add_to`] writes.
 pub struct ProvenanceKeys {
     /// The converter's version string.
     pub version: &'static str,
