@@ -158,7 +158,7 @@ fn boundaries<B: Backend>(b: &B, f: &Fixture, tag: &str) {
     let i = steps - 1;
     let w = (m.config.cfg_text, m.config.cfg_constraint);
     for rows in [3, 2] {
-        let mut sg = sampler::step_graph(&m, t, rows, w.0, w.1, true).unwrap();
+        let mut sg = sampler::step_graph_with(&m, t, rows, w.0, w.1, true, false).unwrap();
         let d = sg.den;
         for o in [d.bridge_out, d.body_in, d.out] {
             sg.graph.output(o);

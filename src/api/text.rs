@@ -1,7 +1,6 @@
 //! [`TextEncoder`]: prompts in, LLM2Vec embeddings out, through the same
 //! [`encode::prepare`] and [`encode::encode`] as `kinema encode`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,7 +9,6 @@ use crate::backend::Backend;
 use crate::device::BackendVisitor;
 use crate::models::kit::identity::ModelIdentity;
 use crate::models::llm2vec::LlamaModel;
-use crate::models::llm2vec::config::keys;
 use crate::models::llm2vec::encode::{self, Prepared};
 pub use crate::models::llm2vec::encode::{LongText, TemplateChoice as ChatTemplate};
 use crate::{Error, Result};
@@ -121,15 +119,7 @@ impl TextEncoder {
         let model = LlamaModel::load(path)?.for_backend(&engine.info())?;
         let template = options.chat_template.resolve(&model);
         encode::check_template(&model, template)?;
-        let identity = ModelIdentity::read(
-            path,
-            keys::CONVERTER_VERSION,
-            keys::SOURCE_SHA256_PREFIX,
-            BTreeMap::from([(
-                "name",
-                model.name.clone().unwrap_or_else(|| "unnamed".into()),
-            )]),
-        )?;
+        let identity = model.identity(path)?;
         Ok(TextEncoder {
             inner: Arc::new(Inner {
                 engine: engine.clone(),

@@ -4,10 +4,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::models::kit::blocks::torch_encoder_layer_shapes;
 use crate::{Error, HostTensor, Result};
 
 /// GGUF metadata keys of a Kimodo model file.
 pub mod keys {
+    use crate::models::kit::convert::ProvenanceKeys;
+
     pub const ARCHITECTURE: &str = "general.architecture";
     /// The value of [`ARCHITECTURE`] for a Kimodo model.
     pub const ARCH_NAME: &str = "kimodo";
@@ -31,6 +34,12 @@ pub mod keys {
     pub const CONVERTER_NOTES: &str = "kimodo.converter_notes";
     /// Followed by the source file's path relative to the checkpoint directory.
     pub const SOURCE_SHA256_PREFIX: &str = "kimodo.source_sha256.";
+    /// The keys of the converter's version, notes and source hashes.
+    pub const PROVENANCE: ProvenanceKeys = ProvenanceKeys {
+        version: CONVERTER_VERSION,
+        notes: CONVERTER_NOTES,
+        sha256_prefix: SOURCE_SHA256_PREFIX,
+    };
 }
 
 /// Tensor names in a Kimodo GGUF: the upstream state_dict names with the checkpoint prefix
@@ -63,20 +72,7 @@ pub mod names {
     ];
 
     /// The 12 tensors of each encoder layer, after `<stage>.seqTransEncoder.layers.<i>.`.
-    pub const LAYER_TENSORS: [&str; 12] = [
-        "self_attn.in_proj_weight",
-        "self_attn.in_proj_bias",
-        "self_attn.out_proj.weight",
-        "self_attn.out_proj.bias",
-        "linear1.weight",
-        "linear1.bias",
-        "linear2.weight",
-        "linear2.bias",
-        "norm1.weight",
-        "norm1.bias",
-        "norm2.weight",
-        "norm2.bias",
-    ];
+    pub const LAYER_TENSORS: [&str; 12] = crate::models::kit::blocks::TORCH_ENCODER_LAYER_TENSORS;
 
     /// `<stage>.<name>`.
     pub fn stage(stage: &str, name: &str) -> String {
@@ -290,20 +286,7 @@ impl KimodoConfig {
                 out.push((names::stage(stage, n), shape));
             }
             for l in 0..self.num_layers {
-                let per_layer: [Vec<usize>; 12] = [
-                    vec![3 * d, d],
-                    vec![3 * d],
-                    vec![d, d],
-                    vec![d],
-                    vec![f, d],
-                    vec![f],
-                    vec![d, f],
-                    vec![d],
-                    vec![d],
-                    vec![d],
-                    vec![d],
-                    vec![d],
-                ];
+                let per_layer = torch_encoder_layer_shapes(d, f);
                 for (n, shape) in names::LAYER_TENSORS.iter().zip(per_layer) {
                     out.push((names::layer(stage, l, n), shape));
                 }

@@ -15,10 +15,11 @@ use std::path::Path;
 use yaml_rust2::Yaml;
 
 use super::config::{KimodoConfig, SkeletonKind, keys, names};
-use crate::formats::{FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors, npy};
-use crate::models::kit::convert::{check_source_tensors, sha256_file, write_gguf};
+use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors};
+use crate::models::kit::convert::{
+    WeightTally, check_source_tensors, check_weight_dtype, read_float_npy, sha256_file, write_gguf,
+};
 use crate::models::kit::meta::invalid;
-use crate::models::kit::narrow::cast_weight;
 use crate::models::kit::output::OutputPlan;
 use crate::models::kit::yaml::{self, Lookup, as_f32, as_usize, show};
 use crate::{DType, Error, HostTensor, Result};
@@ -114,12 +115,7 @@ pub fn convert(
     opts: &ConvertOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Conversion> {
-    if !matches!(opts.dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(Error::InvalidArgument(format!(
-            "--dtype {}: the converter writes f32, f16 or bf16 weights",
-            opts.dtype
-        )));
-    }
+    check_weight_dtype(opts.dtype, &[DType::F32, DType::F16, DType::BF16])?;
     let mut plan = OutputPlan::new();
     for file in [WEIGHTS_FILE, CONFIG_FILE]
         .into_iter()
@@ -197,28 +193,14 @@ pub fn convert(
     w.add_metadata(keys::FIRST_HEADING_TOKEN, config.input_first_heading_angle)?;
     w.add_metadata(keys::CFG_TEXT, config.cfg_text)?;
     w.add_metadata(keys::CFG_CONSTRAINT, config.cfg_constraint)?;
-    w.add_metadata(keys::CONVERTER_VERSION, CONVERTER_VERSION)?;
-    w.add_metadata(keys::CONVERTER_NOTES, GgufArray::String(notes.clone()))?;
-    for (file, hash) in &sources {
-        w.add_metadata(
-            format!("{}{file}", keys::SOURCE_SHA256_PREFIX),
-            hash.as_str(),
-        )?;
-    }
+    keys::PROVENANCE.add_to(&mut w, CONVERTER_VERSION, &notes, &sources)?;
 
-    let mut parameters = 0u64;
-    let mut data_bytes = 0u64;
-    for (name, shape) in &expected[..n_weights] {
+    let mut weights = WeightTally::default();
+    for (name, _) in &expected[..n_weights] {
         let src = st.tensor(&format!("{CHECKPOINT_PREFIX}{name}"))?;
-        let t = if shape.len() == 2 {
-            cast_weight(FORMAT, name, &src, opts.dtype)?
-        } else {
-            src
-        };
-        parameters += t.numel() as u64;
-        data_bytes += t.bytes().len() as u64;
-        w.add_tensor(name.as_str(), &t)?;
+        weights.add(&mut w, FORMAT, name, src, opts.dtype)?;
     }
+    let mut data_bytes = weights.data_bytes;
     for ((name, shape), values) in expected[n_weights..].iter().zip(&stats) {
         let t = HostTensor::from_f32(shape, values)?;
         data_bytes += t.bytes().len() as u64;
@@ -231,7 +213,7 @@ pub fn convert(
         config,
         notes,
         tensors: expected.len(),
-        parameters,
+        parameters: weights.parameters,
         sources,
     })
 }
@@ -239,16 +221,7 @@ pub fn convert(
 /// One statistics vector: a 1-D float array of `width` finite values, cast to f32 as
 /// upstream does before any arithmetic (`kimodo/motion_rep/stats.py#L65-77`).
 fn read_stats(path: &Path, width: usize) -> Result<Vec<f32>> {
-    let a = npy::read_file(path)?;
-    if !matches!(
-        a.dtype,
-        npy::NpyDType::F64 | npy::NpyDType::F32 | npy::NpyDType::F16
-    ) {
-        return Err(bad(format!(
-            "dtype {} is not a float type (upstream stores float64)",
-            a.dtype
-        )));
-    }
+    let a = read_float_npy(path, FORMAT)?;
     if a.shape != [width] {
         return Err(bad(format!(
             "shape {:?} does not match the model: expected [{width}]",

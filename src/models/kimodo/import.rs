@@ -15,6 +15,7 @@ use super::export::rot::mul64;
 use super::motion::Motion;
 use super::skeleton::{Mat3, Skeleton};
 use crate::formats::{NpyArray, NpzReader, NpzWriter, read_capped};
+use crate::models::kit::rotation;
 use crate::{Error, Result};
 
 /// Largest difference allowed between a written file, parsed back, and the motion: the text
@@ -366,20 +367,11 @@ pub fn imported_npz(m: &Imported) -> Result<NpzWriter> {
     Ok(w)
 }
 
+/// The matrix of a unit glTF quaternion (`x y z w`), computed in f64 and cast to f32.
 fn quat_to_matrix(q: [f32; 4]) -> Mat3 {
     let [x, y, z, w] = q.map(f64::from);
-    [
-        1.0 - 2.0 * (y * y + z * z),
-        2.0 * (x * y - z * w),
-        2.0 * (x * z + y * w),
-        2.0 * (x * y + z * w),
-        1.0 - 2.0 * (x * x + z * z),
-        2.0 * (y * z - x * w),
-        2.0 * (x * z - y * w),
-        2.0 * (y * z + x * w),
-        1.0 - 2.0 * (x * x + y * y),
-    ]
-    .map(|v| v as f32)
+    let r = rotation::unit_quaternion_to_matrix_f64([w, x, y, z]);
+    std::array::from_fn(|i| r[i / 3][i % 3] as f32)
 }
 
 /// Checks a GLB written from `motion`: the container, then every joint's rotation track and the

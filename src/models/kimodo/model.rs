@@ -31,20 +31,8 @@ impl KimodoModel {
     pub fn load(path: impl AsRef<Path>) -> Result<KimodoModel> {
         let path = path.as_ref();
         let f = meta::open(path, FORMAT)?;
-        let m = Meta {
-            file: &f,
-            path,
-            format: FORMAT,
-            writer: "kinema convert kimodo",
-        };
-        let arch = m.str(keys::ARCHITECTURE)?;
-        if arch != keys::ARCH_NAME {
-            return Err(m.bad(format!(
-                "{} is {arch:?}, not {:?}: not a Kimodo model",
-                keys::ARCHITECTURE,
-                keys::ARCH_NAME
-            )));
-        }
+        let m = Meta::new(&f, path, FORMAT, "kinema convert kimodo");
+        m.expect_architecture(keys::ARCHITECTURE, keys::ARCH_NAME, "Kimodo model")?;
         let skeleton = SkeletonKind::parse(m.str(keys::SKELETON)?)
             .map_err(|e| m.bad(format!("{}: {e}", keys::SKELETON)))?;
         let config = KimodoConfig {

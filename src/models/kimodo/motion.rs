@@ -153,6 +153,33 @@ impl Motion {
         self.skeleton.num_joints()
     }
 
+    /// `(frames, joints)` of a motion an exporter of `kind` motion takes. Refuses another
+    /// skeleton (`"{refusal}, not <skeleton>"`) and arrays that do not hold the motion's
+    /// frames, at least one (an error prefixed with `tag`).
+    pub(crate) fn export_shape(
+        &self,
+        kind: SkeletonKind,
+        refusal: &str,
+        tag: &str,
+    ) -> Result<(usize, usize)> {
+        if self.skeleton != kind {
+            return Err(Error::InvalidArgument(format!(
+                "{refusal}, not {}",
+                self.skeleton.name()
+            )));
+        }
+        let (frames, nj) = (self.frames, self.num_joints());
+        if frames == 0
+            || self.local_rot_mats.len() != frames * nj * 9
+            || self.root_positions.len() != frames * 3
+        {
+            return Err(Error::Shape(format!(
+                "{tag}: the motion's arrays do not hold {frames} (> 0) frames of {nj} joints"
+            )));
+        }
+        Ok((frames, nj))
+    }
+
     /// The SOMA77 form of a SOMA30 motion, as upstream returns it from every SOMA model
     /// (`SOMASkeleton30.output_to_SOMASkeleton77`, `kimodo/skeleton/definitions.py#L264-277`,
     /// called at `kimodo/model/kimodo_model.py#L524-526`): relaxed-hand local rotations for the

@@ -35,6 +35,7 @@ use super::motion::{self, FeatureLayout};
 use super::sampler::{self, SampleOptions, Timings};
 use super::skeleton::Skeleton;
 use crate::backend::Backend;
+use crate::models::kit::linspace::linspace_f32;
 use crate::{Error, Result};
 
 /// Upstream's default `num_transition_frames` (`kimodo_model.py#L135`, the CLI's
@@ -139,21 +140,7 @@ pub fn plan(frames: &[usize], transition: usize, max_frames: usize) -> Result<Ve
 /// `torch.linspace(1, 0, n)` in float32 as torch's CPU kernel computes it: `start + step i`
 /// for the first half, `end - step (n - 1 - i)` for the rest, `step = (end - start) / (n - 1)`.
 pub fn blend_weights(n: usize) -> Vec<f32> {
-    if n == 1 {
-        return vec![1.0];
-    }
-    let (start, end) = (1.0f32, 0.0f32);
-    let step = (end - start) / (n - 1) as f32;
-    let half = n / 2;
-    (0..n)
-        .map(|i| {
-            if i < half {
-                start + step * i as f32
-            } else {
-                end - step * (n - 1 - i) as f32
-            }
-        })
-        .collect()
+    linspace_f32(1.0, 0.0, n)
 }
 
 /// What segment `k > 0` is conditioned on, built from the frames it takes back.

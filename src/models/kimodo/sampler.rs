@@ -114,27 +114,8 @@ pub struct StepGraph {
     pub x_next: TensorId,
 }
 
-/// Builds the step graph; `diagnostics` keeps the stage outputs readable.
-pub fn step_graph(
-    model: &KimodoModel,
-    frames: usize,
-    cfg_rows: usize,
-    cfg_text: f32,
-    cfg_constraint: f32,
-    diagnostics: bool,
-) -> Result<StepGraph> {
-    step_graph_with(
-        model,
-        frames,
-        cfg_rows,
-        cfg_text,
-        cfg_constraint,
-        diagnostics,
-        false,
-    )
-}
-
-/// [`step_graph`], with the constraint row when `constrained` (see [`denoiser::build_with`]).
+/// Builds the step graph; `diagnostics` keeps the stage outputs readable, `constrained` builds
+/// the constraint row (see [`denoiser::build_with`]).
 pub fn step_graph_with(
     model: &KimodoModel,
     frames: usize,

@@ -18,6 +18,7 @@
 use std::collections::BTreeMap;
 
 use super::config::{KimodoConfig, KimodoModel, MotionStats, SkeletonKind, names};
+use crate::models::kit::blocks::{TORCH_ENCODER_LAYER_TENSORS, torch_encoder_layer_shapes};
 use crate::rng;
 use crate::{HostTensor, Result};
 
@@ -128,17 +129,11 @@ pub fn tensor_shapes(c: &KimodoConfig) -> Vec<(String, Vec<usize>)> {
         add("linear_first_heading_angle.bias", &[d]);
         for l in 0..c.num_layers {
             let p = format!("seqTransEncoder.layers.{l}");
-            add(&format!("{p}.self_attn.in_proj_weight"), &[3 * d, d]);
-            add(&format!("{p}.self_attn.in_proj_bias"), &[3 * d]);
-            add(&format!("{p}.self_attn.out_proj.weight"), &[d, d]);
-            add(&format!("{p}.self_attn.out_proj.bias"), &[d]);
-            add(&format!("{p}.linear1.weight"), &[f, d]);
-            add(&format!("{p}.linear1.bias"), &[f]);
-            add(&format!("{p}.linear2.weight"), &[d, f]);
-            add(&format!("{p}.linear2.bias"), &[d]);
-            for n in ["norm1", "norm2"] {
-                add(&format!("{p}.{n}.weight"), &[d]);
-                add(&format!("{p}.{n}.bias"), &[d]);
+            for (n, s) in TORCH_ENCODER_LAYER_TENSORS
+                .iter()
+                .zip(torch_encoder_layer_shapes(d, f))
+            {
+                add(&format!("{p}.{n}"), &s);
             }
         }
     }

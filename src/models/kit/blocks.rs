@@ -203,6 +203,41 @@ impl EncoderLayer {
     }
 }
 
+/// The 12 tensors of each PyTorch `nn.TransformerEncoderLayer` in `state_dict` order, after
+/// `<encoder>.layers.<i>.` (Kimodo's stages and MotionBricks' stacks store their layers so).
+pub const TORCH_ENCODER_LAYER_TENSORS: [&str; 12] = [
+    "self_attn.in_proj_weight",
+    "self_attn.in_proj_bias",
+    "self_attn.out_proj.weight",
+    "self_attn.out_proj.bias",
+    "linear1.weight",
+    "linear1.bias",
+    "linear2.weight",
+    "linear2.bias",
+    "norm1.weight",
+    "norm1.bias",
+    "norm2.weight",
+    "norm2.bias",
+];
+
+/// The shapes of [`TORCH_ENCODER_LAYER_TENSORS`] for width `d` and feed-forward width `f`.
+pub fn torch_encoder_layer_shapes(d: usize, f: usize) -> [Vec<usize>; 12] {
+    [
+        vec![3 * d, d],
+        vec![3 * d],
+        vec![d, d],
+        vec![d],
+        vec![f, d],
+        vec![f],
+        vec![d, f],
+        vec![d],
+        vec![d],
+        vec![d],
+        vec![d],
+        vec![d],
+    ]
+}
+
 /// The weights of one Llama decoder layer (no biases anywhere).
 #[derive(Clone, Copy, Debug)]
 pub struct LlamaLayerWeights {

@@ -12,9 +12,12 @@ use sha2::{Digest, Sha256};
 
 use super::checks::{Problems, first_non_finite_f32};
 use super::meta::invalid;
-use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors};
+use super::narrow::cast_weight;
+use crate::formats::{
+    FormatError, GgufArray, GgufWriter, NpyArray, NpyDType, SafeDType, SafeTensors, npy,
+};
 use crate::tensor::{Q8_0_BLOCK, Q8_0_BLOCK_BYTES, q8_0_quantize_block};
-use crate::{DType, Error, Result};
+use crate::{DType, Error, HostTensor, Result};
 
 /// What a successful conversion wrote, for a model whose configuration is `C`.
 #[derive(Clone, Debug)]
@@ -46,6 +49,39 @@ pub enum Progress<'a> {
     },
     /// Tensor bytes written so far (the header is not counted).
     Writing { done: u64, total: u64 },
+}
+
+/// Refuses a `--dtype` that the converter does not write: `writes`, in the order the message
+/// names them (`the converter writes f32, f16 or bf16 weights`).
+pub fn check_weight_dtype(dtype: DType, writes: &[DType]) -> Result<()> {
+    if writes.contains(&dtype) {
+        return Ok(());
+    }
+    let names: Vec<&str> = writes.iter().map(|d| d.name()).collect();
+    let list = match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "no".to_string(),
+    };
+    Err(Error::InvalidArgument(format!(
+        "--dtype {dtype}: the converter writes {list} weights"
+    )))
+}
+
+/// A statistics `.npy` file, refused (errors prefixed with `format`) unless its values are
+/// floats (upstream stores float64).
+pub fn read_float_npy(path: &Path, format: &'static str) -> Result<NpyArray> {
+    let a = npy::read_file(path)?;
+    if !matches!(a.dtype, NpyDType::F64 | NpyDType::F32 | NpyDType::F16) {
+        return Err(invalid(
+            format,
+            format!(
+                "dtype {} is not a float type (upstream stores float64)",
+                a.dtype
+            ),
+        ));
+    }
+    Ok(a)
 }
 
 /// SHA-256 of a file, hex, read in 1 MiB pieces; `file` names it in the progress reports.
@@ -143,6 +179,68 @@ pub fn check_source_tensors_skipping(
         }
     }
     Ok(problems.into_result())
+}
+
+/// A model's metadata keys for what [`ProvenanceKeys::add_to`] writes.
+pub struct ProvenanceKeys {
+    /// The converter's version string.
+    pub version: &'static str,
+    /// String array: the converter's notes.
+    pub notes: &'static str,
+    /// Followed by a source file's name: its SHA-256, hex.
+    pub sha256_prefix: &'static str,
+}
+
+impl ProvenanceKeys {
+    /// Adds, in this order, the converter's `version`, its `notes` and the SHA-256 of every
+    /// source (`(file, hex)`) to `w` under these keys.
+    pub fn add_to(
+        &self,
+        w: &mut GgufWriter,
+        version: &str,
+        notes: &[String],
+        sources: &[(String, String)],
+    ) -> Result<()> {
+        w.add_metadata(self.version, version)?;
+        w.add_metadata(self.notes, GgufArray::String(notes.to_vec()))?;
+        for (file, hash) in sources {
+            w.add_metadata(format!("{}{file}", self.sha256_prefix), hash.as_str())?;
+        }
+        Ok(())
+    }
+}
+
+/// The weights a converter has added to its GGUF so far.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WeightTally {
+    pub tensors: usize,
+    /// Their elements: the model's weights and biases.
+    pub parameters: u64,
+    /// Their bytes as stored.
+    pub data_bytes: u64,
+}
+
+impl WeightTally {
+    /// Adds the weight or bias `t` to `w` as `name`: a matrix (2-D) in `dtype` (see
+    /// [`cast_weight`]; `format` prefixes its errors), anything else as it is.
+    pub fn add(
+        &mut self,
+        w: &mut GgufWriter,
+        format: &'static str,
+        name: &str,
+        t: HostTensor,
+        dtype: DType,
+    ) -> Result<()> {
+        let t = if t.shape.len() == 2 {
+            cast_weight(format, name, &t, dtype)?
+        } else {
+            t
+        };
+        self.parameters += t.numel() as u64;
+        self.tensors += 1;
+        self.data_bytes += t.bytes().len() as u64;
+        w.add_tensor(name, &t)
+    }
 }
 
 /// Writes `w` into `sink`, reporting [`Progress::Writing`] every [`PROGRESS_STEP`] bytes of
@@ -271,5 +369,29 @@ pub fn encode_f32(
         d => Err(Error::InvalidArgument(format!(
             "the converter writes f32, f16, bf16 or q8_0 weights, not {d}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dtype_the_converter_does_not_write_is_refused_naming_those_it_does() {
+        let three = [DType::F32, DType::F16, DType::BF16];
+        assert!(check_weight_dtype(DType::BF16, &three).is_ok());
+        assert_eq!(
+            check_weight_dtype(DType::Q8_0, &three)
+                .unwrap_err()
+                .to_string(),
+            "invalid argument: --dtype q8_0: the converter writes f32, f16 or bf16 weights"
+        );
+        let four = [DType::F32, DType::F16, DType::BF16, DType::Q8_0];
+        assert!(
+            check_weight_dtype(DType::I32, &four)
+                .unwrap_err()
+                .to_string()
+                .ends_with("--dtype i32: the converter writes f32, f16, bf16 or q8_0 weights")
+        );
     }
 }

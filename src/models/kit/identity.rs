@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::convert::ProvenanceKeys;
 use crate::formats::GgufFile;
 use crate::{Error, Result};
 
@@ -24,12 +25,12 @@ pub struct ModelIdentity {
 
 impl ModelIdentity {
     /// The identity of the GGUF at `path`: its size, the converter recorded under
-    /// `version_key`, and the source hashes recorded under keys starting with `sha256_prefix`
-    /// (the key's rest is the source file), read again from the memory-mapped header.
+    /// `keys.version`, and the source hashes recorded under keys starting with
+    /// `keys.sha256_prefix` (the key's rest is the source file), read again from the
+    /// memory-mapped header.
     pub fn read(
         path: &Path,
-        version_key: &str,
-        sha256_prefix: &str,
+        keys: &ProvenanceKeys,
         details: BTreeMap<&'static str, String>,
     ) -> Result<ModelIdentity> {
         let bytes = std::fs::metadata(path)
@@ -40,7 +41,7 @@ impl ModelIdentity {
             .metadata()
             .iter()
             .filter_map(|(k, v)| {
-                let file = k.strip_prefix(sha256_prefix)?;
+                let file = k.strip_prefix(keys.sha256_prefix)?;
                 Some((file.to_string(), v.as_str()?.to_string()))
             })
             .collect();
@@ -49,7 +50,7 @@ impl ModelIdentity {
             bytes,
             details,
             converter_version: gguf
-                .get(version_key)
+                .get(keys.version)
                 .and_then(|v| v.as_str())
                 .map(str::to_string),
             sources,

@@ -51,6 +51,31 @@ pub fn open(path: &Path, format: &'static str) -> Result<GgufFile> {
 }
 
 impl<'f> Meta<'f> {
+    /// `file` (read from `path`) loaded as a `format` model that `writer` writes.
+    pub fn new(
+        file: &'f GgufFile,
+        path: &'f Path,
+        format: &'static str,
+        writer: &'static str,
+    ) -> Meta<'f> {
+        Meta {
+            file,
+            path,
+            format,
+            writer,
+        }
+    }
+
+    /// Refuses a file whose string `key` is not `want`: `key is "x", not "want": not a
+    /// {what}`.
+    pub fn expect_architecture(&self, key: &str, want: &str, what: &str) -> Result<()> {
+        let arch = self.str(key)?;
+        if arch != want {
+            return Err(self.bad(format!("{key} is {arch:?}, not {want:?}: not a {what}")));
+        }
+        Ok(())
+    }
+
     /// A metadata value, with an error that names the key and says what the file is missing.
     pub fn get<T>(
         &self,

@@ -8,15 +8,19 @@
 //! - [`yaml`]: upstream Hydra configs (size cap, no aliases, `${a.b}` interpolation);
 //! - [`output`]: the output plan (every output checked before work, written together);
 //! - [`identity`]: the model identity and JSON sidecar of a run;
+//! - [`linspace`]: `torch.linspace` in float32;
 //! - [`progress`]: progress bars on stderr;
+//! - [`rotation`]: the rotation conversions the models' upstreams share;
 //! - [`blocks`]: transformer blocks on the graph (norms, MLP/SwiGLU, attention, encoder layer).
 
 pub mod blocks;
 pub mod checks;
 pub mod convert;
 pub mod identity;
+pub mod linspace;
 pub mod meta;
 pub mod narrow;
 pub mod output;
 pub mod progress;
+pub mod rotation;
 pub mod yaml;

@@ -8,6 +8,8 @@ use crate::{Error, Result};
 
 /// Metadata keys.
 pub mod keys {
+    use crate::models::kit::convert::ProvenanceKeys;
+
     pub const ARCHITECTURE: &str = "general.architecture";
     /// The one architecture this model loads.
     pub const ARCH_NAME: &str = "llama";
@@ -39,8 +41,17 @@ pub mod keys {
     /// The tokenizer's truncation length; absent: 512.
     pub const MAX_LENGTH: &str = "llm2vec.max_length";
     pub const CONVERTER_VERSION: &str = "llm2vec.converter_version";
-    /// Prefix of the SHA-256 of each source file (the key's rest is the file).
+    /// String array: checks and choices worth knowing, one sentence each.
+    pub const CONVERTER_NOTES: &str = "llm2vec.converter_notes";
+    /// Prefix of the SHA-256 of each source file (the key's rest is the file:
+    /// `base/<file>` or `adapter<k>/<file>`, k from 1).
     pub const SOURCE_SHA256_PREFIX: &str = "llm2vec.source_sha256.";
+    /// The keys of the converter's version, notes and source hashes.
+    pub const PROVENANCE: ProvenanceKeys = ProvenanceKeys {
+        version: CONVERTER_VERSION,
+        notes: CONVERTER_NOTES,
+        sha256_prefix: SOURCE_SHA256_PREFIX,
+    };
     /// The chat template of an instruct model (Jinja), as llama.cpp stores it.
     pub const CHAT_TEMPLATE: &str = "tokenizer.chat_template";
 }

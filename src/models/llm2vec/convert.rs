@@ -25,7 +25,9 @@ use super::tokenizer::{PreTokenizerKind, Tokenizer};
 use crate::formats::safetensors_index::{Checkpoint, INDEX_FILE, SINGLE_FILE};
 use crate::formats::{GgufArray, GgufValue, GgufWriter, SafeDType, SafeTensors, read_capped};
 use crate::models::kit::checks::Problems;
-use crate::models::kit::convert::{Conversion, Progress, encode_f32, sha256_file};
+use crate::models::kit::convert::{
+    Conversion, Progress, check_weight_dtype, encode_f32, sha256_file,
+};
 use crate::models::kit::meta::invalid;
 use crate::models::kit::output::OutputPlan;
 use crate::{DType, Error, Result};
@@ -45,21 +47,16 @@ pub const MAX_LENGTH: u32 = 512;
 
 /// GGUF metadata keys of a text-encoder file beyond llama.cpp's `llama.*`.
 pub mod keys {
-    pub const ROPE_PAIRING: &str = "kinema.rope_pairing";
-    pub const ATTENTION: &str = "llm2vec.attention";
-    pub const POOLING: &str = "llm2vec.pooling";
-    pub const MAX_LENGTH: &str = "llm2vec.max_length";
-    /// `"on"` or `"off"`: whether upstream would add the Llama-3 chat template.
-    pub const CHAT_TEMPLATE_DEFAULT: &str = "llm2vec.chat_template_default";
+    pub use super::super::config::keys::{
+        ATTENTION, CHAT_TEMPLATE_DEFAULT, CONVERTER_NOTES, CONVERTER_VERSION, MAX_LENGTH, POOLING,
+        PROVENANCE, ROPE_PAIRING, SOURCE_SHA256_PREFIX,
+    };
+
     /// The model name upstream's template rule tests (see `convert.rs`).
     pub const TEMPLATE_NAME: &str = "llm2vec.source.template_name";
     pub const BASE_NAME: &str = "llm2vec.source.base_name";
     /// Array of `[base_model_name_or_path, folder name]` per adapter, in merge order.
     pub const ADAPTERS: &str = "llm2vec.source.adapters";
-    pub const CONVERTER_VERSION: &str = "llm2vec.converter_version";
-    pub const CONVERTER_NOTES: &str = "llm2vec.converter_notes";
-    /// Followed by `base/<file>` or `adapter<k>/<file>` (k from 1): that file's SHA-256.
-    pub const SOURCE_SHA256_PREFIX: &str = "llm2vec.source_sha256.";
 }
 
 /// The input folders.
@@ -290,11 +287,7 @@ pub fn convert_with_progress(
     dtype: DType,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Llm2VecConversion> {
-    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0) {
-        return Err(Error::InvalidArgument(format!(
-            "--dtype {dtype}: the converter writes f32, f16, bf16 or q8_0 weights"
-        )));
-    }
+    check_weight_dtype(dtype, &[DType::F32, DType::F16, DType::BF16, DType::Q8_0])?;
     let base = &src.base;
     if !base.is_dir() {
         return Err(Error::io(
@@ -546,18 +539,11 @@ pub fn convert_with_progress(
         keys::ADAPTERS,
         GgufValue::Array(GgufArray::Array(adapter_ids)),
     )?;
-    w.add_metadata(keys::CONVERTER_VERSION, CONVERTER_VERSION)?;
     notes.push(format!(
         "LoRA merged in f32 in the order given ({} adapter(s)), then cast once to {dtype}",
         adapters.len()
     ));
-    w.add_metadata(keys::CONVERTER_NOTES, GgufArray::String(notes.clone()))?;
-    for (file, hash) in &sources {
-        w.add_metadata(
-            format!("{}{file}", keys::SOURCE_SHA256_PREFIX),
-            hash.as_str(),
-        )?;
-    }
+    keys::PROVENANCE.add_to(&mut w, CONVERTER_VERSION, &notes, &sources)?;
     for (k, v) in tok_meta {
         w.add_metadata(k, v)?;
     }

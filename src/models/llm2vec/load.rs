@@ -11,6 +11,7 @@ use std::path::Path;
 use super::config::{AttentionMode, LlamaConfig, keys, names, pairing_name};
 use super::tokenizer::Tokenizer;
 use crate::models::kit::checks::check_tensors;
+use crate::models::kit::identity::ModelIdentity;
 use crate::models::kit::meta::{self, Meta};
 use crate::models::kit::narrow::{fast_weight_dtype, narrow_weights};
 use crate::ops::RopePairing;
@@ -35,26 +36,21 @@ fn is_matrix(name: &str, shape: &[usize]) -> bool {
 }
 
 impl LlamaModel {
+    /// The identity of this model, read again from `path`, with its name (`unnamed` without
+    /// one) as the one detail: what a text encoder's results name.
+    pub fn identity(&self, path: &Path) -> Result<ModelIdentity> {
+        let name = self.name.clone().unwrap_or_else(|| "unnamed".into());
+        ModelIdentity::read(path, &keys::PROVENANCE, BTreeMap::from([("name", name)]))
+    }
+
     /// Open a Llama GGUF memory-mapped and check it. A file of another architecture, one
     /// without a tokenizer, or a tokenizer whose vocabulary differs from the embedding table
     /// is refused with a message naming the problem.
     pub fn load(path: impl AsRef<Path>) -> Result<LlamaModel> {
         let path = path.as_ref();
         let f = meta::open(path, FORMAT)?;
-        let m = Meta {
-            file: &f,
-            path,
-            format: FORMAT,
-            writer: WRITER,
-        };
-        let arch = m.str(keys::ARCHITECTURE)?;
-        if arch != keys::ARCH_NAME {
-            return Err(m.bad(format!(
-                "{} is {arch:?}, not {:?}: not a Llama text model",
-                keys::ARCHITECTURE,
-                keys::ARCH_NAME
-            )));
-        }
+        let m = Meta::new(&f, path, FORMAT, WRITER);
+        m.expect_architecture(keys::ARCHITECTURE, keys::ARCH_NAME, "Llama text model")?;
         let opt_usize =
             |key: &str| -> Result<Option<usize>> { f.get(key).map(|_| m.usize(key)).transpose() };
         let hidden = m.usize(keys::EMBEDDING_LENGTH)?;

@@ -8,7 +8,6 @@
 //! another shape or holds a non-finite value is ignored and rewritten, never trusted. Entries
 //! are written atomically (a temporary file, then a rename).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -141,15 +140,7 @@ impl TextSession {
         check_fits(&model, text_model, "--text-model", expect_hidden)?;
         let use_template = template.resolve(&model);
         encode::check_template(&model, use_template)?;
-        let identity = ModelIdentity::read(
-            text_model,
-            keys::CONVERTER_VERSION,
-            keys::SOURCE_SHA256_PREFIX,
-            BTreeMap::from([(
-                "name",
-                model.name.clone().unwrap_or_else(|| "unnamed".into()),
-            )]),
-        )?;
+        let identity = model.identity(text_model)?;
         Ok(TextSession {
             path: text_model.to_path_buf(),
             hidden: model.config.hidden,

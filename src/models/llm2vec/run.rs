@@ -206,12 +206,7 @@ pub fn encode_request<B: Backend>(req: &EncodeRequest, backend: &B) -> Result<En
     ]);
     let report = EncodeReport {
         kinema_version: env!("CARGO_PKG_VERSION"),
-        model: ModelIdentity::read(
-            &req.model,
-            keys::CONVERTER_VERSION,
-            keys::SOURCE_SHA256_PREFIX,
-            details,
-        )?,
+        model: ModelIdentity::read(&req.model, &keys::PROVENANCE, details)?,
         chat_template: if template { "on" } else { "off" },
         chat_template_option: req.template.name(),
         attention: c.attention.name(),

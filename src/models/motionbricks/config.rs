@@ -11,6 +11,7 @@
 use std::path::Path;
 
 use crate::formats::GgufFile;
+use crate::models::kit::blocks::torch_encoder_layer_shapes;
 use crate::models::kit::meta::Meta;
 use crate::{Error, Result};
 
@@ -23,6 +24,8 @@ pub use super::dims;
 
 /// GGUF metadata keys of a MotionBricks model file.
 pub mod keys {
+    use crate::models::kit::convert::ProvenanceKeys;
+
     pub const ARCHITECTURE: &str = "general.architecture";
     /// The value of [`ARCHITECTURE`] for a MotionBricks model.
     pub const ARCH_NAME: &str = "motionbricks";
@@ -61,6 +64,12 @@ pub mod keys {
     pub const CONVERTER_NOTES: &str = "motionbricks.converter_notes";
     /// Followed by `root/`, `pose/` or `vqvae/` and the file's path in that folder.
     pub const SOURCE_SHA256_PREFIX: &str = "motionbricks.source_sha256.";
+    /// The keys of the converter's version, notes and source hashes.
+    pub const PROVENANCE: ProvenanceKeys = ProvenanceKeys {
+        version: CONVERTER_VERSION,
+        notes: CONVERTER_NOTES,
+        sha256_prefix: SOURCE_SHA256_PREFIX,
+    };
 }
 
 /// Tensor-name prefixes and the statistics' names in a MotionBricks GGUF.
@@ -76,20 +85,7 @@ pub mod names {
     /// f32 `[34, 3, 3]`: the `_rot_offsets_f2q` of each skeleton joint.
     pub const G1_OFFSETS: &str = "g1.rot_offsets_f2q";
     /// The 12 tensors of each `nn.TransformerEncoderLayer`, after `<stack>.layers.<i>.`.
-    pub const LAYER_TENSORS: [&str; 12] = [
-        "self_attn.in_proj_weight",
-        "self_attn.in_proj_bias",
-        "self_attn.out_proj.weight",
-        "self_attn.out_proj.bias",
-        "linear1.weight",
-        "linear1.bias",
-        "linear2.weight",
-        "linear2.bias",
-        "norm1.weight",
-        "norm1.bias",
-        "norm2.weight",
-        "norm2.bias",
-    ];
+    pub const LAYER_TENSORS: [&str; 12] = crate::models::kit::blocks::TORCH_ENCODER_LAYER_TENSORS;
 }
 
 /// One `DoubleCondDecoder` (`motionbricks/vqvae/neural_modules/encdec_double_cond.py#L5-75`).
@@ -261,20 +257,7 @@ fn fc_block(
 
 fn encoder(prefix: &str, layers: usize, d: usize, f: usize, out: &mut Vec<(String, Vec<usize>)>) {
     for l in 0..layers {
-        let shapes: [Vec<usize>; 12] = [
-            vec![3 * d, d],
-            vec![3 * d],
-            vec![d, d],
-            vec![d],
-            vec![f, d],
-            vec![f],
-            vec![d, f],
-            vec![d],
-            vec![d],
-            vec![d],
-            vec![d],
-            vec![d],
-        ];
+        let shapes = torch_encoder_layer_shapes(d, f);
         for (n, s) in names::LAYER_TENSORS.iter().zip(shapes) {
             out.push((format!("{prefix}layers.{l}.{n}"), s));
         }
@@ -594,12 +577,7 @@ impl MotionBricksConfig {
     /// Read the hyperparameters of the converted file `f` (opened from `path`), refusing one
     /// that is not a MotionBricks model.
     pub fn from_gguf(f: &GgufFile, path: &Path) -> Result<MotionBricksConfig> {
-        let m = Meta {
-            file: f,
-            path,
-            format: FORMAT,
-            writer: WRITER,
-        };
+        let m = Meta::new(f, path, FORMAT, WRITER);
         let arch = f.get(keys::ARCHITECTURE).and_then(|v| v.as_str());
         if arch != Some(keys::ARCH_NAME) {
             return Err(m.bad(format!(

@@ -22,13 +22,13 @@ use yaml_rust2::Yaml;
 
 use super::config::{ConvDecoderConfig, ConvShape, MotionBricksConfig, dims, keys, names};
 use super::g1::G1Qpos;
-use crate::formats::{FormatError, GgufArray, GgufWriter, SafeDType, SafeTensors, npy};
+use crate::formats::{FormatError, GgufWriter, SafeDType, SafeTensors};
 use crate::models::kit::checks::MAX_LISTED;
 use crate::models::kit::convert::{
-    Progress, check_source_tensors_skipping, sha256_file, write_gguf,
+    Progress, WeightTally, check_source_tensors_skipping, check_weight_dtype, read_float_npy,
+    sha256_file, write_gguf,
 };
 use crate::models::kit::meta::invalid;
-use crate::models::kit::narrow::cast_weight;
 use crate::models::kit::output::OutputPlan;
 use crate::models::kit::yaml::{Lookup, as_usize, load_mapping, read_capped};
 use crate::{DType, Error, HostTensor, Result};
@@ -117,11 +117,7 @@ pub fn convert_with_progress(
     dtype: DType,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Conversion> {
-    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(Error::InvalidArgument(format!(
-            "--dtype {dtype}: the converter writes f32, f16 or bf16 weights"
-        )));
-    }
+    check_weight_dtype(dtype, &[DType::F32, DType::F16, DType::BF16])?;
     let folders = [
         ("root", &src.root),
         ("pose", &src.pose),
@@ -259,28 +255,10 @@ pub fn convert_with_progress(
 
     let mut w = GgufWriter::new();
     config.write_metadata(&mut w)?;
-    w.add_metadata(keys::CONVERTER_VERSION, CONVERTER_VERSION)?;
-    w.add_metadata(keys::CONVERTER_NOTES, GgufArray::String(notes.clone()))?;
-    for (file, hash) in &sources {
-        w.add_metadata(
-            format!("{}{file}", keys::SOURCE_SHA256_PREFIX),
-            hash.as_str(),
-        )?;
-    }
-    let mut parameters = 0u64;
-    let mut tensors = 0usize;
-    let mut data_bytes = 0u64;
-    let mut add = |w: &mut GgufWriter, name: String, t: HostTensor| -> Result<()> {
-        let t = if t.shape.len() == 2 {
-            cast_weight(FORMAT, &name, &t, dtype)?
-        } else {
-            t
-        };
-        parameters += t.numel() as u64;
-        tensors += 1;
-        data_bytes += t.bytes().len() as u64;
-        w.add_tensor(name, &t)
-    };
+    keys::PROVENANCE.add_to(&mut w, CONVERTER_VERSION, &notes, &sources)?;
+    let mut weights = WeightTally::default();
+    let mut add =
+        |w: &mut GgufWriter, name: String, t: HostTensor| weights.add(w, FORMAT, &name, t, dtype);
     for (key, _) in &root_expected {
         let n = format!("{}{}", names::ROOT, &key[BACKBONE_PREFIX.len()..]);
         add(&mut w, n, st[0].tensor(key)?)?;
@@ -296,6 +274,7 @@ pub fn convert_with_progress(
         };
         add(&mut w, n, st[2].tensor(key)?)?;
     }
+    let mut tensors = weights.tensors;
     // Cast to f32 first, as upstream does before any arithmetic
     // (`motion_backbone/inference/motion_inference.py#L96-99`).
     let to32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
@@ -319,13 +298,15 @@ pub fn convert_with_progress(
     tensors += 2;
     // The small tables after the weights are left out of the byte count: the progress
     // report ends at the total either way.
-    outputs.write(out, |sink| write_gguf(&w, sink, data_bytes, progress))?;
+    outputs.write(out, |sink| {
+        write_gguf(&w, sink, weights.data_bytes, progress)
+    })?;
     outputs.commit()?;
     Ok(Conversion {
         config,
         notes,
         tensors,
-        parameters,
+        parameters: weights.parameters,
         sources,
     })
 }
@@ -347,16 +328,7 @@ fn check_initted(st: &SafeTensors) -> Result<()> {
 }
 
 fn read_stats(path: &Path) -> Result<Vec<f64>> {
-    let a = npy::read_file(path)?;
-    if !matches!(
-        a.dtype,
-        npy::NpyDType::F64 | npy::NpyDType::F32 | npy::NpyDType::F16
-    ) {
-        return Err(bad(format!(
-            "dtype {} is not a float type (upstream stores float64)",
-            a.dtype
-        )));
-    }
+    let a = read_float_npy(path, FORMAT)?;
     if a.shape != [dims::STATS] {
         return Err(bad(format!(
             "shape {:?}, expected [{}] (the dual G1 representation)",

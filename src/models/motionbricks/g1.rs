@@ -8,6 +8,7 @@
 //! space and transposed (`_rot_offsets_f2q`, #L235-251). The joint tree is `G1Skeleton34`'s
 //! (`motionbricks/motionlib/core/skeletons/g1.py#L161-205`).
 
+use crate::models::kit::rotation;
 use crate::{Error, Result};
 
 /// `G1Skeleton34`'s joints in skeleton order with their parents.
@@ -263,24 +264,7 @@ fn offset(q: [f64; 4]) -> Result<Mat> {
     if n == 0.0 {
         return Err(bad("a zero quaternion".into()));
     }
-    let [w, x, y, z] = q.map(|v| v / n);
-    let r = [
-        [
-            1.0 - 2.0 * (y * y + z * z),
-            2.0 * (x * y - z * w),
-            2.0 * (x * z + y * w),
-        ],
-        [
-            2.0 * (x * y + z * w),
-            1.0 - 2.0 * (x * x + z * z),
-            2.0 * (y * z - x * w),
-        ],
-        [
-            2.0 * (x * z - y * w),
-            2.0 * (y * z + x * w),
-            1.0 - 2.0 * (x * x + y * y),
-        ],
-    ];
+    let r = rotation::unit_quaternion_to_matrix_f64(q.map(|v| v / n));
     let mut c = [[0f64; 3]; 3];
     for a in 0..3 {
         for b in 0..3 {
@@ -342,24 +326,9 @@ fn matmul_tn(a: &Mat, b: &Mat) -> Mat {
     c
 }
 
-/// `matrix_to_quaternion` (`motionbricks/geometry/quaternions.py#L9-50`): the candidate of
-/// the first largest `|q|` term, denominator `2 max(q_abs, 0.1)`, no sign canonicalisation.
+/// `matrix_to_quaternion` (`motionbricks/geometry/quaternions.py#L9-50`), `w x y z`: the
+/// kit's [`rotation::matrix_to_quaternion`] of the row-major `m`.
 pub(crate) fn matrix_to_quaternion(m: &Mat) -> [f32; 4] {
     let [[m00, m01, m02], [m10, m11, m12], [m20, m21, m22]] = *m;
-    let pos = |x: f32| if x > 0.0 { x.sqrt() } else { 0.0 };
-    let q_abs = [
-        pos(1.0 + m00 + m11 + m22),
-        pos(1.0 + m00 - m11 - m22),
-        pos(1.0 - m00 + m11 - m22),
-        pos(1.0 - m00 - m11 + m22),
-    ];
-    let cands = [
-        [q_abs[0] * q_abs[0], m21 - m12, m02 - m20, m10 - m01],
-        [m21 - m12, q_abs[1] * q_abs[1], m10 + m01, m02 + m20],
-        [m02 - m20, m10 + m01, q_abs[2] * q_abs[2], m12 + m21],
-        [m10 - m01, m20 + m02, m21 + m12, q_abs[3] * q_abs[3]],
-    ];
-    let best = crate::sampling::argmax_row(&q_abs) as usize;
-    let d = 2.0 * q_abs[best].max(0.1);
-    cands[best].map(|v| v / d)
+    rotation::matrix_to_quaternion(&[m00, m01, m02, m10, m11, m12, m20, m21, m22])
 }

@@ -43,12 +43,7 @@ impl MotionBricksModel {
     pub fn load(path: impl AsRef<Path>) -> Result<MotionBricksModel> {
         let path = path.as_ref();
         let f = meta::open(path, FORMAT)?;
-        let m = Meta {
-            file: &f,
-            path,
-            format: FORMAT,
-            writer: WRITER,
-        };
+        let m = Meta::new(&f, path, FORMAT, WRITER);
         let config = MotionBricksConfig::from_gguf(&f, path)?;
         // The layer counts bound the list built from them: refuse a file that claims more
         // layers than it has tensors before making the list.

@@ -32,21 +32,11 @@ const Y_UP_TO_Z_UP: Mat3 = [-1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0];
 
 /// The AMASS parameters of one motion: `(trans [T,3], root_orient [T,3], pose_body [T,63])`.
 pub fn amass_parameters(motion: &Motion) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
-    if motion.skeleton != SkeletonKind::Smplx22 {
-        return Err(Error::InvalidArgument(format!(
-            "the AMASS npz is for SMPL-X motion, not {}",
-            motion.skeleton.name()
-        )));
-    }
-    let (frames, nj) = (motion.frames, motion.num_joints());
-    if frames == 0
-        || motion.local_rot_mats.len() != frames * nj * 9
-        || motion.root_positions.len() != frames * 3
-    {
-        return Err(Error::Shape(format!(
-            "amass: the motion's arrays do not hold {frames} (> 0) frames of {nj} joints"
-        )));
-    }
+    let (frames, nj) = motion.export_shape(
+        SkeletonKind::Smplx22,
+        "the AMASS npz is for SMPL-X motion",
+        "amass",
+    )?;
     let sk = Skeleton::load(SkeletonKind::Smplx22)?;
     // The SMPL-X rest joints are float32 values (kimodo.md §5).
     let pelvis = sk.neutral_joints[sk.root].map(|v| v as f32);

@@ -65,21 +65,11 @@ fn load() -> Result<G1Qpos> {
 
 /// The qpos rows `[T, 36]` of a G1 motion.
 pub fn qpos(motion: &Motion) -> Result<Vec<f32>> {
-    if motion.skeleton != SkeletonKind::G1 {
-        return Err(Error::InvalidArgument(format!(
-            "the MuJoCo qpos CSV is for G1 motion, not {}",
-            motion.skeleton.name()
-        )));
-    }
-    let (frames, nj) = (motion.frames, motion.num_joints());
-    if frames == 0
-        || motion.local_rot_mats.len() != frames * nj * 9
-        || motion.root_positions.len() != frames * 3
-    {
-        return Err(Error::Shape(format!(
-            "csv: the motion's arrays do not hold {frames} (> 0) frames of {nj} joints"
-        )));
-    }
+    let (frames, nj) = motion.export_shape(
+        SkeletonKind::G1,
+        "the MuJoCo qpos CSV is for G1 motion",
+        "csv",
+    )?;
     let g1 = load()?;
     let mut out = Vec::with_capacity(frames * QPOS_WIDTH);
     for t in 0..frames {

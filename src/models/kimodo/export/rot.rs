@@ -3,33 +3,9 @@
 
 use crate::models::kimodo::skeleton::Mat3;
 
-/// `kimodo.geometry.matrix_to_quaternion` (`kimodo/geometry.py#L144-187`) in f32: the candidate
-/// of the largest `|q_k|` (the first on ties, as `argmax`), divided by `2 max(|q_k|, 0.1)`.
-/// Real part first; the sign is not standardised (upstream does not either).
-pub fn quat_wxyz_upstream(m: &Mat3) -> [f32; 4] {
-    let [m00, m01, m02, m10, m11, m12, m20, m21, m22] = *m;
-    let pos_sqrt = |x: f32| if x > 0.0 { x.sqrt() } else { 0.0 };
-    let q_abs = [
-        pos_sqrt(1.0 + m00 + m11 + m22),
-        pos_sqrt(1.0 + m00 - m11 - m22),
-        pos_sqrt(1.0 - m00 + m11 - m22),
-        pos_sqrt(1.0 - m00 - m11 + m22),
-    ];
-    let rows = [
-        [q_abs[0] * q_abs[0], m21 - m12, m02 - m20, m10 - m01],
-        [m21 - m12, q_abs[1] * q_abs[1], m10 + m01, m02 + m20],
-        [m02 - m20, m10 + m01, q_abs[2] * q_abs[2], m12 + m21],
-        [m10 - m01, m20 + m02, m21 + m12, q_abs[3] * q_abs[3]],
-    ];
-    let mut best = 0;
-    for k in 1..4 {
-        if q_abs[k] > q_abs[best] {
-            best = k;
-        }
-    }
-    let d = 2.0 * q_abs[best].max(0.1);
-    rows[best].map(|v| v / d)
-}
+/// `kimodo.geometry.matrix_to_quaternion` (`kimodo/geometry.py#L144-187`) in f32, real part
+/// first: the kit's [`matrix_to_quaternion`](crate::models::kit::rotation::matrix_to_quaternion).
+pub use crate::models::kit::rotation::matrix_to_quaternion as quat_wxyz_upstream;
 
 /// `kimodo.geometry.matrix_to_axis_angle` (`kimodo/geometry.py#L80-136`) in f32: the
 /// quaternion above, flipped to `w > 0` (or `x > 0` when `|w| <= 1e-6`), then

@@ -514,12 +514,7 @@ pub fn generate<B: Backend>(
     let details = BTreeMap::from([("skeleton", model.config.skeleton.name().to_string())]);
     let mut report = GenerateReport {
         kinema_version: env!("CARGO_PKG_VERSION"),
-        model: ModelIdentity::read(
-            &req.model,
-            keys::CONVERTER_VERSION,
-            keys::SOURCE_SHA256_PREFIX,
-            details,
-        )?,
+        model: ModelIdentity::read(&req.model, &keys::PROVENANCE, details)?,
         embedding: req.embeddings[0].display().to_string(),
         noise: match &req.noise {
             Some(p) => p.display().to_string(),

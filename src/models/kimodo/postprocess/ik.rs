@@ -37,6 +37,26 @@ fn cosine_rule(left: f32, right: f32, across: f32) -> f32 {
     clamp(v, -1.0, 1.0).acos()
 }
 
+/// `weight` clamped to `[0, 1]`, or `None` where it is 0 (the solver does nothing).
+fn active_weight(weight: f32) -> Option<f32> {
+    let weight = clamp(weight, 0.0, 1.0);
+    (weight > 0.0).then_some(weight)
+}
+
+/// The parent `a` of joint `b` and the world transforms of `a`'s parent, `a` and `b`; `None`
+/// when `b` is the root.
+fn upper_chain(
+    pose: &[Transform],
+    parents: &[i32],
+    b_idx: usize,
+) -> Option<(usize, Transform, Transform, Transform)> {
+    let a_idx = usize::try_from(parents[b_idx]).ok()?;
+    let a_parent = ancestors_world(pose, parents, a_idx);
+    let a_world = pose[a_idx].then(a_parent);
+    let b_world = pose[b_idx].then(a_world);
+    Some((a_idx, a_parent, a_world, b_world))
+}
+
 /// `IK::TwoBoneIk` (#L39-158): bend `a` (grandparent of `c`) and `b` (parent) so that
 /// `|a c|` matches `|a t|` in the plane given by the hint offset, then swing `a` so that `c`
 /// points at `t`. `weight` is clamped to `[0, 1]`; 0 does nothing.
@@ -48,23 +68,15 @@ pub fn two_bone(
     parents: &[i32],
     hint_offset: Vec3,
 ) {
-    let weight = clamp(weight, 0.0, 1.0);
-    if weight <= 0.0 {
+    let Some(weight) = active_weight(weight) else {
         return;
-    }
-    let b_idx = parents[c_idx];
-    if b_idx < 0 {
+    };
+    let Ok(b_idx) = usize::try_from(parents[c_idx]) else {
         return;
-    }
-    let b_idx = b_idx as usize;
-    let a_idx = parents[b_idx];
-    if a_idx < 0 {
+    };
+    let Some((a_idx, a_parent, a_world, b_world)) = upper_chain(pose, parents, b_idx) else {
         return;
-    }
-    let a_idx = a_idx as usize;
-    let a_parent = ancestors_world(pose, parents, a_idx);
-    let a_world = pose[a_idx].then(a_parent);
-    let b_world = pose[b_idx].then(a_world);
+    };
     let c_world = pose[c_idx].then(b_world);
     let a = a_world.translation;
     let b = b_world.translation;
@@ -118,18 +130,12 @@ pub fn two_bone(
 /// `IK::OneBoneIk` (#L160-200): rotate the parent `a` of `b` so that `b` points at the target
 /// (the rotation is pre-multiplied onto `a`'s local rotation, not renormalised).
 pub fn one_bone(pose: &mut [Transform], b_idx: usize, weight: f32, target: Vec3, parents: &[i32]) {
-    let weight = clamp(weight, 0.0, 1.0);
-    if weight <= 0.0 {
+    let Some(weight) = active_weight(weight) else {
         return;
-    }
-    let a_idx = parents[b_idx];
-    if a_idx < 0 {
+    };
+    let Some((a_idx, _, a_world, b_world)) = upper_chain(pose, parents, b_idx) else {
         return;
-    }
-    let a_idx = a_idx as usize;
-    let a_parent = ancestors_world(pose, parents, a_idx);
-    let a_world = pose[a_idx].then(a_parent);
-    let b_world = pose[b_idx].then(a_world);
+    };
     let ab = a_world
         .rotation
         .rotate_inverse(sub(b_world.translation, a_world.translation));

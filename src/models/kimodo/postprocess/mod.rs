@@ -416,21 +416,7 @@ pub fn matrix_to_quaternion(m: &Mat3) -> [f32; 4] {
 }
 
 /// `quaternion_to_matrix` (`kimodo/geometry.py#L190-221`) in f32, from `w, x, y, z`.
-pub fn quaternion_to_matrix(q: [f32; 4]) -> Mat3 {
-    let [r, i, j, k] = q;
-    let two_s = 2.0 / (((r * r + i * i) + j * j) + k * k);
-    [
-        1.0 - two_s * (j * j + k * k),
-        two_s * (i * j - k * r),
-        two_s * (i * k + j * r),
-        two_s * (i * j + k * r),
-        1.0 - two_s * (i * i + k * k),
-        two_s * (j * k - i * r),
-        two_s * (i * k - j * r),
-        two_s * (j * k + i * r),
-        1.0 - two_s * (i * i + j * j),
-    ]
-}
+pub use crate::models::kit::rotation::quaternion_to_matrix;
 
 /// The masks and targets of a constraint list for `frames` frames on `skel`
 /// (`_build_constraint_masks_dict` and `extract_input_motion_from_constraints`,

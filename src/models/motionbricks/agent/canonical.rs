@@ -2,6 +2,7 @@
 //! (`motion_backbone/demo/full_agent.py#L523-587`, #L489-499).
 
 use super::math::{apply, heading_z, matrix_to_quat, mul, quat_to_matrix, rot_z, transpose};
+use crate::models::kit::linspace::linspace_f32;
 use crate::models::motionbricks::dims::QPOS;
 
 /// What canonicalisation removed: the first frame's yaw and ground position.
@@ -82,21 +83,7 @@ pub fn uncanonicalize(qpos: &mut [f32], f: &Frame0) {
 /// `torch.linspace(0.3, 0.7, n)` in float32 (the first half from the start, the second from
 /// the end, as ATen's CPU kernel steps).
 pub fn blend_weights(n: usize) -> Vec<f32> {
-    let (a, b) = (0.3f32, 0.7f32);
-    if n == 1 {
-        return vec![a];
-    }
-    let step = (b - a) / (n - 1) as f32;
-    let half = n / 2;
-    (0..n)
-        .map(|i| {
-            if i < half {
-                a + step * i as f32
-            } else {
-                b - step * (n - i - 1) as f32
-            }
-        })
-        .collect()
+    linspace_f32(0.3, 0.7, n)
 }
 
 /// Blend the first context-many planned rows with the raw context (#L489-499): root

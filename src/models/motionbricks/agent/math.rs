@@ -1,6 +1,7 @@
 //! Small f32 rotation helpers with upstream's operation order (torch float32 on the CPU).
 
 pub use super::super::g1::Mat;
+use crate::models::kit::rotation;
 
 /// `torch.pi` as a float32 tensor operand.
 pub const PI: f32 = std::f64::consts::PI as f32;
@@ -10,25 +11,8 @@ pub const TWO_PI: f32 = (2.0 * std::f64::consts::PI) as f32;
 /// `quaternion_to_matrix` of a `w x y z` quaternion
 /// (`motionlib/core/utils/rotations.py#L68-94`; `two_s = 2 / |q|^2`).
 pub fn quat_to_matrix(q: &[f32]) -> Mat {
-    let (r, i, j, k) = (q[0], q[1], q[2], q[3]);
-    let two_s = 2.0 / (((r * r + i * i) + j * j) + k * k);
-    [
-        [
-            1.0 - two_s * (j * j + k * k),
-            two_s * (i * j - k * r),
-            two_s * (i * k + j * r),
-        ],
-        [
-            two_s * (i * j + k * r),
-            1.0 - two_s * (i * i + k * k),
-            two_s * (j * k - i * r),
-        ],
-        [
-            two_s * (i * k - j * r),
-            two_s * (j * k + i * r),
-            1.0 - two_s * (i * i + j * j),
-        ],
-    ]
+    let m = rotation::quaternion_to_matrix([q[0], q[1], q[2], q[3]]);
+    [[m[0], m[1], m[2]], [m[3], m[4], m[5]], [m[6], m[7], m[8]]]
 }
 
 /// `matrix_to_quaternion` of `motionbricks/geometry/quaternions.py#L9-50` (`w x y z`).

@@ -7,138 +7,27 @@
 //! f32 `atan2`/`sin`/`cos`, and the cumulative sums accumulate in f64 as torch's CPU
 //! `cumsum` does for f32 (`at::acc_type<float, false>` is double).
 
-use std::cell::RefCell;
-use std::time::Instant;
+mod graph_inputs;
+mod inputs;
+mod times;
 
-use super::config::{MotionBricksConfig, dims, names};
-use super::model::{ConvDecoderInputs, MotionBricksModel, PoseDecode, RootStage1, RootStage2};
+pub use inputs::{PlanInputs, PlanOutput, Randomness, masked_num_tokens};
+pub use times::PlanTimes;
+
+use std::cell::RefCell;
+
+use super::config::{dims, names};
+use super::model::{MotionBricksModel, PoseDecode, RootStage1, RootStage2};
 use super::sampler::{Sampling, check_uniforms, plan_uniforms};
+use crate::Result;
 use crate::backend::Backend;
 use crate::graph::{Executable, Graph};
-use crate::{Error, Result};
+use graph_inputs::{has_pair, write_conv_conditions, write_conv_masks, write_for_lengths};
+use inputs::bad;
+use times::Clock;
 
 /// `motion_inference.EPS` (`motion_inference.py#L24`) and `Stats.eps`.
 const EPS: f32 = 1e-5;
-/// The "length not given" value of `num_tokens` is `max_tokens + 2`
-/// (`root_backbone.py#L302-304`).
-pub fn masked_num_tokens(c: &MotionBricksConfig) -> usize {
-    c.max_tokens + 2
-}
-
-/// `predict`'s tensor arguments for `batch` plans, row-major, unnormalized.
-#[derive(Clone, Debug, Default)]
-pub struct PlanInputs {
-    pub batch: usize,
-    /// `[batch, 8, 5]`.
-    pub global_root_values: Vec<f32>,
-    /// `[batch, 8]`.
-    pub has_global_root_values: Vec<bool>,
-    /// `[batch, 8, 4]`.
-    pub local_root_values: Vec<f32>,
-    pub has_local_root_values: Vec<bool>,
-    /// `[batch, 8, 303]`.
-    pub local_poses: Vec<f32>,
-    pub has_local_poses: Vec<bool>,
-    /// `[batch]`: a length in `min..=max` tokens, or `max + 2` to let the root model choose.
-    pub num_tokens: Vec<i64>,
-    /// `[batch, max - min + 1]`: the lengths the root model may choose.
-    pub allowed_pred_num_tokens: Vec<bool>,
-}
-
-/// Where the Gumbel uniforms come from.
-#[derive(Clone, Debug)]
-pub enum Randomness {
-    /// One private SplitMix64 stream per plan.
-    Seeds(Vec<u64>),
-    /// Given uniforms, `[batch, max_tokens, heads, codes]`.
-    Uniforms(Vec<f32>),
-}
-
-/// Everything one batch of plans produced (row-major, batch first).
-#[derive(Clone, Debug, Default)]
-pub struct PlanOutput {
-    /// `[batch]`: the chosen lengths in tokens.
-    pub num_tokens: Vec<u32>,
-    /// `[batch, 8, 304]` etc.: the normalized root-model inputs.
-    pub norm_global_root: Vec<f32>,
-    pub norm_local_root: Vec<f32>,
-    pub norm_poses: Vec<f32>,
-    /// `[batch, classes]`: raw and masked (-inf) length logits.
-    pub length_logits_raw: Vec<f32>,
-    pub length_logits: Vec<f32>,
-    /// `[batch, max_tokens, E_root]`.
-    pub root_stage2: Vec<f32>,
-    /// `[batch, frames, 5]`: normalized global root trajectory.
-    pub root_global: Vec<f32>,
-    /// `[batch, frames, 4]`: normalized local root (after the last-frame fix).
-    pub root_local: Vec<f32>,
-    /// `[batch, frames, 304]` and `[batch, frames]`: the dense pose conditions.
-    pub pose_cond: Vec<f32>,
-    pub has_pose_cond: Vec<bool>,
-    /// `[batch, max_tokens, heads, codes]`.
-    pub pose_logits: Vec<f32>,
-    /// `[batch, max_tokens, heads, codes]` (Gumbel only).
-    pub uniforms: Vec<f32>,
-    /// `[batch, max_tokens, heads]`.
-    pub pose_tokens: Vec<u32>,
-    /// `[batch, frames, 413]`: normalized decoder output.
-    pub decoded: Vec<f32>,
-    /// `[batch, frames, 414]`: the global features `predict` returns.
-    pub features: Vec<f32>,
-    /// `[batch, frames, 36]`: G1 MuJoCo qpos (root xyz, root quaternion w x y z, 29 hinges).
-    pub qpos: Vec<f32>,
-}
-
-fn bad(msg: String) -> Error {
-    Error::InvalidArgument(msg)
-}
-
-/// Where one [`Planner::plan_timed`] run spent its wall-clock time, phase by phase in order:
-/// the host steps (`host: ...`) and, per graph (`root1`, `root2`, `pose`), building and writing
-/// its inputs (`upload`), submitting it and waiting for it (`run`: the kernels plus the
-/// submission round trip) and reading its outputs back (`download`).
-#[derive(Clone, Debug, Default)]
-pub struct PlanTimes {
-    /// `(phase, milliseconds)`.
-    pub phases: Vec<(&'static str, f64)>,
-}
-
-/// Laps of [`PlanTimes`] when timing (`on`); nothing otherwise.
-struct Clock {
-    on: bool,
-    last: Instant,
-    times: PlanTimes,
-}
-
-impl Clock {
-    fn new(on: bool) -> Clock {
-        Clock {
-            on,
-            last: Instant::now(),
-            times: PlanTimes::default(),
-        }
-    }
-
-    /// The time since the previous lap, as `phase`.
-    fn lap(&mut self, phase: &'static str) {
-        if self.on {
-            let now = Instant::now();
-            let ms = (now - self.last).as_secs_f64() * 1e3;
-            self.times.phases.push((phase, ms));
-            self.last = now;
-        }
-    }
-
-    /// Run a compiled graph; when timing, also wait for it, so that its time is not counted
-    /// as the download's (untimed, the download's wait covers it: one host wait fewer).
-    fn run<B: Backend>(&self, x: &Executable<'_, B>) -> Result<()> {
-        x.run()?;
-        if self.on {
-            x.backend().sync()?;
-        }
-        Ok(())
-    }
-}
 
 /// Read marked outputs in one batch (one transfer and one wait on a discrete GPU).
 fn read_all<B: Backend>(
@@ -150,85 +39,6 @@ fn read_all<B: Backend>(
 
 fn f32s(b: &[u8]) -> Vec<f32> {
     bytemuck::pod_collect_to_vec(b)
-}
-
-impl PlanInputs {
-    /// Shapes, finite values, lengths in range, a non-empty allowed mask.
-    pub fn validate(&self, c: &MotionBricksConfig) -> Result<()> {
-        let b = self.batch;
-        if !(1..=64).contains(&b) {
-            return Err(bad(format!("batch {b}: expected 1 to 64 plans")));
-        }
-        let k = 2 * c.frames_per_token();
-        let classes = c.max_tokens - c.min_tokens + 1;
-        let sizes: [(&str, usize, usize); 8] = [
-            (
-                "global_root_values",
-                self.global_root_values.len(),
-                b * k * dims::GLOBAL_ROOT,
-            ),
-            (
-                "has_global_root_values",
-                self.has_global_root_values.len(),
-                b * k,
-            ),
-            (
-                "local_root_values",
-                self.local_root_values.len(),
-                b * k * dims::LOCAL_ROOT,
-            ),
-            (
-                "has_local_root_values",
-                self.has_local_root_values.len(),
-                b * k,
-            ),
-            (
-                "local_poses",
-                self.local_poses.len(),
-                b * k * dims::EXTERNAL_POSE,
-            ),
-            ("has_local_poses", self.has_local_poses.len(), b * k),
-            ("num_tokens", self.num_tokens.len(), b),
-            (
-                "allowed_pred_num_tokens",
-                self.allowed_pred_num_tokens.len(),
-                b * classes,
-            ),
-        ];
-        for (n, got, want) in sizes {
-            if got != want {
-                return Err(Error::Shape(format!(
-                    "{n}: {got} values, expected {want} for {b} plan(s)"
-                )));
-            }
-        }
-        for (n, v) in [
-            ("global_root_values", &self.global_root_values),
-            ("local_root_values", &self.local_root_values),
-            ("local_poses", &self.local_poses),
-        ] {
-            if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-                return Err(bad(format!("{n}[{i}] is {}, not a finite number", v[i])));
-            }
-        }
-        let masked = masked_num_tokens(c) as i64;
-        for (i, &n) in self.num_tokens.iter().enumerate() {
-            let free = n == masked;
-            if !free && !(c.min_tokens as i64..=c.max_tokens as i64).contains(&n) {
-                return Err(bad(format!(
-                    "num_tokens[{i}] = {n}: expected {}..={} or {masked} (choose)",
-                    c.min_tokens, c.max_tokens
-                )));
-            }
-            if free && !self.allowed_pred_num_tokens[i * classes..(i + 1) * classes].contains(&true)
-            {
-                return Err(bad(format!(
-                    "allowed_pred_num_tokens[{i}] allows no length"
-                )));
-            }
-        }
-        Ok(())
-    }
 }
 
 /// `(x - mean) / sqrt(std^2 + eps)` in f32 (`motionlib/core/utils/stats.py#L46-58`).
@@ -266,89 +76,8 @@ pub struct Planner<'b, B: Backend> {
     pd_lengths: RefCell<Option<Vec<usize>>>,
 }
 
-/// Write the inputs that depend only on the chosen lengths `ns` with `write`, unless `cache`
-/// says they hold them already.
-fn write_for_lengths(
-    cache: &RefCell<Option<Vec<usize>>>,
-    ns: &[usize],
-    write: impl FnOnce() -> Result<()>,
-) -> Result<()> {
-    let mut c = cache.borrow_mut();
-    if c.as_deref() == Some(ns) {
-        return Ok(());
-    }
-    *c = None;
-    write()?;
-    *c = Some(ns.to_vec());
-    Ok(())
-}
-
 fn take(g: &mut Graph) -> Graph {
     std::mem::take(g)
-}
-
-/// Expand per-frame 0/1 flags `[batch, frames]` to `(has, 1 - has)` over `width`.
-fn has_pair(flags: &[bool], width: usize) -> (Vec<f32>, Vec<f32>) {
-    let mut a = Vec::with_capacity(flags.len() * width);
-    let mut b = Vec::with_capacity(flags.len() * width);
-    for &f in flags {
-        let (x, y) = if f { (1.0, 0.0) } else { (0.0, 1.0) };
-        a.extend(std::iter::repeat_n(x, width));
-        b.extend(std::iter::repeat_n(y, width));
-    }
-    (a, b)
-}
-
-/// A token mask `[batch, channels, len]` with 1 where position `< n * scale` (positions
-/// counted in units of `len / max_tokens`).
-fn channel_mask(ns: &[usize], channels: usize, len: usize, max_tokens: usize) -> Vec<f32> {
-    let per = len / max_tokens;
-    let mut v = Vec::with_capacity(ns.len() * channels * len);
-    for &n in ns {
-        for _ in 0..channels {
-            v.extend((0..len).map(|p| if p < n * per { 1.0 } else { 0.0 }));
-        }
-    }
-    v
-}
-
-/// The convolution head's masks, which depend only on the chosen lengths `ns`.
-fn write_conv_masks<B: Backend>(
-    x: &Executable<'_, B>,
-    inp: &ConvDecoderInputs,
-    c: &super::config::ConvDecoderConfig,
-    ns: &[usize],
-    max_tokens: usize,
-) -> Result<()> {
-    x.write_f32(
-        inp.in_mask,
-        &channel_mask(ns, c.input, max_tokens, max_tokens),
-    )?;
-    for (i, &m) in inp.masks.iter().enumerate() {
-        x.write_f32(m, &channel_mask(ns, c.width, max_tokens << i, max_tokens))?;
-    }
-    x.write_f32(
-        inp.out_mask,
-        &channel_mask(ns, c.output, max_tokens << c.down_t, max_tokens),
-    )
-}
-
-/// The convolution head's dense conditions.
-fn write_conv_conditions<B: Backend>(
-    x: &Executable<'_, B>,
-    inp: &ConvDecoderInputs,
-    c: &super::config::ConvDecoderConfig,
-    target: &[f32],
-    has: &[bool],
-    external: &[f32],
-) -> Result<()> {
-    x.write_f32(inp.target, target)?;
-    for (i, &(h, nh)) in inp.has.iter().enumerate() {
-        let (a, b) = has_pair(has, c.width >> (c.down_t - i));
-        x.write_f32(h, &a)?;
-        x.write_f32(nh, &b)?;
-    }
-    x.write_f32(inp.external, external)
 }
 
 impl<'b, B: Backend> Planner<'b, B> {
