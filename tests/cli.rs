@@ -1,5 +1,5 @@
-//! The command line's shared options and notes: the fallback note of `--backend auto`, and
-//! `--json` on `generate`.
+//! The command line's shared options and notes: the fallback note of `--backend auto`,
+//! `--json` on `generate`, and output to a closed pipe.
 
 #[path = "common/kimodo_fixture.rs"]
 mod kimodo_fixture;
@@ -33,6 +33,30 @@ fn bench_says_why_it_uses_the_cpu_once() {
     );
     let notes = stderr.matches("kinema: using the CPU:").count();
     assert_eq!(notes, 1, "{stderr}");
+}
+
+/// Output to a pipe whose reader has gone (`kinema info | head -1` once `head` has its line)
+/// ends the process by SIGPIPE, quietly, as other command-line tools end; it used to panic in
+/// `println!` (exit 101, "failed printing to stdout: Broken pipe" and a backtrace).
+#[cfg(unix)]
+#[test]
+fn a_closed_output_pipe_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = kinema()
+        .arg("info")
+        .stdout(writer)
+        .output()
+        .expect("run kinema");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        out.status
+    );
 }
 
 /// `generate --json` prints the run's report on stdout: the JSON sidecar's content.

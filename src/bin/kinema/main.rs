@@ -133,7 +133,24 @@ enum BenchCmd {
     },
 }
 
+/// Rust starts programs with SIGPIPE ignored, so `println!` to a pipe whose reader has gone
+/// (`kinema info | head -1`) panics. Restore the default, as other command-line tools have it:
+/// the process ends quietly when nobody reads its output any more. Output files are written
+/// to a temporary and renamed, so a process ended this way never leaves a partial result.
+#[cfg(unix)]
+fn restore_sigpipe() {
+    // SAFETY: `signal` with a valid signal number and the default disposition, called first
+    // thing in `main`, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn restore_sigpipe() {}
+
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Info { json } => info::run(json),
