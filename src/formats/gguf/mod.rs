@@ -147,6 +147,19 @@ impl std::fmt::Debug for GgufFile {
     }
 }
 
+/// The typed metadata getters of [`GgufFile`], each [`GgufFile::typed`] with the type it
+/// expects (as an error message says it) and the [`GgufValue`] accessor.
+macro_rules! typed_getters {
+    ($($(#[$doc:meta])* $name:ident -> $t:ty, $expected:literal, $as:ident;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&self, key: &str) -> Result<$t> {
+                self.typed(key, $expected, GgufValue::$as)
+            }
+        )*
+    };
+}
+
 impl GgufFile {
     /// Memory-map and parse the file at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
@@ -216,33 +229,19 @@ impl GgufFile {
         })
     }
 
-    /// An integer value that fits a u32, of any integer type.
-    pub fn get_u32(&self, key: &str) -> Result<u32> {
-        self.typed(key, "an integer that fits u32", GgufValue::as_u32)
-    }
-    /// A non-negative integer value of any integer type.
-    pub fn get_u64(&self, key: &str) -> Result<u64> {
-        self.typed(key, "a non-negative integer", GgufValue::as_u64)
-    }
-    /// An integer value that fits i64, of any integer type.
-    pub fn get_i64(&self, key: &str) -> Result<i64> {
-        self.typed(key, "an integer that fits i64", GgufValue::as_i64)
-    }
-    pub fn get_f32(&self, key: &str) -> Result<f32> {
-        self.typed(key, "f32", GgufValue::as_f32)
-    }
-    /// An f32 or f64 value.
-    pub fn get_f64(&self, key: &str) -> Result<f64> {
-        self.typed(key, "f32 or f64", GgufValue::as_f64)
-    }
-    pub fn get_bool(&self, key: &str) -> Result<bool> {
-        self.typed(key, "bool", GgufValue::as_bool)
-    }
-    pub fn get_str(&self, key: &str) -> Result<&str> {
-        self.typed(key, "string", GgufValue::as_str)
-    }
-    pub fn get_array(&self, key: &str) -> Result<&GgufArray> {
-        self.typed(key, "array", GgufValue::as_array)
+    typed_getters! {
+        /// An integer value that fits a u32, of any integer type.
+        get_u32 -> u32, "an integer that fits u32", as_u32;
+        /// A non-negative integer value of any integer type.
+        get_u64 -> u64, "a non-negative integer", as_u64;
+        /// An integer value that fits i64, of any integer type.
+        get_i64 -> i64, "an integer that fits i64", as_i64;
+        get_f32 -> f32, "f32", as_f32;
+        /// An f32 or f64 value.
+        get_f64 -> f64, "f32 or f64", as_f64;
+        get_bool -> bool, "bool", as_bool;
+        get_str -> &str, "string", as_str;
+        get_array -> &GgufArray, "array", as_array;
     }
 
     /// The tensor table in file order.
@@ -255,13 +254,8 @@ impl GgufFile {
     }
 
     fn info_or_err(&self, name: &str) -> Result<&GgufTensorInfo> {
-        self.tensor_info(name).ok_or_else(|| {
-            FormatError::MissingTensor {
-                format: FORMAT,
-                name: name.to_string(),
-            }
-            .into()
-        })
+        self.tensor_info(name)
+            .ok_or_else(|| FormatError::missing_tensor(FORMAT, name))
     }
 
     /// The raw little-endian bytes of a tensor.
