@@ -151,57 +151,66 @@ fn tokens_scalar(p: &RopeParams, x: &[f32], pos: &[i32], inv_freq: &[f32], y: &m
     }
 }
 
-/// The body shared by the SIMD ISAs, generic over the vector operations: `$lanes` lanes,
-/// `$load`/`$store` unaligned, `$mul`, `$add`, `$sub`, and `$swap` exchanging the lanes of
-/// each (even, odd) pair.
+/// The token loop of one SIMD ISA, as a function `$name` (with the attributes given before
+/// its name), generic over the vector operations: `$lanes` lanes, `$load`/`$store` unaligned,
+/// `$mul`, `$add`, `$sub`, and `$swap` exchanging the lanes of each (even, odd) pair.
 macro_rules! tokens_simd {
-    ($p:expr, $x:expr, $pos:expr, $inv_freq:expr, $y:expr, $lanes:expr,
-     $load:ident, $store:ident, $mul:ident, $add:ident, $sub:ident, $swap:expr) => {{
-        let (p, x, pos, inv_freq, y) = ($p, $x, $pos, $inv_freq, $y);
-        let d = p.head_dim;
-        let half = d / 2;
-        let (mut cos, mut sin) = (vec![0f32; d], vec![0f32; d]);
-        for (t, (xt, yt)) in x
-            .chunks(p.heads * d)
-            .zip(y.chunks_mut(p.heads * d))
-            .enumerate()
-        {
-            tables(p.pairing, pos[t], inv_freq, &mut cos, &mut sin);
-            for (xh, yh) in xt.chunks(d).zip(yt.chunks_mut(d)) {
-                let (xp, yp, cp, sp) = (xh.as_ptr(), yh.as_mut_ptr(), cos.as_ptr(), sin.as_ptr());
-                let done = match p.pairing {
-                    RopePairing::RotateHalf => {
-                        let full = half / $lanes * $lanes;
-                        for i in (0..full).step_by($lanes) {
-                            // SAFETY: xh, yh, cos and sin hold d values, and every access is
-                            // below `half + i + lanes <= d` (i < half / lanes * lanes).
-                            unsafe {
-                                let (xa, xb) = ($load(xp.add(i)), $load(xp.add(half + i)));
-                                let (c, s) = ($load(cp.add(i)), $load(sp.add(i)));
-                                $store(yp.add(i), $sub($mul(xa, c), $mul(xb, s)));
-                                $store(yp.add(half + i), $add($mul(xb, c), $mul(xa, s)));
+    ($(#[$attr:meta])* $name:ident, $lanes:expr,
+     $load:ident, $store:ident, $mul:ident, $add:ident, $sub:ident, $swap:expr) => {
+        $(#[$attr])*
+        pub unsafe fn $name(
+            p: &RopeParams,
+            x: &[f32],
+            pos: &[i32],
+            inv_freq: &[f32],
+            y: &mut [f32],
+        ) {
+            let d = p.head_dim;
+            let half = d / 2;
+            let (mut cos, mut sin) = (vec![0f32; d], vec![0f32; d]);
+            for (t, (xt, yt)) in x
+                .chunks(p.heads * d)
+                .zip(y.chunks_mut(p.heads * d))
+                .enumerate()
+            {
+                tables(p.pairing, pos[t], inv_freq, &mut cos, &mut sin);
+                for (xh, yh) in xt.chunks(d).zip(yt.chunks_mut(d)) {
+                    let (xp, yp) = (xh.as_ptr(), yh.as_mut_ptr());
+                    let (cp, sp) = (cos.as_ptr(), sin.as_ptr());
+                    let done = match p.pairing {
+                        RopePairing::RotateHalf => {
+                            let full = half / $lanes * $lanes;
+                            for i in (0..full).step_by($lanes) {
+                                // SAFETY: xh, yh, cos and sin hold d values, and every access is
+                                // below `half + i + lanes <= d` (i < half / lanes * lanes).
+                                unsafe {
+                                    let (xa, xb) = ($load(xp.add(i)), $load(xp.add(half + i)));
+                                    let (c, s) = ($load(cp.add(i)), $load(sp.add(i)));
+                                    $store(yp.add(i), $sub($mul(xa, c), $mul(xb, s)));
+                                    $store(yp.add(half + i), $add($mul(xb, c), $mul(xa, s)));
+                                }
                             }
+                            full
                         }
-                        full
-                    }
-                    RopePairing::Interleaved => {
-                        let full = d / $lanes * $lanes;
-                        for i in (0..full).step_by($lanes) {
-                            // SAFETY: xh, yh, cos and sin hold d values, and every access is
-                            // below `i + lanes <= d` (i < d / lanes * lanes).
-                            unsafe {
-                                let xv = $load(xp.add(i));
-                                let (c, s) = ($load(cp.add(i)), $load(sp.add(i)));
-                                $store(yp.add(i), $add($mul(xv, c), $mul($swap(xv), s)));
+                        RopePairing::Interleaved => {
+                            let full = d / $lanes * $lanes;
+                            for i in (0..full).step_by($lanes) {
+                                // SAFETY: xh, yh, cos and sin hold d values, and every access is
+                                // below `i + lanes <= d` (i < d / lanes * lanes).
+                                unsafe {
+                                    let xv = $load(xp.add(i));
+                                    let (c, s) = ($load(cp.add(i)), $load(sp.add(i)));
+                                    $store(yp.add(i), $add($mul(xv, c), $mul($swap(xv), s)));
+                                }
                             }
+                            full
                         }
-                        full
-                    }
-                };
-                head_tail(p.pairing, done, xh, &cos, &sin, yh);
+                    };
+                    head_tail(p.pairing, done, xh, &cos, &sin, yh);
+                }
             }
         }
-    }};
+    };
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -209,57 +218,33 @@ mod x86 {
     use super::{RopePairing, RopeParams, head_tail, tables};
     use std::arch::x86_64::*;
 
-    /// # Safety
-    /// The CPU supports AVX2, FMA and F16C; `x` and `y` hold whole tokens.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn tokens_avx2(
-        p: &RopeParams,
-        x: &[f32],
-        pos: &[i32],
-        inv_freq: &[f32],
-        y: &mut [f32],
-    ) {
-        tokens_simd!(
-            p,
-            x,
-            pos,
-            inv_freq,
-            y,
-            8,
-            _mm256_loadu_ps,
-            _mm256_storeu_ps,
-            _mm256_mul_ps,
-            _mm256_add_ps,
-            _mm256_sub_ps,
-            _mm256_permute_ps::<0b10_11_00_01>
-        )
-    }
+    tokens_simd!(
+        /// # Safety
+        /// The CPU supports AVX2, FMA and F16C; `x` and `y` hold whole tokens.
+        #[target_feature(enable = "avx2,fma,f16c")]
+        tokens_avx2,
+        8,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_mul_ps,
+        _mm256_add_ps,
+        _mm256_sub_ps,
+        _mm256_permute_ps::<0b10_11_00_01>
+    );
 
-    /// # Safety
-    /// The CPU supports the AVX-512 set of `Isa::Avx512`; `x` and `y` hold whole tokens.
-    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")]
-    pub unsafe fn tokens_avx512(
-        p: &RopeParams,
-        x: &[f32],
-        pos: &[i32],
-        inv_freq: &[f32],
-        y: &mut [f32],
-    ) {
-        tokens_simd!(
-            p,
-            x,
-            pos,
-            inv_freq,
-            y,
-            16,
-            _mm512_loadu_ps,
-            _mm512_storeu_ps,
-            _mm512_mul_ps,
-            _mm512_add_ps,
-            _mm512_sub_ps,
-            _mm512_permute_ps::<0b10_11_00_01>
-        )
-    }
+    tokens_simd!(
+        /// # Safety
+        /// The CPU supports the AVX-512 set of `Isa::Avx512`; `x` and `y` hold whole tokens.
+        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")]
+        tokens_avx512,
+        16,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_mul_ps,
+        _mm512_add_ps,
+        _mm512_sub_ps,
+        _mm512_permute_ps::<0b10_11_00_01>
+    );
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -267,31 +252,19 @@ mod arm {
     use super::{RopePairing, RopeParams, head_tail, tables};
     use std::arch::aarch64::*;
 
-    /// # Safety
-    /// The CPU supports NEON; `x` and `y` hold whole tokens.
-    #[target_feature(enable = "neon")]
-    pub unsafe fn tokens_neon(
-        p: &RopeParams,
-        x: &[f32],
-        pos: &[i32],
-        inv_freq: &[f32],
-        y: &mut [f32],
-    ) {
-        tokens_simd!(
-            p,
-            x,
-            pos,
-            inv_freq,
-            y,
-            4,
-            vld1q_f32,
-            vst1q_f32,
-            vmulq_f32,
-            vaddq_f32,
-            vsubq_f32,
-            vrev64q_f32
-        )
-    }
+    tokens_simd!(
+        /// # Safety
+        /// The CPU supports NEON; `x` and `y` hold whole tokens.
+        #[target_feature(enable = "neon")]
+        tokens_neon,
+        4,
+        vld1q_f32,
+        vst1q_f32,
+        vmulq_f32,
+        vaddq_f32,
+        vsubq_f32,
+        vrev64q_f32
+    );
 }
 
 #[cfg(test)]
