@@ -126,22 +126,16 @@ pub struct GgufTensorInfo {
 /// the map without copying.
 pub struct GgufFile {
     src: Source,
-    version: u32,
-    alignment: u32,
-    metadata: Vec<(String, GgufValue)>,
-    keys: HashMap<String, usize>,
-    tensors: Vec<GgufTensorInfo>,
-    names: HashMap<String, usize>,
-    data_offset: usize,
+    h: Header,
 }
 
 impl std::fmt::Debug for GgufFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GgufFile")
-            .field("version", &self.version)
-            .field("alignment", &self.alignment)
-            .field("metadata", &self.metadata.len())
-            .field("tensors", &self.tensors.len())
+            .field("version", &self.h.version)
+            .field("alignment", &self.h.alignment)
+            .field("metadata", &self.h.metadata.len())
+            .field("tensors", &self.h.tensors.len())
             .field("mapped", &self.src.is_mapped())
             .finish()
     }
@@ -173,27 +167,18 @@ impl GgufFile {
 
     fn from_source(src: Source) -> Result<GgufFile> {
         let h = parse_header(src.bytes())?;
-        Ok(GgufFile {
-            src,
-            version: h.version,
-            alignment: h.alignment,
-            metadata: h.metadata,
-            keys: h.keys,
-            tensors: h.tensors,
-            names: h.names,
-            data_offset: h.data_offset,
-        })
+        Ok(GgufFile { src, h })
     }
 
     pub fn version(&self) -> u32 {
-        self.version
+        self.h.version
     }
     pub fn alignment(&self) -> u32 {
-        self.alignment
+        self.h.alignment
     }
     /// File offset of the data section.
     pub fn data_offset(&self) -> usize {
-        self.data_offset
+        self.h.data_offset
     }
     pub fn is_mapped(&self) -> bool {
         self.src.is_mapped()
@@ -201,11 +186,11 @@ impl GgufFile {
 
     /// All metadata in file order.
     pub fn metadata(&self) -> &[(String, GgufValue)] {
-        &self.metadata
+        &self.h.metadata
     }
 
     pub fn get(&self, key: &str) -> Option<&GgufValue> {
-        self.keys.get(key).map(|&i| &self.metadata[i].1)
+        self.h.keys.get(key).map(|&i| &self.h.metadata[i].1)
     }
 
     fn typed<'a, T>(
@@ -246,11 +231,11 @@ impl GgufFile {
 
     /// The tensor table in file order.
     pub fn tensors(&self) -> &[GgufTensorInfo] {
-        &self.tensors
+        &self.h.tensors
     }
 
     pub fn tensor_info(&self, name: &str) -> Option<&GgufTensorInfo> {
-        self.names.get(name).map(|&i| &self.tensors[i])
+        self.h.names.get(name).map(|&i| &self.h.tensors[i])
     }
 
     fn info_or_err(&self, name: &str) -> Result<&GgufTensorInfo> {
@@ -262,7 +247,7 @@ impl GgufFile {
     pub fn tensor_bytes(&self, name: &str) -> Result<&[u8]> {
         let t = self.info_or_err(name)?;
         // The parser checked that this range lies inside the file.
-        let start = self.data_offset + t.offset;
+        let start = self.h.data_offset + t.offset;
         Ok(&self.src.bytes()[start..start + t.size])
     }
 
@@ -278,10 +263,11 @@ impl GgufFile {
             return HostTensor::from_f32(&t.shape, &values);
         }
         self.src
-            .tensor(t.dtype, &t.shape, self.data_offset + t.offset)
+            .tensor(t.dtype, &t.shape, self.h.data_offset + t.offset)
     }
 }
 
+/// What the parser reads before the data section: version, alignment, metadata and tensor table.
 struct Header {
     version: u32,
     alignment: u32,
