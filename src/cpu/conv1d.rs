@@ -453,7 +453,6 @@ mod arm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Precision;
     use crate::cpu::ThreadPool;
     use crate::rng::uniform;
     use proptest::prelude::*;
@@ -519,11 +518,7 @@ mod tests {
 
     fn run(c: &Case, isa: Isa, threads: usize) -> Vec<f32> {
         let pool = ThreadPool::new(threads);
-        let cx = Cx {
-            isa,
-            pool: &pool,
-            precision: Precision::Strict,
-        };
+        let cx = Cx::strict(isa, &pool);
         let mut y = vec![f32::NAN; c.p.batch * c.p.c_out * c.p.out_len().unwrap()];
         conv1d(&cx, &c.p, &c.x, &c.w, c.bias.as_deref(), &mut y);
         y
@@ -586,7 +581,7 @@ mod tests {
             for isa in Isa::available() {
                 for threads in [1, 2] {
                     let pool = ThreadPool::new(threads);
-                    let cx = Cx { isa, pool: &pool, precision: Precision::Strict };
+                    let cx = Cx::strict(isa, &pool);
                     let mut y = vec![0f32; 2 * rows * len + 3];
                     upsample_nearest2x(&cx, &p, &x, &mut y);
                     prop_assert!(
@@ -611,11 +606,7 @@ mod tests {
         reference::upsample_nearest2x(&p, &x, &mut want);
         for isa in Isa::available() {
             let pool = ThreadPool::new(2);
-            let cx = Cx {
-                isa,
-                pool: &pool,
-                precision: Precision::Strict,
-            };
+            let cx = Cx::strict(isa, &pool);
             let mut y = vec![0f32; 2 * x.len()];
             upsample_nearest2x(&cx, &p, &x, &mut y);
             assert_eq!(y, want, "{}", isa.name());

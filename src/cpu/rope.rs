@@ -270,7 +270,6 @@ mod arm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Precision;
     use crate::cpu::ThreadPool;
     use crate::rng::uniform;
     use proptest::prelude::*;
@@ -329,11 +328,7 @@ mod tests {
 
     fn run(c: &Case, isa: Isa, threads: usize) -> Vec<f32> {
         let pool = ThreadPool::new(threads);
-        let cx = Cx {
-            isa,
-            pool: &pool,
-            precision: Precision::Strict,
-        };
+        let cx = Cx::strict(isa, &pool);
         let mut y = vec![f32::NAN; c.x.len()];
         rope(&cx, &c.p, &c.x, &c.pos, &c.inv_freq, &mut y);
         y
@@ -390,11 +385,7 @@ mod tests {
                 .collect();
             for isa in Isa::available() {
                 let pool = ThreadPool::new(1);
-                let cx = Cx {
-                    isa,
-                    pool: &pool,
-                    precision: Precision::Strict,
-                };
+                let cx = Cx::strict(isa, &pool);
                 let mut y = vec![0f32; x.len()];
                 rope(&cx, &p, &x, &[0, 7, 8191], &inv, &mut y);
                 for (n, v) in y.iter().enumerate() {
