@@ -136,7 +136,16 @@ fn head_tail(
     }
 }
 
-fn tokens_scalar(p: &RopeParams, x: &[f32], pos: &[i32], inv_freq: &[f32], y: &mut [f32]) {
+/// `f(x_head, cos, sin, y_head)` for each head of each token, with its token's tables.
+#[inline(always)]
+fn for_each_head(
+    p: &RopeParams,
+    x: &[f32],
+    pos: &[i32],
+    inv_freq: &[f32],
+    y: &mut [f32],
+    mut f: impl FnMut(&[f32], &[f32], &[f32], &mut [f32]),
+) {
     let d = p.head_dim;
     let (mut cos, mut sin) = (vec![0f32; d], vec![0f32; d]);
     for (t, (xt, yt)) in x
@@ -146,9 +155,15 @@ fn tokens_scalar(p: &RopeParams, x: &[f32], pos: &[i32], inv_freq: &[f32], y: &m
     {
         tables(p.pairing, pos[t], inv_freq, &mut cos, &mut sin);
         for (xh, yh) in xt.chunks(d).zip(yt.chunks_mut(d)) {
-            head_tail(p.pairing, 0, xh, &cos, &sin, yh);
+            f(xh, &cos, &sin, yh);
         }
     }
+}
+
+fn tokens_scalar(p: &RopeParams, x: &[f32], pos: &[i32], inv_freq: &[f32], y: &mut [f32]) {
+    for_each_head(p, x, pos, inv_freq, y, |xh, cos, sin, yh| {
+        head_tail(p.pairing, 0, xh, cos, sin, yh)
+    });
 }
 
 /// The token loop of one SIMD ISA, as a function `$name` (with the attributes given before
@@ -167,55 +182,47 @@ macro_rules! tokens_simd {
         ) {
             let d = p.head_dim;
             let half = d / 2;
-            let (mut cos, mut sin) = (vec![0f32; d], vec![0f32; d]);
-            for (t, (xt, yt)) in x
-                .chunks(p.heads * d)
-                .zip(y.chunks_mut(p.heads * d))
-                .enumerate()
-            {
-                tables(p.pairing, pos[t], inv_freq, &mut cos, &mut sin);
-                for (xh, yh) in xt.chunks(d).zip(yt.chunks_mut(d)) {
-                    let (xp, yp) = (xh.as_ptr(), yh.as_mut_ptr());
-                    let (cp, sp) = (cos.as_ptr(), sin.as_ptr());
-                    let done = match p.pairing {
-                        RopePairing::RotateHalf => {
-                            let full = half / $lanes * $lanes;
-                            for i in (0..full).step_by($lanes) {
-                                // SAFETY: xh, yh, cos and sin hold d values, and every access is
-                                // below `half + i + lanes <= d` (i < half / lanes * lanes).
-                                unsafe {
-                                    let (xa, xb) = ($load(xp.add(i)), $load(xp.add(half + i)));
-                                    let (c, s) = ($load(cp.add(i)), $load(sp.add(i)));
-                                    $store(yp.add(i), $sub($mul(xa, c), $mul(xb, s)));
-                                    $store(yp.add(half + i), $add($mul(xb, c), $mul(xa, s)));
-                                }
+            for_each_head(p, x, pos, inv_freq, y, |xh, cos, sin, yh| {
+                let (xp, yp) = (xh.as_ptr(), yh.as_mut_ptr());
+                let (cp, sp) = (cos.as_ptr(), sin.as_ptr());
+                let done = match p.pairing {
+                    RopePairing::RotateHalf => {
+                        let full = half / $lanes * $lanes;
+                        for i in (0..full).step_by($lanes) {
+                            // SAFETY: xh, yh, cos and sin hold d values, and every access is
+                            // below `half + i + lanes <= d` (i < half / lanes * lanes).
+                            unsafe {
+                                let (xa, xb) = ($load(xp.add(i)), $load(xp.add(half + i)));
+                                let (c, s) = ($load(cp.add(i)), $load(sp.add(i)));
+                                $store(yp.add(i), $sub($mul(xa, c), $mul(xb, s)));
+                                $store(yp.add(half + i), $add($mul(xb, c), $mul(xa, s)));
                             }
-                            full
                         }
-                        RopePairing::Interleaved => {
-                            let full = d / $lanes * $lanes;
-                            for i in (0..full).step_by($lanes) {
-                                // SAFETY: xh, yh, cos and sin hold d values, and every access is
-                                // below `i + lanes <= d` (i < d / lanes * lanes).
-                                unsafe {
-                                    let xv = $load(xp.add(i));
-                                    let (c, s) = ($load(cp.add(i)), $load(sp.add(i)));
-                                    $store(yp.add(i), $add($mul(xv, c), $mul($swap(xv), s)));
-                                }
+                        full
+                    }
+                    RopePairing::Interleaved => {
+                        let full = d / $lanes * $lanes;
+                        for i in (0..full).step_by($lanes) {
+                            // SAFETY: xh, yh, cos and sin hold d values, and every access is
+                            // below `i + lanes <= d` (i < d / lanes * lanes).
+                            unsafe {
+                                let xv = $load(xp.add(i));
+                                let (c, s) = ($load(cp.add(i)), $load(sp.add(i)));
+                                $store(yp.add(i), $add($mul(xv, c), $mul($swap(xv), s)));
                             }
-                            full
                         }
-                    };
-                    head_tail(p.pairing, done, xh, &cos, &sin, yh);
-                }
-            }
+                        full
+                    }
+                };
+                head_tail(p.pairing, done, xh, cos, sin, yh);
+            });
         }
     };
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{RopePairing, RopeParams, head_tail, tables};
+    use super::{RopePairing, RopeParams, for_each_head, head_tail};
     use std::arch::x86_64::*;
 
     tokens_simd!(
@@ -249,7 +256,7 @@ mod x86 {
 
 #[cfg(target_arch = "aarch64")]
 mod arm {
-    use super::{RopePairing, RopeParams, head_tail, tables};
+    use super::{RopePairing, RopeParams, for_each_head, head_tail};
     use std::arch::aarch64::*;
 
     tokens_simd!(
