@@ -95,16 +95,7 @@ pub const OPS: &[(&str, &str)] = &[
 /// Default (op, shape, dtype) list: the shapes the models run.
 pub fn default_cases() -> Vec<(&'static str, String, DType)> {
     let mut v = Vec::new();
-    for s in [
-        "1024x1024x1024",
-        "202x3072x1024",
-        "202x1024x1024",
-        "202x2048x1024",
-        "202x1024x2048",
-    ] {
-        v.push(("linear", s.to_string(), DType::F32));
-    }
-    for dt in [DType::BF16, DType::F16, DType::Q8_0] {
+    for dt in [DType::F32, DType::BF16, DType::F16, DType::Q8_0] {
         for s in [
             "1024x1024x1024",
             "202x3072x1024",

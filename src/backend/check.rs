@@ -95,6 +95,33 @@ pub fn byte_range<B: BufferInfo>(op: &'static str, r: &Ref<B>) -> Result<(usize,
     Ok((start, len))
 }
 
+/// The byte range of `r` for a host write of `given` bytes, which must fill it exactly.
+pub fn write_range<B: BufferInfo>(r: &Ref<B>, given: usize) -> Result<(usize, usize)> {
+    sized_range("write", r, given, " bytes given")
+}
+
+/// The byte range of `r` for a read into a `given`-byte destination, which it must fill
+/// exactly.
+pub fn read_range<B: BufferInfo>(r: &Ref<B>, given: usize) -> Result<(usize, usize)> {
+    sized_range("read", r, given, "-byte destination")
+}
+
+/// [`byte_range`], checked to be `given` bytes long (`what` follows that number in the error).
+fn sized_range<B: BufferInfo>(
+    op: &'static str,
+    r: &Ref<B>,
+    given: usize,
+    what: &str,
+) -> Result<(usize, usize)> {
+    let (s, l) = byte_range(op, r)?;
+    if given != l {
+        return Err(Error::Shape(format!(
+            "{op}: {given}{what} for a {l}-byte range"
+        )));
+    }
+    Ok((s, l))
+}
+
 /// The error for an embedding token id outside the table, the same on every backend. Unlike
 /// the checks here it is raised when the op runs (ids are data): by the CPU kernel, and by the
 /// Vulkan backend from the shader's status words.

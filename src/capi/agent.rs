@@ -80,11 +80,7 @@ pub unsafe extern "C" fn mb_agent_create(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let m = model.as_ref();
-        entry(error, capacity, m.map(|m| &m.last), || {
-            let out = out_slot(out, "out")?;
-            *out = std::ptr::null_mut();
-            let m = handle(model, "model")?;
+        entry_new(model, "model", out, error, capacity, |m, out| {
             let mut o = AgentOptions::default();
             if !options.is_null() {
                 let c = versioned(options, AGENT_OPTIONS, "mb_agent_options")?;
@@ -130,11 +126,7 @@ pub unsafe extern "C" fn mb_agent_push_command(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        // The last-error slot is cloned so that no shared borrow of the agent outlives the
-        // mutable one the call takes.
-        let last = agent.as_ref().map(|a| a.last.clone());
-        entry(error, capacity, last.as_ref(), || {
-            let a = out_slot(agent, "agent")?;
+        entry_mut(agent, "agent", error, capacity, |a| {
             if command.is_null() {
                 return Err(arg("command is null"));
             }
@@ -232,11 +224,7 @@ pub unsafe extern "C" fn mb_agent_step(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        // The last-error slot is cloned so that no shared borrow of the agent outlives the
-        // mutable one the call takes.
-        let last = agent.as_ref().map(|a| a.last.clone());
-        entry(error, capacity, last.as_ref(), || {
-            let a = out_slot(agent, "agent")?;
+        entry_mut(agent, "agent", error, capacity, |a| {
             if frames > 1 << 20 {
                 return Err(arg(format!(
                     "frames {frames}: at most {} in one call",
@@ -268,11 +256,7 @@ pub unsafe extern "C" fn mb_agent_poll(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        // The last-error slot is cloned so that no shared borrow of the agent outlives the
-        // mutable one the call takes.
-        let last = agent.as_ref().map(|a| a.last.clone());
-        entry(error, capacity, last.as_ref(), || {
-            let a = out_slot(agent, "agent")?;
+        entry_mut(agent, "agent", error, capacity, |a| {
             let v = frames_out(qpos, qpos_len, 16, view)?;
             let out = a.agent.poll()?;
             write_frames(&out, qpos, v);

@@ -157,11 +157,7 @@ pub unsafe extern "C" fn kimodo_model_load(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let e = engine.as_ref();
-        entry(error, capacity, e.map(|e| &e.last), || {
-            let out = out_slot(out, "out")?;
-            *out = std::ptr::null_mut();
-            let e = handle(engine, "engine")?;
+        entry_new(engine, "engine", out, error, capacity, |e, out| {
             let path = c_path(motion_path, "motion_path")?;
             let model = if text_path.is_null() {
                 Kimodo::load(&e.engine, path)?
@@ -268,11 +264,7 @@ pub unsafe extern "C" fn kimodo_generate_embedding(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let m = model.as_ref();
-        entry(error, capacity, m.map(|m| &m.last), || {
-            let out = out_slot(out, "out")?;
-            *out = std::ptr::null_mut();
-            let m = handle(model, "model")?;
+        entry_new(model, "model", out, error, capacity, |m, out| {
             let k = &m.model;
             let e = slice(embedding, embedding_len, k.embedding_dim(), "embedding")?;
             if options.is_null() {
@@ -417,11 +409,7 @@ pub unsafe extern "C" fn mb_model_load(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let e = engine.as_ref();
-        entry(error, capacity, e.map(|e| &e.last), || {
-            let out = out_slot(out, "out")?;
-            *out = std::ptr::null_mut();
-            let e = handle(engine, "engine")?;
+        entry_new(engine, "engine", out, error, capacity, |e, out| {
             let model = Arc::new(MotionBricks::load(&e.engine, c_path(path, "path")?)?);
             boxed(
                 out,
@@ -460,11 +448,7 @@ pub unsafe extern "C" fn mb_command_create(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let m = model.as_ref();
-        entry(error, capacity, m.map(|m| &m.last), || {
-            let out = out_slot(out, "out")?;
-            *out = std::ptr::null_mut();
-            let m = handle(model, "model")?;
+        entry_new(model, "model", out, error, capacity, |m, out| {
             let request = m.model.request(batch)?;
             boxed(
                 out,
@@ -489,15 +473,6 @@ pub unsafe extern "C" fn mb_command_free(command: *mut mb_command) {
     unsafe { free(command) }
 }
 
-/// The command's mutable body, or an error for null.
-///
-/// # Safety
-/// `command` is null or live and not used elsewhere during the call.
-unsafe fn command_mut<'a>(command: *mut mb_command) -> Result<&'a mut mb_command> {
-    // SAFETY: forwarded.
-    unsafe { out_slot(command, "command") }
-}
-
 /// Sets a float input by name (`global_root_values` `[B, 8, 5]`, `local_root_values`
 /// `[B, 8, 4]`, `local_poses` `[B, 8, 303]`); `len` must be the input's size.
 ///
@@ -515,9 +490,7 @@ pub unsafe extern "C" fn mb_command_set_floats(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let last = command.as_ref().map(|c| c.last.clone());
-        entry(error, capacity, last.as_ref(), || {
-            let c = command_mut(command)?;
+        entry_mut(command, "command", error, capacity, |c| {
             let name = c_str(name, "name")?
                 .to_str()
                 .map_err(|_| arg("name is not UTF-8"))?;
@@ -549,9 +522,7 @@ pub unsafe extern "C" fn mb_command_set_flags(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let last = command.as_ref().map(|c| c.last.clone());
-        entry(error, capacity, last.as_ref(), || {
-            let c = command_mut(command)?;
+        entry_mut(command, "command", error, capacity, |c| {
             let name = c_str(name, "name")?
                 .to_str()
                 .map_err(|_| arg("name is not UTF-8"))?;
@@ -592,9 +563,7 @@ pub unsafe extern "C" fn mb_command_set_num_tokens(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let last = command.as_ref().map(|c| c.last.clone());
-        entry(error, capacity, last.as_ref(), || {
-            let c = command_mut(command)?;
+        entry_mut(command, "command", error, capacity, |c| {
             let want = c.request.inputs.num_tokens.len();
             c.request
                 .set_num_tokens(slice(data, len, want, "num_tokens")?)
@@ -616,9 +585,7 @@ pub unsafe extern "C" fn mb_command_set_sampling_argmax(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let last = command.as_ref().map(|c| c.last.clone());
-        entry(error, capacity, last.as_ref(), || {
-            let c = command_mut(command)?;
+        entry_mut(command, "command", error, capacity, |c| {
             c.request.sampling = match argmax {
                 0 => Sampling::Gumbel,
                 1 => Sampling::Argmax,
@@ -646,9 +613,7 @@ pub unsafe extern "C" fn mb_command_get_sampling_argmax(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let last = command.as_ref().map(|c| c.last.clone());
-        entry(error, capacity, last.as_ref(), || {
-            let c = handle(command, "command")?;
+        entry_on(command, "command", error, capacity, |c| {
             *out_slot(argmax, "argmax")? = (c.request.sampling == Sampling::Argmax) as i32;
             Ok(())
         })
@@ -670,9 +635,7 @@ pub unsafe extern "C" fn mb_command_set_seed(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let last = command.as_ref().map(|c| c.last.clone());
-        entry(error, capacity, last.as_ref(), || {
-            let c = command_mut(command)?;
+        entry_mut(command, "command", error, capacity, |c| {
             c.seed = seed;
             c.request.draws = Draws::Seed(seed);
             Ok(())
@@ -697,11 +660,7 @@ pub unsafe extern "C" fn mb_plan(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let m = model.as_ref();
-        entry(error, capacity, m.map(|m| &m.last), || {
-            let out = out_slot(out, "out")?;
-            *out = std::ptr::null_mut();
-            let m = handle(model, "model")?;
+        entry_new(model, "model", out, error, capacity, |m, out| {
             let c = handle(command, "command")?;
             let (f, user) = if options.is_null() {
                 (None, std::ptr::null_mut::<c_void>())

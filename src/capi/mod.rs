@@ -440,6 +440,88 @@ unsafe fn entry(
     status
 }
 
+/// A handle that records the last error of the calls made through it.
+trait Handle {
+    fn last(&self) -> &LastError;
+}
+
+macro_rules! handles {
+    ($($t:ty),*) => {
+        $(impl Handle for $t {
+            fn last(&self) -> &LastError {
+                &self.last
+            }
+        })*
+    };
+}
+handles!(
+    kinema_engine,
+    kinema_text_encoder,
+    kimodo_model,
+    mb_model,
+    mb_command,
+    mb_agent
+);
+
+/// [`entry`] for a call on the handle `h` (named `what` in errors), which also records an
+/// error as `h`'s last error.
+///
+/// # Safety
+/// `h` is null or a live handle; `buf` is null or points to `cap` writable bytes.
+unsafe fn entry_on<H: Handle>(
+    h: *const H,
+    what: &str,
+    buf: *mut c_char,
+    cap: usize,
+    f: impl FnOnce(&H) -> Result<()>,
+) -> i32 {
+    // SAFETY: forwarded from the caller.
+    unsafe { entry(buf, cap, h.as_ref().map(H::last), || f(handle(h, what)?)) }
+}
+
+/// [`entry_on`] for a call that takes `h` mutably. The last-error slot is cloned so that no
+/// shared borrow of `h` outlives the mutable one the call takes.
+///
+/// # Safety
+/// `h` is null or a live handle not used elsewhere during the call; `buf` is null or points
+/// to `cap` writable bytes.
+unsafe fn entry_mut<H: Handle>(
+    h: *mut H,
+    what: &str,
+    buf: *mut c_char,
+    cap: usize,
+    f: impl FnOnce(&mut H) -> Result<()>,
+) -> i32 {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let last = h.as_ref().map(|h| h.last().clone());
+        entry(buf, cap, last.as_ref(), || f(out_slot(h, what)?))
+    }
+}
+
+/// [`entry_on`] for a call that makes a new handle in `*out`: `out` is checked and set to null
+/// (before `h` is checked), and `f` fills it on success.
+///
+/// # Safety
+/// As [`entry_on`], and `out` is null or a writable slot.
+unsafe fn entry_new<H: Handle, T>(
+    h: *const H,
+    what: &str,
+    out: *mut *mut T,
+    buf: *mut c_char,
+    cap: usize,
+    f: impl FnOnce(&H, &mut *mut T) -> Result<()>,
+) -> i32 {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        entry(buf, cap, h.as_ref().map(H::last), || {
+            let out = out_slot(out, "out")?;
+            *out = std::ptr::null_mut();
+            f(handle(h, what)?, out)
+        })
+    }
+}
+
 /// A handle as a reference, or an error naming it.
 ///
 /// # Safety

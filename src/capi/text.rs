@@ -62,11 +62,7 @@ pub unsafe extern "C" fn kinema_text_encoder_load(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let e = engine.as_ref();
-        entry(error, capacity, e.map(|e| &e.last), || {
-            let out = out_slot(out, "out")?;
-            *out = std::ptr::null_mut();
-            let e = handle(engine, "engine")?;
+        entry_new(engine, "engine", out, error, capacity, |e, out| {
             let path = c_path(path, "path")?;
             let mut opts = TextOptions::default();
             if !options.is_null() {
@@ -147,9 +143,7 @@ pub unsafe extern "C" fn kinema_text_encode(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let t = encoder.as_ref();
-        entry(error, capacity, t.map(|t| &t.last), || {
-            let t = handle(encoder, "encoder")?;
+        entry_on(encoder, "encoder", error, capacity, |t| {
             if count == 0 {
                 return Err(arg("count = 0: give at least one prompt"));
             }
@@ -205,11 +199,7 @@ pub unsafe extern "C" fn kimodo_model_load_with_text(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let e = engine.as_ref();
-        entry(error, capacity, e.map(|e| &e.last), || {
-            let out = out_slot(out, "out")?;
-            *out = std::ptr::null_mut();
-            let e = handle(engine, "engine")?;
+        entry_new(engine, "engine", out, error, capacity, |e, out| {
             let t = handle(encoder, "encoder")?;
             let path = c_path(motion_path, "motion_path")?;
             let model = Kimodo::load(&e.engine, path)?.with_text_encoder(t.encoder.clone())?;
@@ -255,11 +245,7 @@ pub unsafe extern "C" fn kimodo_generate(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     unsafe {
-        let m = model.as_ref();
-        entry(error, capacity, m.map(|m| &m.last), || {
-            let out = out_slot(out, "out")?;
-            *out = std::ptr::null_mut();
-            let m = handle(model, "model")?;
+        entry_new(model, "model", out, error, capacity, |m, out| {
             let k = &m.model;
             let prompt = utf8(prompt, "prompt")?;
             if k.text_encoder().is_none() {

@@ -245,13 +245,7 @@ impl Backend for CpuBackend {
     }
 
     fn write(&self, dst: &BufRef<CpuBuffer>, bytes: &[u8]) -> Result<()> {
-        let (s, l) = byte_range("write", dst)?;
-        if bytes.len() != l {
-            return Err(Error::Shape(format!(
-                "write: {} bytes given for a {l}-byte range",
-                bytes.len()
-            )));
-        }
+        let (s, l) = check::write_range(dst, bytes.len())?;
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: the submission lock is held, so no recorded op is reading or writing.
         let b = unsafe { dst.buf.bytes_mut() }.ok_or_else(|| {
@@ -262,13 +256,7 @@ impl Backend for CpuBackend {
     }
 
     fn read(&self, src: &BufRef<CpuBuffer>, out: &mut [u8]) -> Result<()> {
-        let (s, l) = byte_range("read", src)?;
-        if out.len() != l {
-            return Err(Error::Shape(format!(
-                "read: {}-byte destination for a {l}-byte range",
-                out.len()
-            )));
-        }
+        let (s, l) = check::read_range(src, out.len())?;
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         out.copy_from_slice(&src.buf.bytes()[s..s + l]);
         Ok(())

@@ -453,7 +453,6 @@ mod arm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Precision;
     use crate::cpu::ThreadPool;
     use crate::rng::uniform;
     use proptest::prelude::*;
@@ -517,13 +516,21 @@ mod tests {
             )
     }
 
+    impl Case {
+        /// A case on `x` with weights and bias drawn from `seed` and `seed + 1`.
+        fn with_bias(p: Conv1dParams, x: Vec<f32>, seed: u64) -> Case {
+            Case {
+                w: values(seed, p.c_out * p.c_in * p.kernel),
+                bias: Some(values(seed + 1, p.c_out)),
+                p,
+                x,
+            }
+        }
+    }
+
     fn run(c: &Case, isa: Isa, threads: usize) -> Vec<f32> {
         let pool = ThreadPool::new(threads);
-        let cx = Cx {
-            isa,
-            pool: &pool,
-            precision: Precision::Strict,
-        };
+        let cx = Cx::strict(isa, &pool);
         let mut y = vec![f32::NAN; c.p.batch * c.p.c_out * c.p.out_len().unwrap()];
         conv1d(&cx, &c.p, &c.x, &c.w, c.bias.as_deref(), &mut y);
         y
@@ -586,7 +593,7 @@ mod tests {
             for isa in Isa::available() {
                 for threads in [1, 2] {
                     let pool = ThreadPool::new(threads);
-                    let cx = Cx { isa, pool: &pool, precision: Precision::Strict };
+                    let cx = Cx::strict(isa, &pool);
                     let mut y = vec![0f32; 2 * rows * len + 3];
                     upsample_nearest2x(&cx, &p, &x, &mut y);
                     prop_assert!(
@@ -611,11 +618,7 @@ mod tests {
         reference::upsample_nearest2x(&p, &x, &mut want);
         for isa in Isa::available() {
             let pool = ThreadPool::new(2);
-            let cx = Cx {
-                isa,
-                pool: &pool,
-                precision: Precision::Strict,
-            };
+            let cx = Cx::strict(isa, &pool);
             let mut y = vec![0f32; 2 * x.len()];
             upsample_nearest2x(&cx, &p, &x, &mut y);
             assert_eq!(y, want, "{}", isa.name());
@@ -634,12 +637,7 @@ mod tests {
             padding: 2,
             dilation: 1,
         };
-        let c = Case {
-            p,
-            x: vec![],
-            w: values(8, 5 * 3 * 3),
-            bias: Some(values(9, 5)),
-        };
+        let c = Case::with_bias(p, vec![], 8);
         for isa in Isa::available() {
             let got = run(&c, isa, 2);
             let want: Vec<f32> = (0..2 * 5 * 2)
@@ -664,12 +662,7 @@ mod tests {
         };
         let mut x = values(5, 3 * 21);
         x[21 + 10] = f32::NAN;
-        let c = Case {
-            p,
-            x,
-            w: values(6, 7 * 3 * 3),
-            bias: Some(values(7, 7)),
-        };
+        let c = Case::with_bias(p, x, 6);
         let mut want = vec![0f32; 7 * 21];
         reference::conv1d(&p, &c.x, &c.w, c.bias.as_deref(), &mut want);
         for isa in Isa::available() {

@@ -179,6 +179,28 @@ mod tests {
         }
     }
 
+    /// `ddim` on every ISA and thread count gives the reference's bits.
+    fn check_ddim(p: &DdimParams, xt: &[f32], x0: &[f32], c: &[f32; 4]) {
+        let mut want = vec![0f32; p.n];
+        reference::ddim(p, xt, x0, c, &mut want);
+        for_each_cx(|cx| {
+            let mut y = vec![0f32; p.n];
+            ddim(cx, p, xt, x0, c, &mut y);
+            assert_bits(&name(cx), &y, &want);
+        });
+    }
+
+    /// `cfg` on every ISA and thread count gives the reference's bits.
+    fn check_cfg(p: &CfgParams, data: &[f32]) {
+        let mut want = vec![0f32; p.n];
+        reference::cfg(p, data, &mut want);
+        for_each_cx(|cx| {
+            let mut y = vec![0f32; p.n];
+            cfg(cx, p, data, &mut y);
+            assert_bits(&name(cx), &y, &want);
+        });
+    }
+
     fn value() -> impl Strategy<Value = f32> {
         prop_oneof![
             8 => -10.0f32..10.0,
@@ -207,14 +229,7 @@ mod tests {
             )),
             c in coef(),
         ) {
-            let p = DdimParams { n: xt.len() };
-            let mut want = vec![0f32; p.n];
-            reference::ddim(&p, &xt, &x0, &c, &mut want);
-            for_each_cx(|cx| {
-                let mut y = vec![0f32; p.n];
-                ddim(cx, &p, &xt, &x0, &c, &mut y);
-                assert_bits(&name(cx), &y, &want);
-            });
+            check_ddim(&DdimParams { n: xt.len() }, &xt, &x0, &c);
         }
 
         #[test]
@@ -224,14 +239,7 @@ mod tests {
             w_text in -2.0f32..8.0,
             w_constraint in -2.0f32..8.0,
         ) {
-            let p = CfgParams { n, rows, w_text, w_constraint };
-            let mut want = vec![0f32; n];
-            reference::cfg(&p, &data, &mut want);
-            for_each_cx(|cx| {
-                let mut y = vec![0f32; n];
-                cfg(cx, &p, &data, &mut y);
-                assert_bits(&name(cx), &y, &want);
-            });
+            check_cfg(&CfgParams { n, rows, w_text, w_constraint }, &data);
         }
     }
 
@@ -249,22 +257,10 @@ mod tests {
                 w_text: 2.5,
                 w_constraint: 1.5,
             };
-            let mut want = vec![0f32; n];
-            reference::cfg(&p, &data, &mut want);
-            for_each_cx(|cx| {
-                let mut y = vec![0f32; n];
-                cfg(cx, &p, &data, &mut y);
-                assert_bits(&name(cx), &y, &want);
-            });
+            check_cfg(&p, &data);
         }
         let p = DdimParams { n };
         let c = [1.0513, 0.3265, 0.9806, 0.1961];
-        let mut want = vec![0f32; n];
-        reference::ddim(&p, &data[..n], &data[n..2 * n], &c, &mut want);
-        for_each_cx(|cx| {
-            let mut y = vec![0f32; n];
-            ddim(cx, &p, &data[..n], &data[n..2 * n], &c, &mut y);
-            assert_bits(&name(cx), &y, &want);
-        });
+        check_ddim(&p, &data[..n], &data[n..2 * n], &c);
     }
 }

@@ -45,6 +45,18 @@ pub struct Cx<'a> {
     pub precision: Precision,
 }
 
+#[cfg(test)]
+impl<'a> Cx<'a> {
+    /// `isa` on `pool` in strict precision (what the kernel tests compare bit for bit).
+    pub(crate) fn strict(isa: Isa, pool: &'a ThreadPool) -> Cx<'a> {
+        Cx {
+            isa,
+            pool,
+            precision: Precision::Strict,
+        }
+    }
+}
+
 /// A weight matrix or table in one of the stored dtypes, borrowed in place.
 #[derive(Clone, Copy, Debug)]
 pub enum Weights<'a> {

@@ -136,7 +136,16 @@ fn head_tail(
     }
 }
 
-fn tokens_scalar(p: &RopeParams, x: &[f32], pos: &[i32], inv_freq: &[f32], y: &mut [f32]) {
+/// `f(x_head, cos, sin, y_head)` for each head of each token, with its token's tables.
+#[inline(always)]
+fn for_each_head(
+    p: &RopeParams,
+    x: &[f32],
+    pos: &[i32],
+    inv_freq: &[f32],
+    y: &mut [f32],
+    mut f: impl FnMut(&[f32], &[f32], &[f32], &mut [f32]),
+) {
     let d = p.head_dim;
     let (mut cos, mut sin) = (vec![0f32; d], vec![0f32; d]);
     for (t, (xt, yt)) in x
@@ -146,29 +155,36 @@ fn tokens_scalar(p: &RopeParams, x: &[f32], pos: &[i32], inv_freq: &[f32], y: &m
     {
         tables(p.pairing, pos[t], inv_freq, &mut cos, &mut sin);
         for (xh, yh) in xt.chunks(d).zip(yt.chunks_mut(d)) {
-            head_tail(p.pairing, 0, xh, &cos, &sin, yh);
+            f(xh, &cos, &sin, yh);
         }
     }
 }
 
-/// The body shared by the SIMD ISAs, generic over the vector operations: `$lanes` lanes,
-/// `$load`/`$store` unaligned, `$mul`, `$add`, `$sub`, and `$swap` exchanging the lanes of
-/// each (even, odd) pair.
+fn tokens_scalar(p: &RopeParams, x: &[f32], pos: &[i32], inv_freq: &[f32], y: &mut [f32]) {
+    for_each_head(p, x, pos, inv_freq, y, |xh, cos, sin, yh| {
+        head_tail(p.pairing, 0, xh, cos, sin, yh)
+    });
+}
+
+/// The token loop of one SIMD ISA, as a function `$name` (with the attributes given before
+/// its name), generic over the vector operations: `$lanes` lanes, `$load`/`$store` unaligned,
+/// `$mul`, `$add`, `$sub`, and `$swap` exchanging the lanes of each (even, odd) pair.
 macro_rules! tokens_simd {
-    ($p:expr, $x:expr, $pos:expr, $inv_freq:expr, $y:expr, $lanes:expr,
-     $load:ident, $store:ident, $mul:ident, $add:ident, $sub:ident, $swap:expr) => {{
-        let (p, x, pos, inv_freq, y) = ($p, $x, $pos, $inv_freq, $y);
-        let d = p.head_dim;
-        let half = d / 2;
-        let (mut cos, mut sin) = (vec![0f32; d], vec![0f32; d]);
-        for (t, (xt, yt)) in x
-            .chunks(p.heads * d)
-            .zip(y.chunks_mut(p.heads * d))
-            .enumerate()
-        {
-            tables(p.pairing, pos[t], inv_freq, &mut cos, &mut sin);
-            for (xh, yh) in xt.chunks(d).zip(yt.chunks_mut(d)) {
-                let (xp, yp, cp, sp) = (xh.as_ptr(), yh.as_mut_ptr(), cos.as_ptr(), sin.as_ptr());
+    ($(#[$attr:meta])* $name:ident, $lanes:expr,
+     $load:ident, $store:ident, $mul:ident, $add:ident, $sub:ident, $swap:expr) => {
+        $(#[$attr])*
+        pub unsafe fn $name(
+            p: &RopeParams,
+            x: &[f32],
+            pos: &[i32],
+            inv_freq: &[f32],
+            y: &mut [f32],
+        ) {
+            let d = p.head_dim;
+            let half = d / 2;
+            for_each_head(p, x, pos, inv_freq, y, |xh, cos, sin, yh| {
+                let (xp, yp) = (xh.as_ptr(), yh.as_mut_ptr());
+                let (cp, sp) = (cos.as_ptr(), sin.as_ptr());
                 let done = match p.pairing {
                     RopePairing::RotateHalf => {
                         let full = half / $lanes * $lanes;
@@ -198,106 +214,69 @@ macro_rules! tokens_simd {
                         full
                     }
                 };
-                head_tail(p.pairing, done, xh, &cos, &sin, yh);
-            }
+                head_tail(p.pairing, done, xh, cos, sin, yh);
+            });
         }
-    }};
+    };
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{RopePairing, RopeParams, head_tail, tables};
+    use super::{RopePairing, RopeParams, for_each_head, head_tail};
     use std::arch::x86_64::*;
 
-    /// # Safety
-    /// The CPU supports AVX2, FMA and F16C; `x` and `y` hold whole tokens.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn tokens_avx2(
-        p: &RopeParams,
-        x: &[f32],
-        pos: &[i32],
-        inv_freq: &[f32],
-        y: &mut [f32],
-    ) {
-        tokens_simd!(
-            p,
-            x,
-            pos,
-            inv_freq,
-            y,
-            8,
-            _mm256_loadu_ps,
-            _mm256_storeu_ps,
-            _mm256_mul_ps,
-            _mm256_add_ps,
-            _mm256_sub_ps,
-            _mm256_permute_ps::<0b10_11_00_01>
-        )
-    }
+    tokens_simd!(
+        /// # Safety
+        /// The CPU supports AVX2, FMA and F16C; `x` and `y` hold whole tokens.
+        #[target_feature(enable = "avx2,fma,f16c")]
+        tokens_avx2,
+        8,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_mul_ps,
+        _mm256_add_ps,
+        _mm256_sub_ps,
+        _mm256_permute_ps::<0b10_11_00_01>
+    );
 
-    /// # Safety
-    /// The CPU supports the AVX-512 set of `Isa::Avx512`; `x` and `y` hold whole tokens.
-    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")]
-    pub unsafe fn tokens_avx512(
-        p: &RopeParams,
-        x: &[f32],
-        pos: &[i32],
-        inv_freq: &[f32],
-        y: &mut [f32],
-    ) {
-        tokens_simd!(
-            p,
-            x,
-            pos,
-            inv_freq,
-            y,
-            16,
-            _mm512_loadu_ps,
-            _mm512_storeu_ps,
-            _mm512_mul_ps,
-            _mm512_add_ps,
-            _mm512_sub_ps,
-            _mm512_permute_ps::<0b10_11_00_01>
-        )
-    }
+    tokens_simd!(
+        /// # Safety
+        /// The CPU supports the AVX-512 set of `Isa::Avx512`; `x` and `y` hold whole tokens.
+        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")]
+        tokens_avx512,
+        16,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_mul_ps,
+        _mm512_add_ps,
+        _mm512_sub_ps,
+        _mm512_permute_ps::<0b10_11_00_01>
+    );
 }
 
 #[cfg(target_arch = "aarch64")]
 mod arm {
-    use super::{RopePairing, RopeParams, head_tail, tables};
+    use super::{RopePairing, RopeParams, for_each_head, head_tail};
     use std::arch::aarch64::*;
 
-    /// # Safety
-    /// The CPU supports NEON; `x` and `y` hold whole tokens.
-    #[target_feature(enable = "neon")]
-    pub unsafe fn tokens_neon(
-        p: &RopeParams,
-        x: &[f32],
-        pos: &[i32],
-        inv_freq: &[f32],
-        y: &mut [f32],
-    ) {
-        tokens_simd!(
-            p,
-            x,
-            pos,
-            inv_freq,
-            y,
-            4,
-            vld1q_f32,
-            vst1q_f32,
-            vmulq_f32,
-            vaddq_f32,
-            vsubq_f32,
-            vrev64q_f32
-        )
-    }
+    tokens_simd!(
+        /// # Safety
+        /// The CPU supports NEON; `x` and `y` hold whole tokens.
+        #[target_feature(enable = "neon")]
+        tokens_neon,
+        4,
+        vld1q_f32,
+        vst1q_f32,
+        vmulq_f32,
+        vaddq_f32,
+        vsubq_f32,
+        vrev64q_f32
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Precision;
     use crate::cpu::ThreadPool;
     use crate::rng::uniform;
     use proptest::prelude::*;
@@ -356,11 +335,7 @@ mod tests {
 
     fn run(c: &Case, isa: Isa, threads: usize) -> Vec<f32> {
         let pool = ThreadPool::new(threads);
-        let cx = Cx {
-            isa,
-            pool: &pool,
-            precision: Precision::Strict,
-        };
+        let cx = Cx::strict(isa, &pool);
         let mut y = vec![f32::NAN; c.x.len()];
         rope(&cx, &c.p, &c.x, &c.pos, &c.inv_freq, &mut y);
         y
@@ -417,11 +392,7 @@ mod tests {
                 .collect();
             for isa in Isa::available() {
                 let pool = ThreadPool::new(1);
-                let cx = Cx {
-                    isa,
-                    pool: &pool,
-                    precision: Precision::Strict,
-                };
+                let cx = Cx::strict(isa, &pool);
                 let mut y = vec![0f32; x.len()];
                 rope(&cx, &p, &x, &[0, 7, 8191], &inv, &mut y);
                 for (n, v) in y.iter().enumerate() {

@@ -87,4 +87,18 @@ impl FormatError {
             msg: msg.into(),
         }
     }
+
+    /// No tensor named `name` in the file.
+    pub(crate) fn missing_tensor(format: &'static str, name: &str) -> crate::Error {
+        FormatError::MissingTensor {
+            format,
+            name: name.to_string(),
+        }
+        .into()
+    }
+
+    /// Wraps the failure of a write to a caller-supplied stream (for `map_err`).
+    pub(crate) fn write(format: &'static str) -> impl FnOnce(std::io::Error) -> crate::Error {
+        move |source| FormatError::Write { format, source }.into()
+    }
 }

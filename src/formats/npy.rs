@@ -18,7 +18,7 @@ use half::f16;
 
 use super::FormatError;
 use super::atomic::write_atomic;
-use super::source::{Cursor, Source, numel};
+use super::source::{Cursor, Source, chunks, numel};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, HostTensor};
 
@@ -289,16 +289,6 @@ impl NpyArray {
 
 /// Conversions from f16, f32 and f64 to the target type.
 type FloatConv<T> = (fn(f16) -> T, fn(f32) -> T, fn(f64) -> T);
-
-fn chunks<const N: usize, T>(b: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
-    b.chunks_exact(N)
-        .map(|c| {
-            let mut a = [0u8; N];
-            a.copy_from_slice(c);
-            f(a)
-        })
-        .collect()
-}
 
 fn invalid(msg: impl Into<String>) -> Error {
     FormatError::invalid(FORMAT, msg).into()
@@ -704,13 +694,7 @@ pub fn write(a: &NpyArray, mut w: impl Write) -> Result<()> {
     check_consistent(a)?;
     w.write_all(&header_bytes(a))
         .and_then(|()| w.write_all(&a.data))
-        .map_err(|source| {
-            FormatError::Write {
-                format: FORMAT,
-                source,
-            }
-            .into()
-        })
+        .map_err(FormatError::write(FORMAT))
 }
 
 /// Write an array to `path` atomically (temporary file, fsync, rename).

@@ -173,10 +173,7 @@ impl NpzReader {
             .index
             .get(name)
             .or_else(|| name.strip_suffix(".npy").and_then(|n| self.index.get(n)))
-            .ok_or_else(|| FormatError::MissingTensor {
-                format: FORMAT,
-                name: name.to_string(),
-            })?;
+            .ok_or_else(|| FormatError::missing_tensor(FORMAT, name))?;
         let m = &self.members[*i];
         let in_entry = |e: Error| -> Error {
             FormatError::InEntry {
@@ -602,13 +599,7 @@ impl NpzWriter {
     /// Write the archive to a stream.
     pub fn write_to(&self, mut w: impl Write) -> Result<()> {
         self.check_size()?;
-        self.emit(&mut w).map_err(|source| {
-            FormatError::Write {
-                format: FORMAT,
-                source,
-            }
-            .into()
-        })
+        self.emit(&mut w).map_err(FormatError::write(FORMAT))
     }
 
     fn emit(&self, w: &mut dyn Write) -> io::Result<()> {

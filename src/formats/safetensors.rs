@@ -21,7 +21,7 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
 use super::FormatError;
-use super::source::{Source, numel};
+use super::source::{Source, chunks, numel};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, HostTensor};
 
@@ -30,10 +30,36 @@ const FORMAT: &str = "safetensors";
 /// Largest header accepted, as the reference implementation (100 MB).
 pub const MAX_HEADER_SIZE: usize = 100_000_000;
 
-/// The dtypes of the safetensors format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[allow(non_camel_case_types)]
-pub enum SafeDType {
+/// Declares [`SafeDType`] from its variants in the format's order; a variant's header name
+/// is its identifier.
+macro_rules! safe_dtypes {
+    ($($v:ident),* $(,)?) => {
+        /// The dtypes of the safetensors format.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[allow(non_camel_case_types)]
+        pub enum SafeDType {
+            $($v,)*
+        }
+
+        impl SafeDType {
+            /// The name used in the header.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(SafeDType::$v => stringify!($v),)*
+                }
+            }
+
+            pub fn parse(s: &str) -> Option<SafeDType> {
+                match s {
+                    $(stringify!($v) => Some(SafeDType::$v),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+safe_dtypes!(
     BOOL,
     F4,
     F6_E2M3,
@@ -56,70 +82,9 @@ pub enum SafeDType {
     F64,
     I64,
     U64,
-}
+);
 
 impl SafeDType {
-    const ALL: [SafeDType; 22] = {
-        use SafeDType::*;
-        [
-            BOOL,
-            F4,
-            F6_E2M3,
-            F6_E3M2,
-            U8,
-            I8,
-            F8_E5M2,
-            F8_E4M3,
-            F8_E8M0,
-            F8_E4M3FNUZ,
-            F8_E5M2FNUZ,
-            I16,
-            U16,
-            F16,
-            BF16,
-            I32,
-            U32,
-            F32,
-            C64,
-            F64,
-            I64,
-            U64,
-        ]
-    };
-
-    /// The name used in the header.
-    pub fn name(self) -> &'static str {
-        use SafeDType::*;
-        match self {
-            BOOL => "BOOL",
-            F4 => "F4",
-            F6_E2M3 => "F6_E2M3",
-            F6_E3M2 => "F6_E3M2",
-            U8 => "U8",
-            I8 => "I8",
-            F8_E5M2 => "F8_E5M2",
-            F8_E4M3 => "F8_E4M3",
-            F8_E8M0 => "F8_E8M0",
-            F8_E4M3FNUZ => "F8_E4M3FNUZ",
-            F8_E5M2FNUZ => "F8_E5M2FNUZ",
-            I16 => "I16",
-            U16 => "U16",
-            F16 => "F16",
-            BF16 => "BF16",
-            I32 => "I32",
-            U32 => "U32",
-            F32 => "F32",
-            C64 => "C64",
-            F64 => "F64",
-            I64 => "I64",
-            U64 => "U64",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<SafeDType> {
-        SafeDType::ALL.into_iter().find(|d| d.name() == s)
-    }
-
     /// Bits per element (sub-byte float formats pack several per byte).
     pub fn bits(self) -> usize {
         use SafeDType::*;
@@ -339,13 +304,8 @@ impl SafeTensors {
     }
 
     fn info_or_err(&self, name: &str) -> Result<&SafeTensorInfo> {
-        self.info(name).ok_or_else(|| {
-            FormatError::MissingTensor {
-                format: FORMAT,
-                name: name.to_string(),
-            }
-            .into()
-        })
+        self.info(name)
+            .ok_or_else(|| FormatError::missing_tensor(FORMAT, name))
     }
 
     /// The raw little-endian bytes of a tensor.
@@ -378,20 +338,11 @@ impl SafeTensors {
     pub fn tensor_f32(&self, name: &str) -> Result<(Vec<usize>, Vec<f32>)> {
         let t = self.info_or_err(name)?;
         let b = self.tensor_bytes(name)?;
-        fn conv<const N: usize>(b: &[u8], f: impl Fn([u8; N]) -> f32) -> Vec<f32> {
-            b.chunks_exact(N)
-                .map(|c| {
-                    let mut a = [0u8; N];
-                    a.copy_from_slice(c);
-                    f(a)
-                })
-                .collect()
-        }
         let v = match t.dtype {
-            SafeDType::F32 => conv(b, f32::from_le_bytes),
-            SafeDType::F64 => conv(b, |a| f64::from_le_bytes(a) as f32),
-            SafeDType::F16 => conv(b, |a| f16::from_le_bytes(a).to_f32()),
-            SafeDType::BF16 => conv(b, |a| bf16::from_le_bytes(a).to_f32()),
+            SafeDType::F32 => chunks(b, f32::from_le_bytes),
+            SafeDType::F64 => chunks(b, |a| f64::from_le_bytes(a) as f32),
+            SafeDType::F16 => chunks(b, |a| f16::from_le_bytes(a).to_f32()),
+            SafeDType::BF16 => chunks(b, |a| bf16::from_le_bytes(a).to_f32()),
             d => {
                 return Err(FormatError::unsupported(
                     FORMAT,

@@ -280,11 +280,7 @@ impl Checkpoint {
     /// A floating-point tensor converted to f32; errors name the file and the tensor.
     pub fn tensor_f32(&self, name: &str) -> Result<Vec<f32>> {
         let Some(&i) = self.index.get(name) else {
-            return Err(FormatError::MissingTensor {
-                format: "safetensors",
-                name: name.to_string(),
-            }
-            .into());
+            return Err(FormatError::missing_tensor("safetensors", name));
         };
         let (file, st) = &self.files[i];
         st.tensor_f32(name)

@@ -231,3 +231,14 @@ impl<'a> Cursor<'a> {
         Ok(u64::from_le_bytes(self.array(what)?))
     }
 }
+
+/// `f` of each `N`-byte chunk of `b` (a trailing partial chunk is ignored).
+pub(crate) fn chunks<const N: usize, T>(b: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
+    b.chunks_exact(N)
+        .map(|c| {
+            let mut a = [0u8; N];
+            a.copy_from_slice(c);
+            f(a)
+        })
+        .collect()
+}

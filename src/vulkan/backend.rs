@@ -13,7 +13,7 @@ use super::profile::{self, ProfileRow};
 use super::recording::{RunCheck, VulkanRecording};
 use super::shared::Shared;
 use super::{VulkanError, backend_error, kernels};
-use crate::backend::check::{BufferInfo, Checked, byte_range};
+use crate::backend::check::{BufferInfo, Checked, read_range, write_range};
 use crate::backend::{Backend, BackendInfo, BufRef, MemoryUse, Precision, PrecisionChoice};
 use crate::error::{Error, Result};
 use crate::ops::*;
@@ -392,13 +392,7 @@ impl Backend for VulkanBackend {
 
     fn write(&self, dst: &BufRef<VulkanBuffer>, bytes: &[u8]) -> Result<()> {
         self.own("write", &dst.buf)?;
-        let (s, l) = byte_range("write", dst)?;
-        if bytes.len() != l {
-            return Err(Error::Shape(format!(
-                "write: {} bytes given for a {l}-byte range",
-                bytes.len()
-            )));
-        }
+        let (s, _) = write_range(dst, bytes.len())?;
         if dst.buf.is_read_only() {
             return Err(Error::InvalidArgument(
                 "write: the buffer is a read-only host buffer".into(),
@@ -411,13 +405,7 @@ impl Backend for VulkanBackend {
     /// thread's finished runs found, as `sync` does (`out` is filled either way).
     fn read(&self, src: &BufRef<VulkanBuffer>, out: &mut [u8]) -> Result<()> {
         self.own("read", &src.buf)?;
-        let (s, l) = byte_range("read", src)?;
-        if out.len() != l {
-            return Err(Error::Shape(format!(
-                "read: {}-byte destination for a {l}-byte range",
-                out.len()
-            )));
-        }
+        let (s, _) = read_range(src, out.len())?;
         // The run that last used the buffer, and every run before it, have finished once the
         // read waited: report bad data they found.
         let used = src.buf.0.last_use.load(std::sync::atomic::Ordering::SeqCst);
@@ -432,13 +420,7 @@ impl Backend for VulkanBackend {
         let mut used = 0;
         for (src, out) in reads.iter_mut() {
             self.own("read", &src.buf)?;
-            let (s, l) = byte_range("read", src)?;
-            if out.len() != l {
-                return Err(Error::Shape(format!(
-                    "read: {}-byte destination for a {l}-byte range",
-                    out.len()
-                )));
-            }
+            let (s, _) = read_range(src, out.len())?;
             used = used.max(src.buf.0.last_use.load(std::sync::atomic::Ordering::SeqCst));
             ranges.push((&src.buf, s as u64, &mut **out));
         }

@@ -412,26 +412,16 @@ impl Memory {
             // the pool is externally synchronised by its lock.
             unsafe { d.free_command_buffers(*pool, &cmds) };
         }
-        let ai = vk::CommandBufferAllocateInfo::default()
-            .command_pool(*pool)
-            .level(vk::CommandBufferLevel::PRIMARY)
-            .command_buffer_count(1);
-        // SAFETY: the pool is externally synchronised by its lock.
-        let cmd = unsafe { d.allocate_command_buffers(&ai) }.map_err(|e| vk_error(what, e))?[0];
+        // The pool is externally synchronised by its lock.
+        let cmd = allocate_command_buffer(d, *pool, what)?;
         let run = || -> Result<u64, VulkanError> {
-            let bi = vk::CommandBufferBeginInfo::default()
-                .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
-            // SAFETY: `cmd` was just allocated and is not in use.
-            unsafe { d.begin_command_buffer(cmd, &bi) }.map_err(|e| vk_error(what, e))?;
-            full_barrier(d, cmd);
-            for (dst, region) in &copies {
-                // SAFETY: `cmd` is recording; the region lies inside both buffers (the
-                // caller of `write` checked the destination range).
-                unsafe { d.cmd_copy_buffer(cmd, staging.0.raw, dst.0.raw, &[*region]) };
-            }
-            full_barrier(d, cmd);
-            // SAFETY: `cmd` is recording.
-            unsafe { d.end_command_buffer(cmd) }.map_err(|e| vk_error(what, e))?;
+            record_one_time(d, cmd, what, || {
+                for (dst, region) in &copies {
+                    // SAFETY: `cmd` is recording; the region lies inside both buffers (the
+                    // caller of `write` checked the destination range).
+                    unsafe { d.cmd_copy_buffer(cmd, staging.0.raw, dst.0.raw, &[*region]) };
+                }
+            })?;
             self.ctx.submit_with(cmd, |value| {
                 staging.0.last_use.fetch_max(value, Ordering::SeqCst);
                 for (dst, _) in &copies {
@@ -587,22 +577,10 @@ impl Memory {
     ) -> Result<u64, VulkanError> {
         let d = &self.ctx.device;
         let pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
-        let ai = vk::CommandBufferAllocateInfo::default()
-            .command_pool(*pool)
-            .level(vk::CommandBufferLevel::PRIMARY)
-            .command_buffer_count(1);
-        // SAFETY: the pool is externally synchronised by its lock.
-        let cmd = unsafe { d.allocate_command_buffers(&ai) }.map_err(|e| vk_error(what, e))?[0];
+        // The pool is externally synchronised by its lock.
+        let cmd = allocate_command_buffer(d, *pool, what)?;
         let run = || -> Result<u64, VulkanError> {
-            let bi = vk::CommandBufferBeginInfo::default()
-                .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
-            // SAFETY: `cmd` was just allocated and is not in use.
-            unsafe { d.begin_command_buffer(cmd, &bi) }.map_err(|e| vk_error(what, e))?;
-            full_barrier(d, cmd);
-            f(d, cmd);
-            full_barrier(d, cmd);
-            // SAFETY: `cmd` is recording.
-            unsafe { d.end_command_buffer(cmd) }.map_err(|e| vk_error(what, e))?;
+            record_one_time(d, cmd, what, || f(d, cmd))?;
             let value = self.ctx.submit(cmd)?;
             self.ctx.wait(value)?;
             Ok(value)
@@ -631,6 +609,40 @@ impl Drop for Memory {
         // copies still allocated from the pool finished (waited above, or the device is lost).
         unsafe { self.ctx.device.destroy_command_pool(pool, None) };
     }
+}
+
+/// One primary command buffer from `pool`, which the caller holds the lock of.
+fn allocate_command_buffer(
+    d: &ash::Device,
+    pool: vk::CommandPool,
+    what: &str,
+) -> Result<vk::CommandBuffer, VulkanError> {
+    let ai = vk::CommandBufferAllocateInfo::default()
+        .command_pool(pool)
+        .level(vk::CommandBufferLevel::PRIMARY)
+        .command_buffer_count(1);
+    // SAFETY: the caller holds the pool's lock (the pool is externally synchronised).
+    Ok(unsafe { d.allocate_command_buffers(&ai) }.map_err(|e| vk_error(what, e))?[0])
+}
+
+/// Record `f`'s commands into `cmd` (just allocated, not in use) for one submission,
+/// between full barriers.
+fn record_one_time(
+    d: &ash::Device,
+    cmd: vk::CommandBuffer,
+    what: &str,
+    f: impl FnOnce(),
+) -> Result<(), VulkanError> {
+    let bi =
+        vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+    // SAFETY: the caller's `cmd` was just allocated and is not in use.
+    unsafe { d.begin_command_buffer(cmd, &bi) }.map_err(|e| vk_error(what, e))?;
+    full_barrier(d, cmd);
+    f();
+    full_barrier(d, cmd);
+    // SAFETY: `cmd` is recording.
+    unsafe { d.end_command_buffer(cmd) }.map_err(|e| vk_error(what, e))?;
+    Ok(())
 }
 
 /// One global barrier: all earlier commands (including earlier submissions on the queue) and

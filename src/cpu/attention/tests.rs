@@ -1,7 +1,6 @@
 //! The attention kernels against the f64 reference, on every ISA and thread count.
 
 use super::*;
-use crate::backend::Precision;
 use crate::cpu::ThreadPool;
 use crate::cpu::simd::testing::gamma;
 use crate::cpu::simd::{self, Simd};
@@ -42,11 +41,7 @@ impl Case {
     }
     fn run(&self, isa: Isa, threads: usize) -> Vec<f32> {
         let pool = ThreadPool::new(threads);
-        let cx = Cx {
-            isa,
-            pool: &pool,
-            precision: Precision::Strict,
-        };
+        let cx = Cx::strict(isa, &pool);
         let p = &self.p;
         let mut out = vec![f32::NAN; p.batch * p.q_len * p.q_heads * p.head_dim];
         let (q, k, v) = self.operands();

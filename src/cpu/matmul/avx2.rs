@@ -241,53 +241,29 @@ pub(super) unsafe fn pack_b<const NR: usize>(
         BSrc::RowsN { w, ld } => {
             debug_assert!((j0 + cols - 1) * ld + k0 + kc <= w.len());
             let vec_units = kc / 8 * 8;
+            // The same transposing packer over each dtype's row reader.
+            macro_rules! pack_rows {
+                ($rows:ident, $ptr:expr) => {
+                    pack_t::<_, NR>(
+                        &$rows {
+                            ptr: $ptr,
+                            ld,
+                            r0: j0,
+                            k0,
+                        },
+                        cols,
+                        vec_units,
+                        out,
+                    )
+                };
+            }
             // SAFETY: rows j0..j0+cols hold k0..k0+kc; out has kc * NR + 8 elements.
             unsafe {
                 match w {
-                    Weights::F32(w) => pack_t::<_, NR>(
-                        &F32Rows {
-                            ptr: w.as_ptr(),
-                            ld,
-                            r0: j0,
-                            k0,
-                        },
-                        cols,
-                        vec_units,
-                        out,
-                    ),
-                    Weights::F16(w) => pack_t::<_, NR>(
-                        &F16Rows {
-                            ptr: w.as_ptr().cast(),
-                            ld,
-                            r0: j0,
-                            k0,
-                        },
-                        cols,
-                        vec_units,
-                        out,
-                    ),
-                    Weights::BF16(w) => pack_t::<_, NR>(
-                        &Bf16Rows {
-                            ptr: w.as_ptr().cast(),
-                            ld,
-                            r0: j0,
-                            k0,
-                        },
-                        cols,
-                        vec_units,
-                        out,
-                    ),
-                    Weights::Q8_0(w) => pack_t::<_, NR>(
-                        &Q8Rows {
-                            ptr: w.as_ptr(),
-                            ld,
-                            r0: j0,
-                            k0,
-                        },
-                        cols,
-                        vec_units,
-                        out,
-                    ),
+                    Weights::F32(w) => pack_rows!(F32Rows, w.as_ptr()),
+                    Weights::F16(w) => pack_rows!(F16Rows, w.as_ptr().cast()),
+                    Weights::BF16(w) => pack_rows!(Bf16Rows, w.as_ptr().cast()),
+                    Weights::Q8_0(w) => pack_rows!(Q8Rows, w.as_ptr()),
                 }
             }
             vec_units

@@ -295,58 +295,47 @@ fn avx2_packers_match_portable_packers() {
     if !Isa::Avx2.is_supported() {
         return;
     }
-    fn a_panels<const MR: usize>(a: &[f32], m: usize, lda: usize, k0: usize, kc: usize) {
-        let panels = m.div_ceil(MR);
-        let mut got = vec![f32::NAN; panels * MR * kc + 8];
-        let mut want = vec![0f32; panels * MR * kc];
-        for ip in 0..panels {
-            let (i, at) = (ip * MR, ip * MR * kc);
-            // SAFETY: AVX2 was detected; `got` has room for every panel plus 8.
-            unsafe {
-                avx2::pack_a::<MR>(a, lda, i, MR.min(m - i), k0, kc, got.as_mut_ptr().add(at))
-            };
-            scalar::pack_a(
-                a,
-                lda,
-                i,
-                MR.min(m - i),
-                k0,
-                kc,
-                MR,
-                &mut want[at..at + MR * kc],
-            );
+    /// Packs `count` rows (or columns) in panels of `r` with the AVX2 packer `avx2` (into one
+    /// buffer, as the driver does) and the portable `portable`, and compares the bits.
+    fn compare_panels(
+        r: usize,
+        count: usize,
+        kc: usize,
+        avx2: impl Fn(usize, usize, *mut f32),
+        portable: impl Fn(usize, usize, &mut [f32]),
+        what: &str,
+    ) {
+        let panels = count.div_ceil(r);
+        let mut got = vec![f32::NAN; panels * r * kc + 8];
+        let mut want = vec![0f32; panels * r * kc];
+        for p in 0..panels {
+            let (i, at) = (p * r, p * r * kc);
+            avx2(i, r.min(count - i), got[at..].as_mut_ptr());
+            portable(i, r.min(count - i), &mut want[at..at + r * kc]);
         }
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(
-            bits(&got[..want.len()]),
-            bits(&want),
-            "A MR={MR} m={m} k0={k0} kc={kc}"
+        assert_eq!(bits(&got[..want.len()]), bits(&want), "{what}");
+    }
+    fn a_panels<const MR: usize>(a: &[f32], m: usize, lda: usize, k0: usize, kc: usize) {
+        compare_panels(
+            MR,
+            m,
+            kc,
+            // SAFETY: AVX2 was detected; `compare_panels` leaves room for every panel plus 8.
+            |i, rows, dst| unsafe { avx2::pack_a::<MR>(a, lda, i, rows, k0, kc, dst) },
+            |i, rows, dst| scalar::pack_a(a, lda, i, rows, k0, kc, MR, dst),
+            &format!("A MR={MR} m={m} k0={k0} kc={kc}"),
         );
     }
     fn b_panels<const NR: usize>(b: &BSrc, n: usize, k0: usize, kc: usize) {
-        let panels = n.div_ceil(NR);
-        let mut got = vec![f32::NAN; panels * NR * kc + 8];
-        let mut want = vec![0f32; panels * NR * kc];
-        for jp in 0..panels {
-            let (j, at) = (jp * NR, jp * NR * kc);
+        compare_panels(
+            NR,
+            n,
+            kc,
             // SAFETY: as above.
-            unsafe { avx2::pack_b::<NR>(b, j, NR.min(n - j), k0, kc, got.as_mut_ptr().add(at)) };
-            scalar::pack_b_from(
-                b,
-                j,
-                NR.min(n - j),
-                k0,
-                0,
-                kc,
-                NR,
-                &mut want[at..at + NR * kc],
-            );
-        }
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(
-            bits(&got[..want.len()]),
-            bits(&want),
-            "B {b:?} NR={NR} n={n} k0={k0} kc={kc}"
+            |j, cols, dst| unsafe { avx2::pack_b::<NR>(b, j, cols, k0, kc, dst) },
+            |j, cols, dst| scalar::pack_b_from(b, j, cols, k0, 0, kc, NR, dst),
+            &format!("B {b:?} NR={NR} n={n} k0={k0} kc={kc}"),
         );
     }
     let mut rng = Rng(5);
@@ -496,11 +485,7 @@ fn linear_propagates_nan_and_inf_and_keeps_large_values() {
     };
     let pool = ThreadPool::new(2);
     for isa in Isa::available() {
-        let cx = Cx {
-            isa,
-            pool: &pool,
-            precision: Precision::Strict,
-        };
+        let cx = Cx::strict(isa, &pool);
         let mut y = vec![0f32; m * n];
         linear(&cx, &p, &x, Weights::F32(&w), None, &mut y);
         for i in 0..m {
@@ -524,11 +509,7 @@ fn linear_propagates_nan_and_inf_and_keeps_large_values() {
     reference::linear(&p, &xs, Weights::F32(&ws), None, &mut want);
     let scale = abs_dots(m, n, k, &xs, &ws);
     for isa in Isa::available() {
-        let cx = Cx {
-            isa,
-            pool: &pool,
-            precision: Precision::Strict,
-        };
+        let cx = Cx::strict(isa, &pool);
         let mut y = vec![0f32; m * n];
         linear(&cx, &p, &xs, Weights::F32(&ws), None, &mut y);
         for (idx, (g, r)) in y.iter().zip(&want).enumerate() {
@@ -545,11 +526,7 @@ fn linear_propagates_nan_and_inf_and_keeps_large_values() {
 #[should_panic(expected = "linear: w holds")]
 fn short_weights_panic_instead_of_reading_out_of_bounds() {
     let pool = ThreadPool::new(1);
-    let cx = Cx {
-        isa: Isa::best(),
-        pool: &pool,
-        precision: Precision::Strict,
-    };
+    let cx = Cx::strict(Isa::best(), &pool);
     let p = LinearParams {
         m: 4,
         n: 16,
@@ -571,11 +548,7 @@ fn short_weights_panic_instead_of_reading_out_of_bounds() {
 fn empty_outputs_are_left_alone() {
     let pool = ThreadPool::new(2);
     for isa in Isa::available() {
-        let cx = Cx {
-            isa,
-            pool: &pool,
-            precision: Precision::Strict,
-        };
+        let cx = Cx::strict(isa, &pool);
         let mut y: Vec<f32> = Vec::new();
         let p = LinearParams {
             m: 0,
@@ -683,11 +656,7 @@ fn check_batched(c: &BatchedCase) {
     for isa in Isa::available() {
         let mut outs = Vec::new();
         for pool in &pools {
-            let cx = Cx {
-                isa,
-                pool,
-                precision: Precision::Strict,
-            };
+            let cx = Cx::strict(isa, pool);
             let mut out = vec![f32::NAN; c.batch * m * n];
             batched_matmul(&cx, &p, &a, &b, &mut out);
             for (idx, (&got, &want)) in out.iter().zip(&want).enumerate() {

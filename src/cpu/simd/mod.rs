@@ -525,18 +525,13 @@ fn gelu_phi_tail<S: Simd>(s: S, x: S::F, a: S::F) -> S::F {
 #[cfg(test)]
 pub(crate) mod testing {
     use super::super::{Cx, Isa, ThreadPool};
-    use crate::backend::Precision;
 
     /// Call `f` with a context for every ISA this CPU runs, with 1 and with 2 threads.
     pub fn for_each_cx(mut f: impl FnMut(&Cx)) {
         let pools = [ThreadPool::new(1), ThreadPool::new(2)];
         for isa in Isa::available() {
             for pool in &pools {
-                let cx = Cx {
-                    isa,
-                    pool,
-                    precision: Precision::Strict,
-                };
+                let cx = Cx::strict(isa, pool);
                 f(&cx);
             }
         }
@@ -547,13 +542,7 @@ pub(crate) mod testing {
     pub fn same_across_threads(f: impl Fn(&Cx) -> Vec<f32>) {
         let pools = [ThreadPool::new(1), ThreadPool::new(2)];
         for isa in Isa::available() {
-            let run = |pool| {
-                f(&Cx {
-                    isa,
-                    pool,
-                    precision: Precision::Strict,
-                })
-            };
+            let run = |pool| f(&Cx::strict(isa, pool));
             let (a, b) = (run(&pools[0]), run(&pools[1]));
             assert_eq!(a.len(), b.len());
             for (i, (x, y)) in a.iter().zip(&b).enumerate() {

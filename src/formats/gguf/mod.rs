@@ -126,25 +126,32 @@ pub struct GgufTensorInfo {
 /// the map without copying.
 pub struct GgufFile {
     src: Source,
-    version: u32,
-    alignment: u32,
-    metadata: Vec<(String, GgufValue)>,
-    keys: HashMap<String, usize>,
-    tensors: Vec<GgufTensorInfo>,
-    names: HashMap<String, usize>,
-    data_offset: usize,
+    h: Header,
 }
 
 impl std::fmt::Debug for GgufFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GgufFile")
-            .field("version", &self.version)
-            .field("alignment", &self.alignment)
-            .field("metadata", &self.metadata.len())
-            .field("tensors", &self.tensors.len())
+            .field("version", &self.h.version)
+            .field("alignment", &self.h.alignment)
+            .field("metadata", &self.h.metadata.len())
+            .field("tensors", &self.h.tensors.len())
             .field("mapped", &self.src.is_mapped())
             .finish()
     }
+}
+
+/// The typed metadata getters of [`GgufFile`], each [`GgufFile::typed`] with the type it
+/// expects (as an error message says it) and the [`GgufValue`] accessor.
+macro_rules! typed_getters {
+    ($($(#[$doc:meta])* $name:ident -> $t:ty, $expected:literal, $as:ident;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&self, key: &str) -> Result<$t> {
+                self.typed(key, $expected, GgufValue::$as)
+            }
+        )*
+    };
 }
 
 impl GgufFile {
@@ -160,27 +167,18 @@ impl GgufFile {
 
     fn from_source(src: Source) -> Result<GgufFile> {
         let h = parse_header(src.bytes())?;
-        Ok(GgufFile {
-            src,
-            version: h.version,
-            alignment: h.alignment,
-            metadata: h.metadata,
-            keys: h.keys,
-            tensors: h.tensors,
-            names: h.names,
-            data_offset: h.data_offset,
-        })
+        Ok(GgufFile { src, h })
     }
 
     pub fn version(&self) -> u32 {
-        self.version
+        self.h.version
     }
     pub fn alignment(&self) -> u32 {
-        self.alignment
+        self.h.alignment
     }
     /// File offset of the data section.
     pub fn data_offset(&self) -> usize {
-        self.data_offset
+        self.h.data_offset
     }
     pub fn is_mapped(&self) -> bool {
         self.src.is_mapped()
@@ -188,11 +186,11 @@ impl GgufFile {
 
     /// All metadata in file order.
     pub fn metadata(&self) -> &[(String, GgufValue)] {
-        &self.metadata
+        &self.h.metadata
     }
 
     pub fn get(&self, key: &str) -> Option<&GgufValue> {
-        self.keys.get(key).map(|&i| &self.metadata[i].1)
+        self.h.keys.get(key).map(|&i| &self.h.metadata[i].1)
     }
 
     fn typed<'a, T>(
@@ -216,59 +214,40 @@ impl GgufFile {
         })
     }
 
-    /// An integer value that fits a u32, of any integer type.
-    pub fn get_u32(&self, key: &str) -> Result<u32> {
-        self.typed(key, "an integer that fits u32", GgufValue::as_u32)
-    }
-    /// A non-negative integer value of any integer type.
-    pub fn get_u64(&self, key: &str) -> Result<u64> {
-        self.typed(key, "a non-negative integer", GgufValue::as_u64)
-    }
-    /// An integer value that fits i64, of any integer type.
-    pub fn get_i64(&self, key: &str) -> Result<i64> {
-        self.typed(key, "an integer that fits i64", GgufValue::as_i64)
-    }
-    pub fn get_f32(&self, key: &str) -> Result<f32> {
-        self.typed(key, "f32", GgufValue::as_f32)
-    }
-    /// An f32 or f64 value.
-    pub fn get_f64(&self, key: &str) -> Result<f64> {
-        self.typed(key, "f32 or f64", GgufValue::as_f64)
-    }
-    pub fn get_bool(&self, key: &str) -> Result<bool> {
-        self.typed(key, "bool", GgufValue::as_bool)
-    }
-    pub fn get_str(&self, key: &str) -> Result<&str> {
-        self.typed(key, "string", GgufValue::as_str)
-    }
-    pub fn get_array(&self, key: &str) -> Result<&GgufArray> {
-        self.typed(key, "array", GgufValue::as_array)
+    typed_getters! {
+        /// An integer value that fits a u32, of any integer type.
+        get_u32 -> u32, "an integer that fits u32", as_u32;
+        /// A non-negative integer value of any integer type.
+        get_u64 -> u64, "a non-negative integer", as_u64;
+        /// An integer value that fits i64, of any integer type.
+        get_i64 -> i64, "an integer that fits i64", as_i64;
+        get_f32 -> f32, "f32", as_f32;
+        /// An f32 or f64 value.
+        get_f64 -> f64, "f32 or f64", as_f64;
+        get_bool -> bool, "bool", as_bool;
+        get_str -> &str, "string", as_str;
+        get_array -> &GgufArray, "array", as_array;
     }
 
     /// The tensor table in file order.
     pub fn tensors(&self) -> &[GgufTensorInfo] {
-        &self.tensors
+        &self.h.tensors
     }
 
     pub fn tensor_info(&self, name: &str) -> Option<&GgufTensorInfo> {
-        self.names.get(name).map(|&i| &self.tensors[i])
+        self.h.names.get(name).map(|&i| &self.h.tensors[i])
     }
 
     fn info_or_err(&self, name: &str) -> Result<&GgufTensorInfo> {
-        self.tensor_info(name).ok_or_else(|| {
-            FormatError::MissingTensor {
-                format: FORMAT,
-                name: name.to_string(),
-            }
-            .into()
-        })
+        self.tensor_info(name)
+            .ok_or_else(|| FormatError::missing_tensor(FORMAT, name))
     }
 
     /// The raw little-endian bytes of a tensor.
     pub fn tensor_bytes(&self, name: &str) -> Result<&[u8]> {
         let t = self.info_or_err(name)?;
         // The parser checked that this range lies inside the file.
-        let start = self.data_offset + t.offset;
+        let start = self.h.data_offset + t.offset;
         Ok(&self.src.bytes()[start..start + t.size])
     }
 
@@ -284,10 +263,11 @@ impl GgufFile {
             return HostTensor::from_f32(&t.shape, &values);
         }
         self.src
-            .tensor(t.dtype, &t.shape, self.data_offset + t.offset)
+            .tensor(t.dtype, &t.shape, self.h.data_offset + t.offset)
     }
 }
 
+/// What the parser reads before the data section: version, alignment, metadata and tensor table.
 struct Header {
     version: u32,
     alignment: u32,

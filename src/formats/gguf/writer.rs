@@ -201,13 +201,7 @@ impl GgufWriter {
 
     /// Write the file to a stream.
     pub fn write_to(&self, mut w: impl Write) -> Result<()> {
-        self.emit(&mut w).map_err(|source| {
-            FormatError::Write {
-                format: FORMAT,
-                source,
-            }
-            .into()
-        })
+        self.emit(&mut w).map_err(FormatError::write(FORMAT))
     }
 
     fn emit(&self, w: &mut dyn Write) -> io::Result<()> {

@@ -221,24 +221,7 @@ impl Graph {
                 format!("k width {} is not {kv_heads} heads of {head_dim}", ks[2]),
             ));
         }
-        match (kind, mask) {
-            (MaskKind::KeyPadding, Some(m)) => {
-                let ms = &self.check(OP, "mask", m, &[DType::U32])?.shape;
-                if ms.as_slice() != [qs[0], ks[1]] {
-                    return Err(self.err(OP, format!("mask {ms:?} must be [{}, {}]", qs[0], ks[1])));
-                }
-            }
-            (MaskKind::KeyPadding, None) => {
-                return Err(self.err(OP, "a key-padding mask needs a mask tensor"));
-            }
-            (_, Some(_)) => {
-                return Err(self.err(
-                    OP,
-                    format!("a mask tensor was given for mask kind {kind:?}"),
-                ));
-            }
-            (_, None) => {}
-        }
+        self.check_mask(OP, kind, mask, qs[0], ks[1])?;
         let p = AttentionParams {
             batch: qs[0],
             q_len: qs[1],
@@ -257,6 +240,37 @@ impl Graph {
             DType::F32,
             &qs,
         )
+    }
+
+    /// An attention mask: a `[batch, kv_len]` U32 tensor for a key-padding mask, none for
+    /// the other kinds.
+    fn check_mask(
+        &self,
+        op: &'static str,
+        kind: MaskKind,
+        mask: Option<TensorId>,
+        batch: usize,
+        kv_len: usize,
+    ) -> Result<()> {
+        match (kind, mask) {
+            (MaskKind::KeyPadding, Some(m)) => {
+                let ms = &self.check(op, "mask", m, &[DType::U32])?.shape;
+                if ms.as_slice() != [batch, kv_len] {
+                    return Err(self.err(op, format!("mask {ms:?} must be [{batch}, {kv_len}]")));
+                }
+            }
+            (MaskKind::KeyPadding, None) => {
+                return Err(self.err(op, "a key-padding mask needs a mask tensor"));
+            }
+            (_, Some(_)) => {
+                return Err(self.err(
+                    op,
+                    format!("a mask tensor was given for mask kind {kind:?}"),
+                ));
+            }
+            (_, None) => {}
+        }
+        Ok(())
     }
 
     /// Attention reading q, k and v in place from one fused projection
@@ -288,24 +302,7 @@ impl Graph {
             ));
         }
         let head_dim = s[2] / heads;
-        match (kind, mask) {
-            (MaskKind::KeyPadding, Some(m)) => {
-                let ms = &self.check(OP, "mask", m, &[DType::U32])?.shape;
-                if ms.as_slice() != [s[0], s[1]] {
-                    return Err(self.err(OP, format!("mask {ms:?} must be [{}, {}]", s[0], s[1])));
-                }
-            }
-            (MaskKind::KeyPadding, None) => {
-                return Err(self.err(OP, "a key-padding mask needs a mask tensor"));
-            }
-            (_, Some(_)) => {
-                return Err(self.err(
-                    OP,
-                    format!("a mask tensor was given for mask kind {kind:?}"),
-                ));
-            }
-            (_, None) => {}
-        }
+        self.check_mask(OP, kind, mask, s[0], s[1])?;
         let p = AttentionParams {
             batch: s[0],
             q_len: s[1],

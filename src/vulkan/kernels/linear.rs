@@ -46,12 +46,7 @@ pub(crate) fn linear(
     let row_bytes = w.dtype.bytes_for(p.k).expect("checked: whole q8_0 blocks") as u64;
     let rows = rows_per_binding(OP, "weight row", limits, row_bytes)?;
     let (act, slope) = act_code(p.activation);
-    for n0 in (0..p.n).step_by(rows) {
-        let nc = rows.min(p.n - n0);
-        let ws = w.slice(n0 * p.k, nc * p.k)?;
-        let bs = bias.map(|b| b.slice(n0, nc)).transpose()?;
-        // Columns n0..n0+nc of every row of y: a strided window from element n0.
-        let ys = y.slice(n0, (p.m - 1) * p.n + nc)?;
+    for_columns(p, rows, w, bias, y, |Columns { nc, ws, bs, ys }| {
         let push = push::Linear {
             m: u32_of(OP, "m", p.m)?,
             n: u32_of(OP, "n", nc)?,
@@ -72,9 +67,8 @@ pub(crate) fn linear(
             args: &[In(x), In(&ws), bs.as_ref().map_or(Absent, In), Out(&ys)],
             push,
             groups,
-        })?;
-    }
-    Ok(())
+        })
+    })
 }
 
 /// [`linear`] on the weight-streaming kernel (`linear_stream.comp`) with tile `t`: per group of
@@ -100,11 +94,7 @@ fn linear_stream(
     let vec_ok = u32::from(limits.min_storage_offset_align.is_multiple_of(16));
     let spec = t.spec(float_dtype_code(w.dtype), vec_ok);
     let (act, slope) = act_code(p.activation);
-    for n0 in (0..p.n).step_by(rows) {
-        let nc = rows.min(p.n - n0);
-        let ws = w.slice(n0 * p.k, nc * p.k)?;
-        let bs = bias.map(|b| b.slice(n0, nc)).transpose()?;
-        let ys = y.slice(n0, (p.m - 1) * p.n + nc)?;
+    for_columns(p, rows, w, bias, y, |Columns { nc, ws, bs, ys }| {
         let (splits, ks) = stream_splits([p.m, nc, p.k], row_bytes, t, &limits, forced);
         let groups = [
             u32_of(OP, "column groups", nc.div_ceil(t.columns() as usize))?,
@@ -124,15 +114,14 @@ fn linear_stream(
             ..Default::default()
         };
         if splits == 1 {
-            rec.dispatch(Dispatch {
+            return rec.dispatch(Dispatch {
                 op: OP,
                 shader: Shader::LinearStream,
                 spec: &spec,
                 args: &[In(x), In(&ws), bs.as_ref().map_or(Absent, In), Out(&ys)],
                 push,
                 groups,
-            })?;
-            continue;
+            });
         }
         let part = rec.scratch_f32(splits * p.m * nc)?;
         rec.dispatch(Dispatch {
@@ -161,6 +150,36 @@ fn linear_stream(
                 ..Default::default()
             },
             groups,
+        })
+    })
+}
+
+/// One group of output columns `n0..n0 + nc` of a linear layer: its weight rows `ws`, bias
+/// values `bs`, and `ys`, columns n0..n0 + nc of every row of y (a strided window from
+/// element n0).
+struct Columns {
+    nc: usize,
+    ws: Ref,
+    bs: Option<Ref>,
+    ys: Ref,
+}
+
+/// `f` for each group of at most `rows` output columns (weight rows), in order.
+fn for_columns(
+    p: &LinearParams,
+    rows: usize,
+    w: &Ref,
+    bias: Option<&Ref>,
+    y: &Ref,
+    mut f: impl FnMut(Columns) -> Result<()>,
+) -> Result<()> {
+    for n0 in (0..p.n).step_by(rows) {
+        let nc = rows.min(p.n - n0);
+        f(Columns {
+            nc,
+            ws: w.slice(n0 * p.k, nc * p.k)?,
+            bs: bias.map(|b| b.slice(n0, nc)).transpose()?,
+            ys: y.slice(n0, (p.m - 1) * p.n + nc)?,
         })?;
     }
     Ok(())
