@@ -18,6 +18,7 @@ use kinema::models::kimodo::motion::{
 };
 use kinema::models::kimodo::skeleton::{Mat3, mat_t_mul};
 use kinema::models::kimodo::{Motion, MotionStats, Skeleton, SkeletonKind};
+use kinema::models::kit::rotation::unit_quaternion_to_matrix_f64;
 use sha2::{Digest, Sha256};
 
 /// FK from the stored rotations must give the stored joints to within this (metres). The
@@ -354,18 +355,11 @@ fn glb_export_is_well_formed_and_poses_the_skeleton() {
             .iter()
             .map(|&v| f64::from(v))
             .collect();
-        let (x, y, z, w) = (q[0], q[1], q[2], q[3]);
-        let r = [
-            1.0 - 2.0 * (y * y + z * z),
-            2.0 * (x * y - z * w),
-            2.0 * (x * z + y * w),
-            2.0 * (x * y + z * w),
-            1.0 - 2.0 * (x * x + z * z),
-            2.0 * (y * z - x * w),
-            2.0 * (x * z - y * w),
-            2.0 * (y * z + x * w),
-            1.0 - 2.0 * (x * x + y * y),
-        ];
+        // glTF stores x y z w.
+        let r: [f64; 9] = unit_quaternion_to_matrix_f64([q[3], q[0], q[1], q[2]])
+            .as_flattened()
+            .try_into()
+            .unwrap();
         let tr: Vec<f64> = if j == sk.root {
             trans[t * 3..t * 3 + 3]
                 .iter()
