@@ -53,6 +53,7 @@ pub const OPS: &[(&str, &str)] = &[
         "BxMxNxK: a [B,M,K] . b [B,N,K]^T (attention scores)",
     ),
     ("layer_norm", "RxC"),
+    ("add_layer_norm", "RxC (layer_norm of x + r)"),
     ("rms_norm", "RxC"),
     ("softmax", "RxC"),
     ("attention", "BxSxHxD (S queries and keys, H heads of D)"),
@@ -126,6 +127,7 @@ pub fn default_cases() -> Vec<(&'static str, String, DType)> {
         ("batched_matmul", "24x202x202x128"),
         ("batched_matmul_tb", "24x202x202x128"),
         ("layer_norm", "606x1024"),
+        ("add_layer_norm", "606x1024"),
         ("rms_norm", "606x1024"),
         ("softmax", "4848x254"),
         ("attention", "3x202x8x128"),
@@ -165,6 +167,7 @@ pub fn case_op(case: &str) -> Option<OpKind> {
         "linear" => OpKind::Linear,
         "batched_matmul" | "batched_matmul_tb" => OpKind::BatchedMatmul,
         "layer_norm" => OpKind::LayerNorm,
+        "add_layer_norm" => OpKind::AddLayerNorm,
         "rms_norm" => OpKind::RmsNorm,
         "softmax" => OpKind::Softmax,
         "attention" => OpKind::Attention,
@@ -357,7 +360,7 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
                 4.0 * f(bt * (m * k + k * n + m * n)),
             )
         }
-        OpKind::LayerNorm | OpKind::RmsNorm => {
+        OpKind::LayerNorm | OpKind::AddLayerNorm | OpKind::RmsNorm => {
             let [r, c] = dims(op, d)?;
             let (x, g, be, y) = (
                 s.f32s(r * c)?,
@@ -370,12 +373,23 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
                 cols: c,
                 eps: 1e-5,
             };
-            if kind == OpKind::LayerNorm {
-                b.layer_norm(&mut rec, &p, &x, Some(&g), Some(&be), &y)?;
-            } else {
-                b.rms_norm(&mut rec, &p, &x, Some(&g), &y)?;
-            }
-            (0.0, 8.0 * f(r * c))
+            // Bytes per element: x read and y written; the residual is one more read.
+            let per = match kind {
+                OpKind::LayerNorm => {
+                    b.layer_norm(&mut rec, &p, &x, Some(&g), Some(&be), &y)?;
+                    8.0
+                }
+                OpKind::AddLayerNorm => {
+                    let res = s.f32s(r * c)?;
+                    b.add_layer_norm(&mut rec, &p, &x, &res, Some(&g), Some(&be), &y)?;
+                    12.0
+                }
+                _ => {
+                    b.rms_norm(&mut rec, &p, &x, Some(&g), &y)?;
+                    8.0
+                }
+            };
+            (0.0, per * f(r * c))
         }
         OpKind::Softmax => {
             let [r, c] = dims(op, d)?;

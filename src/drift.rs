@@ -24,6 +24,7 @@ pub fn default_cases() -> Vec<(&'static str, &'static str, DType)> {
         ("batched_matmul", "8x64x64x64", DType::F32),
         ("batched_matmul_tb", "8x64x64x64", DType::F32),
         ("layer_norm", "64x1024", DType::F32),
+        ("add_layer_norm", "64x1024", DType::F32),
         ("rms_norm", "64x1024", DType::F32),
         ("softmax", "64x254", DType::F32),
         ("attention", "1x64x8x64", DType::F32),

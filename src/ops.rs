@@ -33,6 +33,12 @@ macro_rules! for_each_op {
             BatchedMatmul(BatchedMatmulParams) batched_matmul { a, b; } -> c;
             /// `y = (x - mean) / sqrt(var + eps) * gamma + beta` with the biased variance.
             LayerNorm(NormParams) layer_norm { x; gamma, beta } -> y;
+            /// `y = layer_norm(x + r)`: a post-norm block's residual sum and its LayerNorm in
+            /// one pass (`nn.TransformerEncoderLayer`, `norm_first=False`:
+            /// `self.norm1(x + self._sa_block(x))`, torch/nn/modules/transformer.py). Each sum
+            /// is the f32 `x + r` of [`Op::Binary`] add and the norm that of [`Op::LayerNorm`],
+            /// so the result is bit-identical to the two ops.
+            AddLayerNorm(NormParams) add_layer_norm { x, r; gamma, beta } -> y;
             /// `y = x / sqrt(mean(x^2) + eps) * gamma`.
             RmsNorm(NormParams) rms_norm { x; gamma } -> y;
             /// See [`SoftmaxParams`].

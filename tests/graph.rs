@@ -112,6 +112,20 @@ fn shape_errors_name_the_node() {
         e.contains("embedding") && e.contains("f32") && e.contains("u32"),
         "{e}"
     );
+    // The fused residual norm wants a residual of x's shape and gamma/beta of its width.
+    let r = g.input("r", DType::F32, &[3, 9]).unwrap();
+    let e = g
+        .add_layer_norm(x, r, None, None, 1e-5)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("add_layer_norm") && e.contains("[3, 8]") && e.contains("[3, 9]"),
+        "{e}"
+    );
+    let gamma = g.input("gamma", DType::F32, &[9]).unwrap();
+    let e = g.add_layer_norm(x, y, Some(gamma), None, 1e-5).unwrap_err();
+    assert!(e.to_string().contains("gamma"), "{e}");
+    assert!(g.add_layer_norm(x, y, None, None, 1e-5).is_ok());
     assert!(g.reshape(x, &[5, 5]).is_err());
     assert!(g.concat(&[x, w], 0).is_err());
     let empty = Graph::new();

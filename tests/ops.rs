@@ -197,6 +197,35 @@ mod bodies {
             cpu::norm::reference::rms_norm(&p, &x, None, &mut want);
             run(b, |rec| b.rms_norm(rec, &p, &xb, None, &y));
             assert_close("rms_norm plain", &download_f32(b, &y), &want, 1e-5, REL_F32);
+            // The fused residual: close to the reference, and bit-identical to this backend's
+            // own add followed by layer_norm (what lets the models fuse them).
+            let res = r.vec(rows * cols, -2.0, 2.0);
+            let rb = upload_f32(b, &res);
+            for (gamma, beta) in [(Some(&gb), Some(&bb)), (None, None)] {
+                let (g, be) = (gamma.map(|_| &g[..]), beta.map(|_| &be[..]));
+                cpu::norm::reference::add_layer_norm(&p, &x, &res, g, be, &mut want);
+                run(b, |rec| {
+                    b.add_layer_norm(rec, &p, &xb, &rb, gamma, beta, &y)
+                });
+                let fused = download_f32(b, &y);
+                assert_close("add_layer_norm", &fused, &want, 1e-5, REL_F32);
+                let sum = alloc(b, DType::F32, rows * cols);
+                let add = BinaryParams {
+                    op: BinaryOp::Add,
+                    n: rows * cols,
+                    b_len: rows * cols,
+                };
+                run(b, |rec| {
+                    b.binary(rec, &add, &xb, &rb, &sum)?;
+                    b.layer_norm(rec, &p, &sum, gamma, beta, &y)
+                });
+                let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&fused),
+                    bits(&download_f32(b, &y)),
+                    "add_layer_norm {rows}x{cols} is not add then layer_norm to the bit"
+                );
+            }
         }
     }
 
@@ -728,6 +757,25 @@ mod bodies {
             .unwrap_err()
             .to_string();
         assert!(e.contains("layer_norm") && e.contains("needs 16"), "{e}");
+        // The fused residual norm: a short residual, and an output that is the residual.
+        let (x16, r16, y16) = (
+            alloc(b, DType::F32, 16),
+            alloc(b, DType::F32, 16),
+            alloc(b, DType::F32, 16),
+        );
+        let e = b
+            .add_layer_norm(&mut rec, &p, &x16, &x, None, None, &y16)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("add_layer_norm") && e.contains("needs 16"),
+            "{e}"
+        );
+        let e = b
+            .add_layer_norm(&mut rec, &p, &x16, &r16, None, None, &r16)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("add_layer_norm") && e.contains("overlap"), "{e}");
         let u = alloc(b, DType::U32, 16);
         let e = b
             .softmax(
@@ -915,7 +963,7 @@ fn body_of(op: OpKind) -> &'static str {
     match op {
         OpKind::Linear => "linear",
         OpKind::BatchedMatmul => "batched_matmul",
-        OpKind::LayerNorm | OpKind::RmsNorm => "norms",
+        OpKind::LayerNorm | OpKind::AddLayerNorm | OpKind::RmsNorm => "norms",
         OpKind::Softmax => "softmax",
         OpKind::Attention => "attention",
         OpKind::Activation => "activations",

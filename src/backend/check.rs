@@ -238,6 +238,39 @@ fn batched_matmul<B: BufferInfo + Clone>(
     Ok((a, b, c))
 }
 
+/// The operands of the LayerNorm ops: `rows x cols` f32 inputs named in `xs` (x, and the
+/// residual of [`add_layer_norm`]), `[cols]` gamma and beta, and the output, which overlaps none.
+#[allow(clippy::type_complexity)]
+fn norm_operands<B: BufferInfo + Clone, const N: usize>(
+    op: &'static str,
+    p: &NormParams,
+    xs: [(&'static str, &Ref<B>); N],
+    gamma: Option<&Ref<B>>,
+    beta: Option<&Ref<B>>,
+    y: &Ref<B>,
+) -> Result<([Ref<B>; N], Option<Ref<B>>, Option<Ref<B>>, Ref<B>)> {
+    nonzero(op, "cols", p.cols)?;
+    let n = mul(op, &[p.rows, p.cols])?;
+    let mut xr = Vec::with_capacity(N);
+    for (what, x) in xs {
+        xr.push(input(op, what, x, F32, n)?);
+    }
+    let g = gamma
+        .map(|g| input(op, "gamma", g, F32, p.cols))
+        .transpose()?;
+    let b = beta
+        .map(|b| input(op, "beta", b, F32, p.cols))
+        .transpose()?;
+    let mut ins: Vec<&Ref<B>> = xr.iter().collect();
+    ins.extend(g.as_ref());
+    ins.extend(b.as_ref());
+    let y = output(op, y, DType::F32, n, &ins)?;
+    let xr = xr
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one checked operand per input"));
+    Ok((xr, g, b, y))
+}
+
 /// `(x, gamma, beta, y)`.
 fn layer_norm<B: BufferInfo + Clone>(
     p: &NormParams,
@@ -246,21 +279,23 @@ fn layer_norm<B: BufferInfo + Clone>(
     beta: Option<&Ref<B>>,
     y: &Ref<B>,
 ) -> Result<(Ref<B>, Option<Ref<B>>, Option<Ref<B>>, Ref<B>)> {
-    const OP: &str = "layer_norm";
-    nonzero(OP, "cols", p.cols)?;
-    let n = mul(OP, &[p.rows, p.cols])?;
-    let x = input(OP, "x", x, F32, n)?;
-    let g = gamma
-        .map(|g| input(OP, "gamma", g, F32, p.cols))
-        .transpose()?;
-    let b = beta
-        .map(|b| input(OP, "beta", b, F32, p.cols))
-        .transpose()?;
-    let mut ins = vec![&x];
-    ins.extend(g.as_ref());
-    ins.extend(b.as_ref());
-    let y = output(OP, y, DType::F32, n, &ins)?;
+    let ([x], g, b, y) = norm_operands("layer_norm", p, [("x", x)], gamma, beta, y)?;
     Ok((x, g, b, y))
+}
+
+/// `(x, r, gamma, beta, y)`: [`layer_norm`]'s operands plus the residual `r`, shaped as `x`.
+#[allow(clippy::type_complexity)]
+fn add_layer_norm<B: BufferInfo + Clone>(
+    p: &NormParams,
+    x: &Ref<B>,
+    r: &Ref<B>,
+    gamma: Option<&Ref<B>>,
+    beta: Option<&Ref<B>>,
+    y: &Ref<B>,
+) -> Result<(Ref<B>, Ref<B>, Option<Ref<B>>, Option<Ref<B>>, Ref<B>)> {
+    let xs = [("x", x), ("r", r)];
+    let ([x, r], g, b, y) = norm_operands("add_layer_norm", p, xs, gamma, beta, y)?;
+    Ok((x, r, g, b, y))
 }
 
 /// `(x, gamma, y)`.

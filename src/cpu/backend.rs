@@ -310,6 +310,21 @@ impl Backend for CpuBackend {
                     Ok(())
                 });
             }
+            Call::AddLayerNorm {
+                p,
+                x,
+                r,
+                gamma,
+                beta,
+                y,
+            } => {
+                let p = *p;
+                rec.push(y, move |cx, y| {
+                    let (g, b) = (gamma.as_ref().map(slice), beta.as_ref().map(slice));
+                    super::norm::add_layer_norm(cx, &p, slice(&x), slice(&r), g, b, y);
+                    Ok(())
+                });
+            }
             Call::RmsNorm { p, x, gamma, y } => {
                 let p = *p;
                 rec.push(y, move |cx, y| {

@@ -68,7 +68,14 @@ fn lane_op<S: Simd>(s: S, op: BinaryOp, x: S::F, z: S::F) -> S::F {
 /// # Safety
 /// `a`, `b` must be readable and `y` writable for `n` f32; `y` must not overlap them.
 #[inline(always)]
-unsafe fn zip_op<S: Simd>(s: S, op: BinaryOp, a: *const f32, b: *const f32, y: *mut f32, n: usize) {
+pub(super) unsafe fn zip_op<S: Simd>(
+    s: S,
+    op: BinaryOp,
+    a: *const f32,
+    b: *const f32,
+    y: *mut f32,
+    n: usize,
+) {
     let l = S::LANES;
     let mut i = 0;
     while i + l <= n {

@@ -7,8 +7,9 @@
 //! centred values for the biased variance. Rows are split over threads, never a row.
 
 use super::Cx;
+use super::elementwise::zip_op;
 use super::simd::{self, Kernel, LaneFn, Simd, load_n, store_n};
-use crate::ops::NormParams;
+use crate::ops::{BinaryOp, NormParams};
 
 pub mod reference {
     use crate::ops::NormParams;
@@ -37,6 +38,20 @@ pub mod reference {
                 y[r * p.cols + c] = v as f32;
             }
         }
+    }
+
+    /// `layer_norm(x + r)`: the f32 sums (as `binary` add), then [`layer_norm`].
+    pub fn add_layer_norm(
+        p: &NormParams,
+        x: &[f32],
+        r: &[f32],
+        gamma: Option<&[f32]>,
+        beta: Option<&[f32]>,
+        y: &mut [f32],
+    ) {
+        let n = p.rows * p.cols;
+        let sum: Vec<f32> = x[..n].iter().zip(&r[..n]).map(|(a, b)| a + b).collect();
+        layer_norm(p, &sum, gamma, beta, y);
     }
 
     pub fn rms_norm(p: &NormParams, x: &[f32], gamma: Option<&[f32]>, y: &mut [f32]) {
@@ -97,11 +112,13 @@ fn two_sum(a: f32, b: f32) -> (f32, f32) {
     (hi, (a - (hi - bb)) + (b - bb))
 }
 
-/// Rows `y = (x - mean) * inv [* gamma] [+ beta]`, one after another.
+/// Rows `y = (x - mean) * inv [* gamma] [+ beta]`, one after another; with a residual `r`,
+/// of `x + r` (each row's sums are written to its output row first, and normalised there).
 struct LayerNormRows<'a> {
     cols: usize,
     eps: f32,
     x: &'a [f32],
+    r: Option<&'a [f32]>,
     gamma: Option<&'a [f32]>,
     beta: Option<&'a [f32]>,
     y: &'a mut [f32],
@@ -112,7 +129,8 @@ struct LayerNormRows<'a> {
 ///
 /// # Safety
 /// `x`, `y` valid for `n` f32 (reading, writing), `g` and `b` for reading `n` f32 when the
-/// const flags say they are used; `y` overlaps none of them.
+/// const flags say they are used; `y` overlaps none of them, or is `x` itself (each vector is
+/// loaded before its lanes are stored).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn ln_out<S: Simd, const G: bool, const B: bool>(
@@ -153,18 +171,34 @@ impl Kernel for LayerNormRows<'_> {
         let nil = std::ptr::null();
         let g = self.gamma.map_or(nil, |g| g.as_ptr());
         let b = self.beta.map_or(nil, |b| b.as_ptr());
-        for (row, out) in self.x.chunks_exact(n).zip(self.y.chunks_exact_mut(n)) {
-            let (x, y) = (row.as_ptr(), out.as_mut_ptr());
-            let x0 = row[0];
-            // SAFETY: `row` holds n f32.
+        for (i, (row, out)) in self
+            .x
+            .chunks_exact(n)
+            .zip(self.y.chunks_exact_mut(n))
+            .enumerate()
+        {
+            let y = out.as_mut_ptr();
+            let x = match self.r {
+                Some(r) => {
+                    let r = &r[i * n..(i + 1) * n];
+                    // SAFETY: `row`, `r` and `out` hold n f32; `out` is an exclusive borrow.
+                    unsafe { zip_op(s, BinaryOp::Add, row.as_ptr(), r.as_ptr(), y, n) };
+                    y.cast_const()
+                }
+                None => row.as_ptr(),
+            };
+            // SAFETY: `x` points at n f32 (`row`, or `out` holding the sums).
+            let x0 = unsafe { *x };
+            // SAFETY: as above.
             let shifted_mean = unsafe { simd::sum_map(s, Shifted(x0), x, n) } / n as f32;
             let (hi, lo) = two_sum(x0, shifted_mean);
             // SAFETY: as above.
             let var = unsafe { simd::sum_squares_map(s, Centred { hi, lo }, x, n) } / n as f32;
             let inv = 1.0 / (var + self.eps).sqrt();
             let k = (hi, lo, inv);
-            // SAFETY: `row` and `out` hold n f32 and do not overlap (shared vs exclusive
-            // borrow); gamma and beta were checked to hold n f32 by the entry point.
+            // SAFETY: `x` and `out` hold n f32 and either do not overlap (shared vs exclusive
+            // borrow) or are the same row; gamma and beta were checked to hold n f32 by the
+            // entry point.
             unsafe {
                 match (self.gamma.is_some(), self.beta.is_some()) {
                     (true, true) => ln_out::<S, true, true>(s, x, g, b, y, n, k),
@@ -182,7 +216,10 @@ impl Kernel for LayerNormRows<'_> {
             cols: self.cols,
             eps: self.eps,
         };
-        reference::layer_norm(&p, self.x, self.gamma, self.beta, self.y);
+        match self.r {
+            Some(r) => reference::add_layer_norm(&p, self.x, r, self.gamma, self.beta, self.y),
+            None => reference::layer_norm(&p, self.x, self.gamma, self.beta, self.y),
+        }
     }
 }
 
@@ -194,18 +231,45 @@ pub fn layer_norm(
     beta: Option<&[f32]>,
     y: &mut [f32],
 ) {
+    layer_norm_rows(cx, p, [x], gamma, beta, y);
+}
+
+/// `layer_norm(x + r)`, bit-identical to [`super::elementwise::binary`] add followed by
+/// [`layer_norm`] on every ISA: each row's sums are written to its output row, then normalised
+/// in place by the same code.
+pub fn add_layer_norm(
+    cx: &Cx,
+    p: &NormParams,
+    x: &[f32],
+    r: &[f32],
+    gamma: Option<&[f32]>,
+    beta: Option<&[f32]>,
+    y: &mut [f32],
+) {
+    layer_norm_rows(cx, p, [x, r], gamma, beta, y);
+}
+
+/// [`layer_norm`] of `xs[0]`, or with `xs = [x, r]` of `x + r`.
+fn layer_norm_rows<const N: usize>(
+    cx: &Cx,
+    p: &NormParams,
+    xs: [&[f32]; N],
+    gamma: Option<&[f32]>,
+    beta: Option<&[f32]>,
+    y: &mut [f32],
+) {
     let cols = p.cols.max(1);
     let gamma = gamma.map(|g| &g[..cols]);
     let beta = beta.map(|b| &b[..cols]);
     let y = &mut y[..p.rows * p.cols];
-    simd::par_rows(cx, cols, TASK_ELEMS, x, y, |x, y| {
-        let eps = p.eps;
+    simd::par_rows_of(cx, cols, TASK_ELEMS, xs, y, |xs, y| {
         simd::dispatch(
             cx.isa,
             LayerNormRows {
                 cols,
-                eps,
-                x,
+                eps: p.eps,
+                x: xs[0],
+                r: xs.get(1).copied(),
                 gamma,
                 beta,
                 y,
@@ -383,6 +447,31 @@ mod tests {
             let g = (which & 1 != 0).then_some(&g[..]);
             let b = (which & 2 != 0).then_some(&b[..]);
             for_each_cx(|cx| check_layer_norm(cx, &p, &x, g, b));
+        }
+
+        /// The fused op is `binary` add then `layer_norm`, to the bit, on every ISA and
+        /// thread count (what lets the models use it without changing any output).
+        #[test]
+        fn add_layer_norm_is_add_then_layer_norm(
+            (rows, cols, x, g, b) in rows_strategy(),
+            shift in -50.0f32..50.0,
+            which in 0usize..4,
+        ) {
+            let p = NormParams { rows, cols, eps: 1e-5 };
+            let r: Vec<f32> = x.iter().rev().map(|v| v * 0.5 + shift).collect();
+            let g = (which & 1 != 0).then_some(&g[..]);
+            let b = (which & 2 != 0).then_some(&b[..]);
+            let add = crate::ops::BinaryParams { op: BinaryOp::Add, n: x.len(), b_len: x.len() };
+            for_each_cx(|cx| {
+                let mut sum = vec![0f32; x.len()];
+                super::super::elementwise::binary(cx, &add, &x, &r, &mut sum);
+                let mut want = vec![0f32; x.len()];
+                layer_norm(cx, &p, &sum, g, b, &mut want);
+                let mut y = vec![f32::NAN; x.len()];
+                add_layer_norm(cx, &p, &x, &r, g, b, &mut y);
+                let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&y), bits(&want), "{}", name(cx));
+            });
         }
 
         #[test]

@@ -511,6 +511,17 @@ impl Backend for VulkanBackend {
                 let (g, b) = (gamma.as_ref(), beta.as_ref());
                 kernels::layer_norm(rec, p, &x, g, b, &y, fast_rows)
             }
+            Call::AddLayerNorm {
+                p,
+                x,
+                r,
+                gamma,
+                beta,
+                y,
+            } => {
+                let (g, b) = (gamma.as_ref(), beta.as_ref());
+                kernels::add_layer_norm(rec, p, &x, &r, g, b, &y, fast_rows)
+            }
             Call::RmsNorm { p, x, gamma, y } => {
                 kernels::rms_norm(rec, p, &x, gamma.as_ref(), &y, fast_rows)
             }

@@ -78,6 +78,9 @@ macro_rules! shaders {
 
 shaders! {
     Activation = "activation", Activation, 2;
+    /// `layer_norm` of `x + r` (`layer_norm.comp` with `RESIDUAL`), and its fast-mode variant.
+    AddLayerNorm = "add_layer_norm", AddLayerNorm, 5;
+    AddLayerNormSg = "add_layer_norm_sg", AddLayerNorm, 5;
     Argmax = "argmax", Argmax, 2;
     Attention = "attention", Attention, 5;
     /// Fast-mode attention on cooperative matrices (`attention_cm.comp`), head dimension 128,
@@ -369,6 +372,17 @@ pub(crate) mod push {
     #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
     pub struct LayerNorm {
         pub off: [u32; 4],
+        pub rows: u32,
+        pub cols: u32,
+        pub eps: f32,
+        pub has_gamma: u32,
+        pub has_beta: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct AddLayerNorm {
+        pub off: [u32; 5],
         pub rows: u32,
         pub cols: u32,
         pub eps: f32,

@@ -187,9 +187,24 @@ pub fn par_rows(
     y: &mut [f32],
     f: impl Fn(&[f32], &mut [f32]) + Sync,
 ) {
+    par_rows_of(cx, cols, min_elems, [x], y, |[x], y| f(x, y));
+}
+
+/// [`par_rows`] over several row-major inputs of `y`'s shape: `f([rows of each input],
+/// y_rows)`.
+pub fn par_rows_of<const N: usize>(
+    cx: &super::Cx,
+    cols: usize,
+    min_elems: usize,
+    xs: [&[f32]; N],
+    y: &mut [f32],
+    f: impl Fn([&[f32]; N], &mut [f32]) + Sync,
+) {
     let per = rows_per_task(cols, min_elems) * cols;
-    cx.pool
-        .par_chunks_mut(y, per, |t, out| f(&x[t * per..t * per + out.len()], out));
+    cx.pool.par_chunks_mut(y, per, |t, out| {
+        let rows = t * per..t * per + out.len();
+        f(xs.map(|x| &x[rows.clone()]), out)
+    });
 }
 
 /// A function applied lane by lane (a struct rather than a closure so that it is inlined

@@ -138,18 +138,47 @@ impl Graph {
         eps: f32,
     ) -> Result<TensorId> {
         const OP: &str = "layer_norm";
-        let (rows, cols, xs) = self.row_op_dims(OP, x)?;
+        let (p, xs) = self.layer_norm_dims(OP, x, gamma, beta, eps)?;
+        self.push(Op::LayerNorm(p), &[Some(x), gamma, beta], DType::F32, &xs)
+    }
+
+    /// `layer_norm(x + r)` in one op (a post-norm block's residual and norm): `r` has `x`'s
+    /// shape; the result is bit-identical to [`Graph::add`] then [`Graph::layer_norm`].
+    pub fn add_layer_norm(
+        &mut self,
+        x: TensorId,
+        r: TensorId,
+        gamma: Option<TensorId>,
+        beta: Option<TensorId>,
+        eps: f32,
+    ) -> Result<TensorId> {
+        const OP: &str = "add_layer_norm";
+        let (p, xs) = self.layer_norm_dims(OP, x, gamma, beta, eps)?;
+        let rs = &self.check(OP, "r", r, &[DType::F32])?.shape;
+        if *rs != xs {
+            return Err(self.err(OP, format!("x {xs:?} and r {rs:?} differ")));
+        }
+        let ins = [Some(x), Some(r), gamma, beta];
+        self.push(Op::AddLayerNorm(p), &ins, DType::F32, &xs)
+    }
+
+    /// The parameters and shape of a LayerNorm over `x`'s last dimension, with gamma and beta
+    /// checked against it.
+    fn layer_norm_dims(
+        &self,
+        op: &'static str,
+        x: TensorId,
+        gamma: Option<TensorId>,
+        beta: Option<TensorId>,
+        eps: f32,
+    ) -> Result<(NormParams, Vec<usize>)> {
+        let (rows, cols, xs) = self.row_op_dims(op, x)?;
         for (what, t) in [("gamma", gamma), ("beta", beta)] {
             if let Some(t) = t {
-                self.check_vec(OP, what, t, cols)?;
+                self.check_vec(op, what, t, cols)?;
             }
         }
-        self.push(
-            Op::LayerNorm(NormParams { rows, cols, eps }),
-            &[Some(x), gamma, beta],
-            DType::F32,
-            &xs,
-        )
+        Ok((NormParams { rows, cols, eps }, xs))
     }
 
     pub fn rms_norm(&mut self, x: TensorId, gamma: Option<TensorId>, eps: f32) -> Result<TensorId> {

@@ -46,6 +46,18 @@ impl Norm {
             Norm::Rms { gamma, eps } => g.rms_norm(x, gamma, eps),
         }
     }
+
+    /// The normalised `x + r` (a post-norm residual): one fused op for LayerNorm, bit-identical
+    /// to adding first.
+    pub fn apply_residual(&self, g: &mut Graph, x: TensorId, r: TensorId) -> Result<TensorId> {
+        match *self {
+            Norm::Layer { gamma, beta, eps } => g.add_layer_norm(x, r, gamma, beta, eps),
+            Norm::Rms { .. } => {
+                let h = g.add(x, r)?;
+                self.apply(g, h)
+            }
+        }
+    }
 }
 
 /// The feed-forward block.
@@ -185,11 +197,9 @@ impl EncoderLayer {
         match self.placement {
             NormPlacement::Post => {
                 let a = self.attention.apply(g, x)?;
-                let h = g.add(x, a)?;
-                let h = self.norm1.apply(g, h)?;
+                let h = self.norm1.apply_residual(g, x, a)?;
                 let f = self.mlp.apply(g, h)?;
-                let y = g.add(h, f)?;
-                self.norm2.apply(g, y)
+                self.norm2.apply_residual(g, h, f)
             }
             NormPlacement::Pre => {
                 let n = self.norm1.apply(g, x)?;

@@ -40,7 +40,7 @@ pub(crate) use embedding::{embedding, mean_pool};
 pub(crate) use linear::{coopmat_peak, linear};
 pub(crate) use matmul::batched_matmul;
 pub(crate) use motion::root_bridge;
-pub(crate) use norm::{layer_norm, rms_norm, softmax};
+pub(crate) use norm::{add_layer_norm, layer_norm, rms_norm, softmax};
 pub(crate) use position::{posenc, rope};
 pub(crate) use sampling::{argmax, cfg, ddim, gumbel};
 

@@ -1,4 +1,4 @@
-//! Row ops, one workgroup per row: layer_norm, rms_norm and softmax, each as a strict shader
+//! Row ops, one workgroup per row: layer_norm, add_layer_norm, rms_norm and softmax, each as a strict shader
 //! (fixed reduction trees) and a fast-mode variant on subgroup arithmetic.
 
 use super::super::context::Limits;
@@ -74,6 +74,37 @@ pub(crate) fn layer_norm(
         Out(y),
     ];
     let shaders = [Shader::LayerNorm, Shader::LayerNormSg];
+    row_dispatch(rec, OP, shaders, fast_rows, &args, push, p.rows, p.cols)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn add_layer_norm(
+    rec: &mut VulkanRecording,
+    p: &NormParams,
+    x: &Ref,
+    r: &Ref,
+    gamma: Option<&Ref>,
+    beta: Option<&Ref>,
+    y: &Ref,
+    fast_rows: bool,
+) -> Result<()> {
+    const OP: &str = "add_layer_norm";
+    let push = push::AddLayerNorm {
+        rows: u32_of(OP, "rows", p.rows)?,
+        cols: u32_of(OP, "cols", p.cols)?,
+        eps: p.eps,
+        has_gamma: u32::from(gamma.is_some()),
+        has_beta: u32::from(beta.is_some()),
+        ..Default::default()
+    };
+    let args = [
+        In(x),
+        In(r),
+        gamma.map_or(Absent, In),
+        beta.map_or(Absent, In),
+        Out(y),
+    ];
+    let shaders = [Shader::AddLayerNorm, Shader::AddLayerNormSg];
     row_dispatch(rec, OP, shaders, fast_rows, &args, push, p.rows, p.cols)
 }
 

@@ -84,6 +84,17 @@ pub const VARIANTS: &[Variant] = &[
         source: "layer_norm.comp",
         defines: &[("SUBGROUP_REDUCE", "")],
     },
+    // add_layer_norm: LayerNorm of x + r (the residual at binding 1).
+    Variant {
+        name: "add_layer_norm",
+        source: "layer_norm.comp",
+        defines: &[("RESIDUAL", "")],
+    },
+    Variant {
+        name: "add_layer_norm_sg",
+        source: "layer_norm.comp",
+        defines: &[("RESIDUAL", ""), ("SUBGROUP_REDUCE", "")],
+    },
     Variant {
         name: "rms_norm",
         source: "rms_norm.comp",
