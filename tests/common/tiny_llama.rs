@@ -212,19 +212,57 @@ pub fn weights_of(seed: u64, untied: bool, hidden: usize) -> Vec<(String, Vec<us
     v
 }
 
-/// Writes the tiny model of `spec` to `path`.
-pub fn write(path: &Path, spec: &Spec) {
-    let mut w = GgufWriter::new();
+/// Llama dimensions of a file: the tiny model's ([`Dims::tiny`]) or Llama-3-8B's
+/// ([`Dims::llama3_8b`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Dims {
+    pub layers: usize,
+    pub hidden: usize,
+    pub ffn: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub vocab: usize,
+}
+
+impl Dims {
+    pub fn tiny(hidden: usize, vocab: usize) -> Dims {
+        Dims {
+            layers: LAYERS,
+            hidden,
+            ffn: FFN,
+            heads: HEADS,
+            kv_heads: KV_HEADS,
+            vocab,
+        }
+    }
+
+    /// Meta-Llama-3-8B's `config.json`: 32 layers, 4096 wide, 14336 feed-forward, 32 query and
+    /// 8 key/value heads, 128256 tokens.
+    pub fn llama3_8b() -> Dims {
+        Dims {
+            layers: 32,
+            hidden: 4096,
+            ffn: 14336,
+            heads: 32,
+            kv_heads: 8,
+            vocab: 128_256,
+        }
+    }
+}
+
+/// The GGUF metadata of a `kinema convert llm2vec` file of dimensions `d` (tokenizer included).
+pub fn metadata(w: &mut GgufWriter, spec: &Spec, d: Dims) {
     w.add_metadata("general.architecture", "llama").unwrap();
     w.add_metadata("general.name", "tiny-llama-test").unwrap();
-    w.add_metadata("llama.block_count", LAYERS as u32).unwrap();
-    w.add_metadata("llama.embedding_length", spec.hidden as u32)
+    w.add_metadata("llama.block_count", d.layers as u32)
         .unwrap();
-    w.add_metadata("llama.feed_forward_length", FFN as u32)
+    w.add_metadata("llama.embedding_length", d.hidden as u32)
         .unwrap();
-    w.add_metadata("llama.attention.head_count", HEADS as u32)
+    w.add_metadata("llama.feed_forward_length", d.ffn as u32)
         .unwrap();
-    w.add_metadata("llama.attention.head_count_kv", KV_HEADS as u32)
+    w.add_metadata("llama.attention.head_count", d.heads as u32)
+        .unwrap();
+    w.add_metadata("llama.attention.head_count_kv", d.kv_heads as u32)
         .unwrap();
     w.add_metadata("llama.attention.layer_norm_rms_epsilon", 1e-5f32)
         .unwrap();
@@ -241,7 +279,13 @@ pub fn write(path: &Path, spec: &Spec) {
         w.add_metadata("llm2vec.chat_template_default", t).unwrap();
     }
     w.add_metadata("llm2vec.max_length", 512u32).unwrap();
-    add_tokenizer(&mut w, spec.tokenizer_vocab);
+    add_tokenizer(w, spec.tokenizer_vocab);
+}
+
+/// Writes the tiny model of `spec` to `path`.
+pub fn write(path: &Path, spec: &Spec) {
+    let mut w = GgufWriter::new();
+    metadata(&mut w, spec, Dims::tiny(spec.hidden, VOCAB));
     for (name, shape, v) in weights_of(spec.seed, spec.untied_output, spec.hidden) {
         let v = if spec.pairing.is_none() && name.ends_with("attn_q.weight") {
             permute(&v, HEADS, spec.hidden)
@@ -258,4 +302,63 @@ pub fn write(path: &Path, spec: &Spec) {
         w.add_tensor(name, &tensor(dtype, &shape, &v)).unwrap();
     }
     w.write(path).unwrap();
+}
+
+/// Writes a model of dimensions `d` with seeded random weights (matrices in `dtype`, norms
+/// f32, the tokenizer of `spec` padded to `d.vocab` tokens), one tensor in memory at a time:
+/// at Llama-3-8B's dimensions a 16 GB bf16 file (a 1 GB embedding table is the largest
+/// tensor), for measuring what a full-size model costs without NVIDIA's or Meta's downloads.
+pub fn write_streamed(path: &Path, spec: &Spec, d: Dims, dtype: DType) -> kinema::Result<()> {
+    let mut w = GgufWriter::new();
+    let spec = Spec {
+        tokenizer_vocab: d.vocab,
+        ..spec.clone()
+    };
+    metadata(&mut w, &spec, d);
+    let head_dim = d.hidden / d.heads;
+    let (q, kv) = (d.heads * head_dim, d.kv_heads * head_dim);
+    // (name, shape, scale, around): matrices around 0 at about 1/sqrt(fan-in), norms around 1.
+    let mut list = vec![
+        (
+            "token_embd.weight".to_string(),
+            vec![d.vocab, d.hidden],
+            1.0,
+            0.0,
+        ),
+        ("output_norm.weight".to_string(), vec![d.hidden], 0.2, 1.0),
+    ];
+    let (sh, sf) = (1.0 / (d.hidden as f32).sqrt(), 1.0 / (d.ffn as f32).sqrt());
+    for i in 0..d.layers {
+        for (what, shape, scale, around) in [
+            ("attn_norm", vec![d.hidden], 0.2, 1.0),
+            ("attn_q", vec![q, d.hidden], sh, 0.0),
+            ("attn_k", vec![kv, d.hidden], sh, 0.0),
+            ("attn_v", vec![kv, d.hidden], sh, 0.0),
+            ("attn_output", vec![d.hidden, q], sh, 0.0),
+            ("ffn_norm", vec![d.hidden], 0.2, 1.0),
+            ("ffn_gate", vec![d.ffn, d.hidden], sh, 0.0),
+            ("ffn_up", vec![d.ffn, d.hidden], sh, 0.0),
+            ("ffn_down", vec![d.hidden, d.ffn], sf, 0.0),
+        ] {
+            list.push((format!("blk.{i}.{what}.weight"), shape, scale, around));
+        }
+    }
+    let dtype_of = |shape: &[usize]| if shape.len() == 2 { dtype } else { DType::F32 };
+    for (name, shape, _, _) in &list {
+        w.declare_tensor(name.clone(), dtype_of(shape), shape)?;
+    }
+    kinema::formats::write_atomic(path, |out| {
+        let mut s = w.stream(out)?;
+        for (k, (name, shape, scale, around)) in list.iter().enumerate() {
+            let n = shape.iter().product();
+            let v: Vec<f32> = values(spec.seed * 1000 + k as u64, n, *scale)
+                .into_iter()
+                .map(|x| x + around)
+                .collect();
+            let t = tensor(dtype_of(shape), shape, &v);
+            drop(v);
+            s.write_tensor(name, t.bytes())?;
+        }
+        s.finish()
+    })
 }
