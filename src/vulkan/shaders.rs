@@ -372,6 +372,13 @@ pub(crate) mod push {
     #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
     pub struct LayerNorm {
         pub off: [u32; 4],
+        pub norm: LayerNormTail,
+    }
+
+    /// What follows the operand offsets in both LayerNorm shaders' push constants.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct LayerNormTail {
         pub rows: u32,
         pub cols: u32,
         pub eps: f32,
@@ -383,11 +390,7 @@ pub(crate) mod push {
     #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
     pub struct AddLayerNorm {
         pub off: [u32; 5],
-        pub rows: u32,
-        pub cols: u32,
-        pub eps: f32,
-        pub has_gamma: u32,
-        pub has_beta: u32,
+        pub norm: LayerNormTail,
     }
 
     #[repr(C)]

@@ -58,13 +58,9 @@ pub(crate) fn layer_norm(
     y: &Ref,
     fast_rows: bool,
 ) -> Result<()> {
-    const OP: &str = "layer_norm";
+    let norm = layer_norm_tail("layer_norm", p, gamma, beta)?;
     let push = push::LayerNorm {
-        rows: u32_of(OP, "rows", p.rows)?,
-        cols: u32_of(OP, "cols", p.cols)?,
-        eps: p.eps,
-        has_gamma: u32::from(gamma.is_some()),
-        has_beta: u32::from(beta.is_some()),
+        norm,
         ..Default::default()
     };
     let args = [
@@ -74,9 +70,19 @@ pub(crate) fn layer_norm(
         Out(y),
     ];
     let shaders = [Shader::LayerNorm, Shader::LayerNormSg];
-    row_dispatch(rec, OP, shaders, fast_rows, &args, push, p.rows, p.cols)
+    row_dispatch(
+        rec,
+        "layer_norm",
+        shaders,
+        fast_rows,
+        &args,
+        push,
+        p.rows,
+        p.cols,
+    )
 }
 
+/// [`layer_norm`] of `x + r` (`layer_norm.comp` with `RESIDUAL`: `r` at binding 1).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn add_layer_norm(
     rec: &mut VulkanRecording,
@@ -89,23 +95,31 @@ pub(crate) fn add_layer_norm(
     fast_rows: bool,
 ) -> Result<()> {
     const OP: &str = "add_layer_norm";
+    let norm = layer_norm_tail(OP, p, gamma, beta)?;
     let push = push::AddLayerNorm {
-        rows: u32_of(OP, "rows", p.rows)?,
-        cols: u32_of(OP, "cols", p.cols)?,
+        norm,
+        ..Default::default()
+    };
+    let (g, b) = (gamma.map_or(Absent, In), beta.map_or(Absent, In));
+    let args = [In(x), In(r), g, b, Out(y)];
+    let shaders = [Shader::AddLayerNorm, Shader::AddLayerNormSg];
+    row_dispatch(rec, OP, shaders, fast_rows, &args, push, p.rows, p.cols)
+}
+
+/// The push constants both LayerNorm shaders share after their operand offsets.
+fn layer_norm_tail(
+    op: &'static str,
+    p: &NormParams,
+    gamma: Option<&Ref>,
+    beta: Option<&Ref>,
+) -> Result<push::LayerNormTail> {
+    Ok(push::LayerNormTail {
+        rows: u32_of(op, "rows", p.rows)?,
+        cols: u32_of(op, "cols", p.cols)?,
         eps: p.eps,
         has_gamma: u32::from(gamma.is_some()),
         has_beta: u32::from(beta.is_some()),
-        ..Default::default()
-    };
-    let args = [
-        In(x),
-        In(r),
-        gamma.map_or(Absent, In),
-        beta.map_or(Absent, In),
-        Out(y),
-    ];
-    let shaders = [Shader::AddLayerNorm, Shader::AddLayerNormSg];
-    row_dispatch(rec, OP, shaders, fast_rows, &args, push, p.rows, p.cols)
+    })
 }
 
 pub(crate) fn rms_norm(
