@@ -1096,6 +1096,70 @@ fn vulkan_conv_model_shapes() {
     }
 }
 
+/// Convolutions of few output columns (batch x out_len <= 64) and at least 2^16 weights, which
+/// the Vulkan backend runs on the weight-streaming kernel (`conv1d_stream`; the window is
+/// unit-tested in `gemm_policy::stream`): MotionBricks' decoder shapes at batch 1 (15, 30, 60
+/// positions, the dilated blocks, 256 -> 512 and 512 -> 413 channels), batch 2, one column,
+/// taps falling wholly in the padding, a reduction that is not a multiple of 8 (the scalar
+/// weight loads) and one short enough for a single split of k (no reduce dispatch), with and
+/// without bias, every operand at an odd offset inside a larger buffer.
+#[test]
+fn vulkan_conv_stream_shapes() {
+    for b in vulkan_backends() {
+        let mut r = Rng(15);
+        for &(batch, ci, co, len, kernel, pad, dil, bias) in &[
+            (1, 512, 512, 15, 3, 1, 1, true),
+            (1, 512, 512, 30, 3, 3, 3, false),
+            (1, 512, 512, 60, 3, 9, 9, true),
+            (1, 256, 512, 15, 3, 1, 1, true),
+            (1, 512, 413, 60, 3, 1, 1, true),
+            (2, 512, 512, 30, 3, 1, 1, false),
+            (4, 512, 512, 1, 3, 1, 1, true),
+            (1, 512, 512, 5, 3, 27, 27, true),
+            (3, 101, 700, 7, 3, 2, 2, true),
+            (1, 40, 2000, 20, 3, 1, 1, true),
+        ] {
+            let p = Conv1dParams {
+                batch,
+                c_in: ci,
+                c_out: co,
+                len,
+                kernel,
+                padding: pad,
+                dilation: dil,
+            };
+            let ol = p.out_len().unwrap();
+            assert!(batch * ol <= 64 && co * ci * kernel >= 1 << 16, "{p:?}");
+            let x = r.vec(batch * ci * len + 3, -1.0, 1.0);
+            let w = r.vec(co * ci * kernel + 5, -1.0, 1.0);
+            let bv = r.vec(co + 1, -1.0, 1.0);
+            let mut want = vec![0f32; batch * co * ol];
+            let bias_ref = bias.then(|| &bv[1..]);
+            cpu::conv1d::reference::conv1d(&p, &x[3..], &w[5..], bias_ref, &mut want);
+            let (xb, wb, bb) = (upload_f32(b, &x), upload_f32(b, &w), upload_f32(b, &bv));
+            let y = alloc(b, DType::F32, want.len() + 7);
+            let (xs, ws, bs, ys) = (
+                xb.slice(3, x.len() - 3).unwrap(),
+                wb.slice(5, w.len() - 5).unwrap(),
+                bb.slice(1, co).unwrap(),
+                y.slice(7, want.len()).unwrap(),
+            );
+            run(b, |rec| {
+                b.conv1d(rec, &p, &xs, &ws, bias.then_some(&bs), &ys)
+            });
+            let got = download_f32(b, &y);
+            assert!(got[..7].iter().all(|&v| v == 0.0), "conv1d wrote before y");
+            assert_close(
+                &format!("conv1d stream {p:?}"),
+                &got[7..],
+                &want,
+                REL_F32 * (ci * kernel) as f32,
+                REL_F32,
+            );
+        }
+    }
+}
+
 /// Argmax special values on Vulkan: ties (first index), -0 against +0, NaN anywhere (the first
 /// NaN wins), all -inf, one column, and rows longer than a workgroup.
 #[test]

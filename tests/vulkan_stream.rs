@@ -3,7 +3,8 @@
 //! (lavapipe in CI; `KINEMA_REQUIRE_VULKAN=1` fails when there is none). The kernel is forced
 //! through the tuning variables (`KINEMA_VK_LINEAR=stream`, `KINEMA_VK_STREAM_SPLITS`,
 //! `KINEMA_VK_STREAM_TILE`), which the backend reads when a linear is recorded; this binary
-//! holds one test so that setting them races with nothing.
+//! holds one test so that setting them races with nothing. The same test then runs conv1d on
+//! the streaming kernel (`KINEMA_VK_CONV=stream`, `conv1d_stream`).
 
 mod common;
 
@@ -143,11 +144,103 @@ fn stream_linear_matches_the_reference() {
             }
         }
     }
+    set("KINEMA_VK_LINEAR", None);
+    conv_stream_matches_the_reference(&devices);
     for v in [
-        "KINEMA_VK_LINEAR",
+        "KINEMA_VK_CONV",
         "KINEMA_VK_STREAM_SPLITS",
         "KINEMA_VK_STREAM_TILE",
     ] {
         set(v, None);
+    }
+}
+
+/// conv1d on the streaming kernel (`KINEMA_VK_CONV=stream`: `conv1d_stream` and
+/// `conv1d_stream_reduce`) for shapes of every kind, not only those the default window takes:
+/// batches, kernel 1, 3 and 5, padding wider than the kernel's reach (taps wholly outside the
+/// input), dilation, a reduction c_in kernel that is odd (scalar weight loads) or longer than
+/// two stages, more output columns than one row block of 32, bias on and off; each with one
+/// split, the automatic splits, three, and three on a small tile, at odd buffer offsets.
+/// Checked against the CPU scalar reference, and bit-identical when run again.
+fn conv_stream_matches_the_reference(devices: &[kinema::vulkan::DeviceSummary]) {
+    set("KINEMA_VK_CONV", Some("stream"));
+    let configs: &[(Option<&str>, Option<&str>)] = &[
+        (Some("1"), None),
+        (None, None),
+        (Some("3"), None),
+        (Some("3"), Some("64x4x4x4x32")),
+    ];
+    let shapes: &[(usize, usize, usize, usize, usize, usize, usize)] = &[
+        (1, 3, 5, 7, 3, 1, 1),
+        (2, 8, 4, 16, 3, 2, 2),
+        (1, 16, 16, 5, 1, 0, 1),
+        (3, 13, 29, 9, 3, 4, 4),
+        (1, 100, 70, 12, 3, 1, 1),
+        (2, 40, 33, 20, 5, 2, 1),
+        (1, 24, 130, 40, 3, 9, 9),
+    ];
+    let mut r = Rng(78);
+    for d in devices {
+        let mut o = VulkanOptions::new(Precision::Strict);
+        o.device = Some(d.index);
+        let b = VulkanBackend::with_options(o).unwrap();
+        for (si, &(batch, c_in, c_out, len, kernel, padding, dilation)) in shapes.iter().enumerate()
+        {
+            let p = Conv1dParams {
+                batch,
+                c_in,
+                c_out,
+                len,
+                kernel,
+                padding,
+                dilation,
+            };
+            let red = c_in * kernel;
+            let ol = p.out_len().unwrap();
+            let x = r.vec(batch * c_in * len + 3, -1.0, 1.0);
+            let w = r.vec(c_out * red + 1, -1.0, 1.0);
+            let bias = r.vec(c_out, -1.0, 1.0);
+            let with_bias = si % 2 == 0;
+            let mut want = vec![0f32; batch * c_out * ol];
+            let bias_ref = with_bias.then_some(&bias[..]);
+            cpu::conv1d::reference::conv1d(&p, &x[3..], &w[1..], bias_ref, &mut want);
+            let (xb, wb, bb) = (
+                upload_f32(&b, &x),
+                upload_f32(&b, &w),
+                upload_f32(&b, &bias),
+            );
+            let xs = xb.slice(3, x.len() - 3).unwrap();
+            let ws = wb.slice(1, w.len() - 1).unwrap();
+            for &(splits, tile) in configs {
+                set("KINEMA_VK_STREAM_SPLITS", splits);
+                set("KINEMA_VK_STREAM_TILE", tile);
+                let run = || {
+                    let y = alloc(&b, DType::F32, want.len());
+                    let mut rec = b.begin().unwrap();
+                    b.conv1d(&mut rec, &p, &xs, &ws, with_bias.then_some(&bb), &y)
+                        .unwrap();
+                    b.submit(&rec).unwrap();
+                    (download_f32(&b, &y), rec.dispatches())
+                };
+                let (got, dispatches) = run();
+                let what = format!(
+                    "stream conv1d {p:?} bias {with_bias} splits {splits:?} tile {tile:?} \
+                     ({dispatches} dispatches)"
+                );
+                if splits == Some("1") {
+                    assert_eq!(dispatches, 1, "{what}: one split, one dispatch");
+                } else if splits == Some("3") && red > 256 {
+                    assert_eq!(dispatches, 2, "{what}: split k takes a reduce");
+                }
+                assert_close(&what, &got, &want, 2e-6 * red as f32, 2e-6);
+                let (again, _) = run();
+                assert!(
+                    got.iter()
+                        .zip(&again)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{what}: a second run differs"
+                );
+            }
+        }
     }
 }

@@ -24,6 +24,14 @@
 // output are added in ascending lane order (from 0.0); then the split sums in ascending split
 // order, then the bias. This is not linear.comp's order (one ascending sum over k), so the
 // kernels differ in bits, within the same f32 error bound (k + 1) u sum |x w|.
+//
+// With CONV defined (the conv1d_stream module) the same kernel is conv1d.comp's implicit GEMM
+// for few output columns: row r = (b, t) of x is the im2col row of output position t of batch
+// b (x[b, ci, t + tap dilation - padding], zero outside the input, at reduction index
+// ci kernel + tap, gathered while staging), the weights are the f32 `[c_out, c_in kernel]`
+// rows (n = c_out, k = c_in kernel, m = batch out_len), and y (and the reduce's y) is
+// `[batch, c_out, out_len]`. The MotionBricks decoders' convolutions have 15-60 output
+// positions at batch 1 over 1536 products: the tiled conv1d leaves most of the GPU idle there.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
@@ -71,6 +79,15 @@ layout(push_constant) uniform Push {
     uint has_bias;
     uint act;
     float slope;
+#ifdef CONV
+    uint batch;
+    uint c_in;
+    uint len;
+    uint kernel;
+    uint padding;
+    uint dilation;
+    uint out_len;
+#endif
 } p;
 
 const uint G = WORKGROUP_SIZE / LK;
@@ -164,6 +181,36 @@ void load_step(uint col0, uint kk, bool live, out vec4 a[CPI], out vec4 c[CPI]) 
     }
 }
 
+#ifdef CONV
+// The im2col row `row` = (b, t) at reduction indices kk .. kk + 3 (ci kernel + tap): zero past
+// kend, past m, and where the tap falls in the padding.
+vec4 load_x4(uint row, uint kk, uint kend) {
+    vec4 v = vec4(0.0);
+    if (row >= p.m) {
+        return v;
+    }
+    uint b = row / p.out_len;
+    uint t = row % p.out_len;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        uint r = kk + i;
+        if (r < kend) {
+            uint ci = r / p.kernel;
+            // Position in the padded input; in range when padding <= s < padding + len.
+            uint s = t + (r % p.kernel) * p.dilation;
+            if (s >= p.padding && s - p.padding < p.len) {
+                v[i] = x[p.x_off + (b * p.c_in + ci) * p.len + (s - p.padding)];
+            }
+        }
+    }
+    return v;
+}
+
+// Where output (row, col) goes: y[b, col, t] for row = (b, t).
+#define Y_INDEX(row, col) (p.y_off + ((row) / p.out_len * p.n + (col)) * p.out_len + (row) % p.out_len)
+#else
+// Where output (row, col) goes.
+#define Y_INDEX(row, col) (p.y_off + (row) * p.ldy + (col))
+
 // x[row, kk .. kk + 3], zero past kend and past m.
 vec4 load_x4(uint row, uint kk, uint kend) {
     if (row >= p.m) {
@@ -179,6 +226,7 @@ vec4 load_x4(uint row, uint kk, uint kend) {
     }
     return v;
 }
+#endif
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
@@ -258,7 +306,7 @@ void main() {
                         if (p.has_bias != 0u) {
                             v += bias[p.b_off + col];
                         }
-                        y[p.y_off + row * p.ldy + col] = activate(p.act, p.slope, v);
+                        y[Y_INDEX(row, col)] = activate(p.act, p.slope, v);
                     } else {
                         y[p.y_off + (split * p.m + row) * p.n + col] = v;
                     }

@@ -1,7 +1,8 @@
 #version 450
 // The split-k epilogue of linear_stream.comp: y[row, col] = act(sum over splits s in
 // ascending order of part[s, row, col] + bias[col]), one invocation per output (a fixed order:
-// deterministic run to run and device to device).
+// deterministic run to run and device to device). With CONV defined (conv1d_stream_reduce) y is
+// conv1d's `[batch, c_out, out_len]` with row = (b, t) and col the output channel.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -23,7 +24,16 @@ layout(push_constant) uniform Push {
     uint has_bias;
     uint act;
     float slope;
+#ifdef CONV
+    uint out_len;
+#endif
 } p;
+
+#ifdef CONV
+#define Y_INDEX(row, col) (p.y_off + ((row) / p.out_len * p.n + (col)) * p.out_len + (row) % p.out_len)
+#else
+#define Y_INDEX(row, col) (p.y_off + (row) * p.ldy + (col))
+#endif
 
 void main() {
     uint i = global_index();
@@ -39,5 +49,5 @@ void main() {
     if (p.has_bias != 0u) {
         v += bias[p.b_off + col];
     }
-    y[p.y_off + row * p.ldy + col] = activate(p.act, p.slope, v);
+    y[Y_INDEX(row, col)] = activate(p.act, p.slope, v);
 }

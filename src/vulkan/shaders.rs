@@ -92,6 +92,10 @@ shaders! {
     Binary = "binary", Binary, 3;
     Cfg = "cfg", Cfg, 2;
     Conv1d = "conv1d", Conv1d, 4;
+    /// `conv1d` for few output columns on the weight-streaming kernel (`linear_stream.comp`
+    /// with `CONV`), and its split-k epilogue.
+    Conv1dStream = "conv1d_stream", Conv1dStream, 4;
+    Conv1dStreamReduce = "conv1d_stream_reduce", Conv1dStreamReduce, 3;
     /// The cooperative-matrix multiply-add peak (`kinema bench --op coopmat_peak`).
     CoopmatPeak = "coopmat_peak", CoopmatPeak, 1;
     Copy = "copy", Copy, 2;
@@ -249,6 +253,29 @@ pub(crate) mod push {
         pub has_bias: u32,
         pub act: u32,
         pub slope: f32,
+    }
+
+    /// `conv1d_stream`: [`LinearStream`] (m = batch out_len, n = c_out, k = c_in kernel)
+    /// followed by the convolution's geometry.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Conv1dStream {
+        pub linear: LinearStream,
+        pub batch: u32,
+        pub c_in: u32,
+        pub len: u32,
+        pub kernel: u32,
+        pub padding: u32,
+        pub dilation: u32,
+        pub out_len: u32,
+    }
+
+    /// `conv1d_stream_reduce`: [`LinearStreamReduce`] and the output length.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct Conv1dStreamReduce {
+        pub linear: LinearStreamReduce,
+        pub out_len: u32,
     }
 
     #[repr(C)]

@@ -72,6 +72,28 @@ pub const VARIANTS: &[Variant] = &[
             ("WN", "32"),
         ],
     },
+    // The weight-streaming linear and its split-k reduce; with CONV, conv1d for few output
+    // columns on the same kernel (im2col gathered while staging x, y in conv1d's layout).
+    Variant {
+        name: "linear_stream",
+        source: "linear_stream.comp",
+        defines: &[],
+    },
+    Variant {
+        name: "conv1d_stream",
+        source: "linear_stream.comp",
+        defines: &[("CONV", "")],
+    },
+    Variant {
+        name: "linear_stream_reduce",
+        source: "linear_stream_reduce.comp",
+        defines: &[],
+    },
+    Variant {
+        name: "conv1d_stream_reduce",
+        source: "linear_stream_reduce.comp",
+        defines: &[("CONV", "")],
+    },
     // Row ops: strict fixed-tree reductions, and the fast-mode variants on subgroup
     // arithmetic (rows.glsl).
     Variant {

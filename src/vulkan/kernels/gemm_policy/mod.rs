@@ -3,8 +3,8 @@
 //! of fast mode (the compiled fixed-tile variants `linear_cm_*` and the generic
 //! `linear_coopmat`), the workgroup-scope kernel (`linear_cm2`, `VK_NV_cooperative_matrix2`),
 //! the skinny kernel for linears of few rows (`linear_skinny`), the weight-streaming kernel for
-//! few rows and large weights (`linear_stream`, in `stream.rs`; opt-in for now) and the conv1d
-//! tiles. Every choice is a pure function of the shape, the device's limits and the tuning
+//! few rows and large weights (`linear_stream`, in `stream.rs`), which also runs conv1d for
+//! few output columns, and the conv1d tiles. Every choice is a pure function of the shape, the device's limits and the tuning
 //! overrides ([`Forced`]), so each branch is unit-tested here without a device.
 
 use super::super::context::{Coopmat2, Limits};
@@ -14,7 +14,7 @@ use super::float_dtype_code;
 use crate::tensor::DType;
 
 mod stream;
-pub(crate) use stream::{StreamTile, stream_splits, stream_tile, wants_stream};
+pub(crate) use stream::{StreamTile, conv_wants_stream, stream_splits, stream_tile, wants_stream};
 
 /// Tile shape of a BM x BN output tile per workgroup of (BM / TM) * (BN / TN) invocations,
 /// k in steps of BK: the conv1d shader's tiles.
@@ -172,6 +172,9 @@ pub(crate) struct Forced {
     pub skinny_tile: Option<String>,
     /// `KINEMA_VK_CONV_TILE=BMxBNxBKxTMxTN`: the conv1d tile.
     pub conv_tile: Option<String>,
+    /// `KINEMA_VK_CONV=tiled|stream`: conv1d on its tiled kernel or on the weight-streaming
+    /// kernel, whatever the shape (default: [`stream::conv_wants_stream`]'s window).
+    pub conv: Option<String>,
     /// `KINEMA_VK_STREAM_TILE=WGxMBxCPIxLKxKT`: the streaming kernel's tile.
     pub stream_tile: Option<String>,
     /// `KINEMA_VK_STREAM_SPLITS=S`: the streaming kernel's splits of k.
@@ -190,6 +193,7 @@ impl Forced {
             linear: var("KINEMA_VK_LINEAR"),
             skinny_tile: var("KINEMA_VK_SKINNY_TILE"),
             conv_tile: var("KINEMA_VK_CONV_TILE"),
+            conv: var("KINEMA_VK_CONV"),
             stream_tile: var("KINEMA_VK_STREAM_TILE"),
             stream_splits: var("KINEMA_VK_STREAM_SPLITS"),
         }

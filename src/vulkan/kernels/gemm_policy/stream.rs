@@ -109,6 +109,28 @@ pub(crate) fn wants_stream([m, n, k]: [usize; 3], f: &Forced) -> bool {
     }
 }
 
+/// Weight elements (c_out x c_in kernel) at and above which a conv1d of at most
+/// [`STREAM_MAX_M`] output columns (batch x out_len) runs the streaming kernel: the
+/// MotionBricks decoders' 512 x 1536 (786k) and 512 x 768 (393k) convolutions at batch 1-4,
+/// where the tiled conv1d's 16 x 32 tiles make 16-64 workgroups that each walk all 1536
+/// products (~60 us a dispatch on the H200 for ~94 MFLOP).
+pub(crate) const CONV_STREAM_MIN_WEIGHTS: usize = 1 << 16;
+
+/// Whether a conv1d with `cols` output columns (batch x out_len), `c_out` channels and a
+/// reduction of `red` (c_in x kernel) runs the streaming kernel (`conv1d_stream`): by default
+/// for 1..=[`STREAM_MAX_M`] columns and at least [`CONV_STREAM_MIN_WEIGHTS`] weights;
+/// `KINEMA_VK_CONV=stream` always, any other value (`tiled`) never.
+pub(crate) fn conv_wants_stream([cols, c_out, red]: [usize; 3], f: &Forced) -> bool {
+    match f.conv.as_deref() {
+        Some("stream") => true,
+        None => {
+            (1..=STREAM_MAX_M).contains(&cols)
+                && c_out.saturating_mul(red) >= CONV_STREAM_MIN_WEIGHTS
+        }
+        _ => false,
+    }
+}
+
 /// The streaming tile for m rows: the forced one (`KINEMA_VK_STREAM_TILE=WGxMBxCPIxLKxKT`)
 /// when valid and the device fits it; else m rounded up to a power of two rows per block (at
 /// most [`STREAM_MAX_ROWS`]), 64 / that columns per invocation (at most 8), and the largest
@@ -214,6 +236,34 @@ mod tests {
             [32, 4096, 4096],
             &forced(Some("bogus"), None, None)
         ));
+    }
+
+    #[test]
+    fn conv_window_takes_the_decoders_few_columns() {
+        let none = Forced::default();
+        let conv = |v: &str| Forced {
+            conv: Some(v.into()),
+            ..Forced::default()
+        };
+        // MotionBricks' decoder convolutions at batch 1 (15, 30 and 60 positions) and 4 x 15.
+        for cols in [1, 15, 30, 60, 64] {
+            assert!(conv_wants_stream([cols, 512, 1536], &none), "{cols}");
+            assert!(conv_wants_stream([cols, 512, 768], &none), "{cols}");
+        }
+        // More columns (batch 16 x 60), or small weights (the root head's 5 x 1536 output
+        // convolution), stay tiled.
+        assert!(!conv_wants_stream([65, 512, 1536], &none));
+        assert!(!conv_wants_stream([960, 512, 1536], &none));
+        assert!(!conv_wants_stream([60, 5, 1536], &none));
+        assert!(conv_wants_stream([60, 64, 1024], &none));
+        assert!(!conv_wants_stream([60, 63, 1024], &none));
+        // Nothing to compute: not streamed.
+        assert!(!conv_wants_stream([0, 512, 1536], &none));
+        // The override wins both ways.
+        assert!(conv_wants_stream([960, 5, 3], &conv("stream")));
+        for v in ["tiled", "bogus", ""] {
+            assert!(!conv_wants_stream([60, 512, 1536], &conv(v)), "{v}");
+        }
     }
 
     #[test]
