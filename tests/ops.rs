@@ -1048,7 +1048,8 @@ fn every_op_has_a_test_body() {
 /// The convolutions of the models (512 channels, kernel 3 and 1, short sequences, dilated, up
 /// to 512 x 128 outputs), with operands at odd offsets inside larger buffers and no bias. Sums
 /// run over c_in * kernel products in f32, so the absolute bound grows with that length, as in
-/// `bodies::linear`.
+/// `bodies::linear`. On Vulkan the 128-long one runs the tiled kernel and the others (at most
+/// 64 output columns) the weight-streaming one.
 #[test]
 fn vulkan_conv_model_shapes() {
     for b in vulkan_backends() {
