@@ -9,6 +9,7 @@ use super::super::shaders::{Shader, push};
 use super::gemm_policy::{
     Forced, StreamTile, conv_tile, conv_wants_stream, stream_splits, stream_tile,
 };
+use super::linear::{StreamRun, run_stream};
 use super::{Ref, elementwise, float_dtype_code, tile_groups, u32_of};
 use crate::error::Result;
 use crate::ops::{Conv1dParams, UpsampleParams};
@@ -113,45 +114,31 @@ fn conv1d_stream(
         dilation: u32_of(OP, "dilation", p.dilation)?,
         out_len: u32_of(OP, "out_len", out_len)?,
     };
-    if splits == 1 {
-        return rec.dispatch(Dispatch {
+    run_stream(
+        rec,
+        StreamRun {
             op: OP,
-            shader: Shader::Conv1dStream,
+            shaders: [Shader::Conv1dStream, Shader::Conv1dStreamReduce],
             spec: &spec,
-            args: &[In(x), In(w), bias.map_or(Absent, In), Out(y)],
-            push,
             groups,
-        });
-    }
-    let part = rec.scratch_f32(splits * m * n)?;
-    rec.dispatch(Dispatch {
-        op: OP,
-        shader: Shader::Conv1dStream,
-        spec: &spec,
-        args: &[In(x), In(w), Absent, Out(&part)],
-        push,
-        groups,
-    })?;
-    let wg = rec.elementwise_workgroup();
-    let groups = rec.grid(OP, (m * n) as u64, wg)?;
-    rec.dispatch(Dispatch {
-        op: OP,
-        shader: Shader::Conv1dStreamReduce,
-        spec: &[wg],
-        args: &[In(&part), bias.map_or(Absent, In), Out(y)],
-        push: push::Conv1dStreamReduce {
-            linear: push::LinearStreamReduce {
-                m: linear.m,
-                n: linear.n,
-                ldy: linear.ldy,
-                splits: u32_of(OP, "splits of k", splits)?,
-                has_bias: linear.has_bias,
-                ..Default::default()
+            splits,
+            outputs: m * n,
+            operands: [x, w, y],
+            bias,
+            push,
+            reduce_push: push::Conv1dStreamReduce {
+                linear: push::LinearStreamReduce {
+                    m: linear.m,
+                    n: linear.n,
+                    ldy: linear.ldy,
+                    splits: u32_of(OP, "splits of k", splits)?,
+                    has_bias: linear.has_bias,
+                    ..Default::default()
+                },
+                out_len: push.out_len,
             },
-            out_len: push.out_len,
         },
-        groups,
-    })
+    )
 }
 
 pub(crate) fn upsample_nearest2x(

@@ -13,6 +13,7 @@ use super::gemm_policy::{
 use super::{Ref, act_code, float_dtype_code, rows_per_binding, tile_groups, u32_of};
 use crate::error::Result;
 use crate::ops::LinearParams;
+use bytemuck::Pod;
 
 /// `x`, `w`, `bias`, `y` as checked by `check::linear`, on the weight-streaming kernel where
 /// [`wants_stream`] takes it (few rows and large weights, or as `KINEMA_VK_LINEAR` says), else
@@ -113,44 +114,86 @@ fn linear_stream(
             slope,
             ..Default::default()
         };
-        if splits == 1 {
-            return rec.dispatch(Dispatch {
+        run_stream(
+            rec,
+            StreamRun {
                 op: OP,
-                shader: Shader::LinearStream,
+                shaders: [Shader::LinearStream, Shader::LinearStreamReduce],
                 spec: &spec,
-                args: &[In(x), In(&ws), bs.as_ref().map_or(Absent, In), Out(&ys)],
-                push,
                 groups,
-            });
-        }
-        let part = rec.scratch_f32(splits * p.m * nc)?;
-        rec.dispatch(Dispatch {
-            op: OP,
-            shader: Shader::LinearStream,
-            spec: &spec,
-            args: &[In(x), In(&ws), Absent, Out(&part)],
-            push,
-            groups,
-        })?;
-        let wg = rec.elementwise_workgroup();
-        let groups = rec.grid(OP, (p.m * nc) as u64, wg)?;
-        rec.dispatch(Dispatch {
-            op: OP,
-            shader: Shader::LinearStreamReduce,
-            spec: &[wg],
-            args: &[In(&part), bs.as_ref().map_or(Absent, In), Out(&ys)],
-            push: push::LinearStreamReduce {
-                m: push.m,
-                n: push.n,
-                ldy: push.ldy,
-                splits: u32_of(OP, "splits of k", splits)?,
-                has_bias: push.has_bias,
-                act,
-                slope,
-                ..Default::default()
+                splits,
+                outputs: p.m * nc,
+                operands: [x, &ws, &ys],
+                bias: bs.as_ref(),
+                push,
+                reduce_push: push::LinearStreamReduce {
+                    m: push.m,
+                    n: push.n,
+                    ldy: push.ldy,
+                    splits: u32_of(OP, "splits of k", splits)?,
+                    has_bias: push.has_bias,
+                    act,
+                    slope,
+                    ..Default::default()
+                },
             },
-            groups,
-        })
+        )
+    })
+}
+
+/// One run of the weight-streaming kernel (`linear_stream.comp` or its `CONV` variant) and, for
+/// several splits of k, its reduce: `shaders` = [main, reduce]; `operands` = x, w, y; `push`
+/// has `epilogue` set exactly when `splits` is 1; `outputs` = m n, the partial sums per split.
+pub(super) struct StreamRun<'a, P, R> {
+    pub op: &'static str,
+    pub shaders: [Shader; 2],
+    pub spec: &'a [u32],
+    pub groups: [u32; 3],
+    pub splits: usize,
+    pub outputs: usize,
+    pub operands: [&'a Ref; 3],
+    pub bias: Option<&'a Ref>,
+    pub push: P,
+    pub reduce_push: R,
+}
+
+/// Records `r`: with one split, the main kernel writes y (bias and activation in its
+/// epilogue); with several, it writes the partial sums `[split][m][n]` to scratch memory and
+/// the reduce kernel adds them in ascending split order, then the bias and activation.
+pub(super) fn run_stream<P: Pod, R: Pod>(
+    rec: &mut VulkanRecording,
+    r: StreamRun<'_, P, R>,
+) -> Result<()> {
+    let [x, w, y] = r.operands;
+    let [main, reduce] = r.shaders;
+    if r.splits == 1 {
+        return rec.dispatch(Dispatch {
+            op: r.op,
+            shader: main,
+            spec: r.spec,
+            args: &[In(x), In(w), r.bias.map_or(Absent, In), Out(y)],
+            push: r.push,
+            groups: r.groups,
+        });
+    }
+    let part = rec.scratch_f32(r.splits * r.outputs)?;
+    rec.dispatch(Dispatch {
+        op: r.op,
+        shader: main,
+        spec: r.spec,
+        args: &[In(x), In(w), Absent, Out(&part)],
+        push: r.push,
+        groups: r.groups,
+    })?;
+    let wg = rec.elementwise_workgroup();
+    let groups = rec.grid(r.op, r.outputs as u64, wg)?;
+    rec.dispatch(Dispatch {
+        op: r.op,
+        shader: reduce,
+        spec: &[wg],
+        args: &[In(&part), r.bias.map_or(Absent, In), Out(y)],
+        push: r.reduce_push,
+        groups,
     })
 }
 
