@@ -1161,6 +1161,87 @@ fn vulkan_conv_stream_shapes() {
     }
 }
 
+/// Linears of 2..=64 rows whose weights (2^18 to 2^22 elements) the Vulkan backend streams on
+/// the narrow tile (`linear_stream.comp`, one column per invocation, split k; the window is
+/// unit-tested in `gemm_policy::stream`): MotionBricks' transformer shapes at batch 1 (25 rows:
+/// root 512 wide, pose 1024 wide, feed-forward 2048) and batch 2, the window's edges (2 and 64
+/// rows, 512 x 512 weights), odd n and k, f32 and f16 weights, the activations the models use,
+/// bias on and off, every operand at an odd offset inside a larger buffer.
+#[test]
+fn vulkan_linear_narrow_stream_shapes() {
+    for b in vulkan_backends() {
+        let mut r = Rng(16);
+        for &(m, n, k, act, bias) in &[
+            (25, 1536, 512, Activation::None, true),
+            (25, 512, 512, Activation::None, true),
+            (25, 2048, 512, Activation::Relu, true),
+            (25, 512, 2048, Activation::None, false),
+            (25, 3072, 1024, Activation::None, true),
+            (25, 2048, 1024, Activation::LeakyRelu(0.01), true),
+            (50, 1024, 2048, Activation::None, true),
+            (2, 512, 512, Activation::Relu, false),
+            (64, 700, 517, Activation::Gelu, true),
+        ] {
+            assert!((2..=64).contains(&m) && n * k >= 1 << 18 && n * k < 1 << 22);
+            let x = r.vec(m * k + 3, -1.0, 1.0);
+            let wf = r.vec(n * k, -1.0, 1.0);
+            let bv = r.vec(n + 1, -1.0, 1.0);
+            let w16: Vec<f16> = wf.iter().map(|&v| f16::from_f32(v)).collect();
+            let cases: [(DType, Vec<u8>, Weights); 2] = [
+                (
+                    DType::F32,
+                    bytemuck::cast_slice(&wf).to_vec(),
+                    Weights::F32(&wf),
+                ),
+                (
+                    DType::F16,
+                    bytemuck::cast_slice(&w16).to_vec(),
+                    Weights::F16(&w16),
+                ),
+            ];
+            for (dt, bytes, wref) in cases {
+                let p = LinearParams {
+                    m,
+                    n,
+                    k,
+                    activation: act,
+                };
+                let mut want = vec![0f32; m * n];
+                let bias_ref = bias.then(|| &bv[1..]);
+                cpu::matmul::reference::linear(&p, &x[3..], wref, bias_ref, &mut want);
+                // The weights at element 5 of a larger buffer (f16: 10 bytes in).
+                let pad = dt.bytes_for(5).unwrap();
+                let mut wbytes = vec![0u8; pad];
+                wbytes.extend_from_slice(&bytes);
+                let (xb, wb, bb) = (
+                    upload_f32(b, &x),
+                    upload(b, dt, &wbytes, n * k + 5),
+                    upload_f32(b, &bv),
+                );
+                let y = alloc(b, DType::F32, m * n + 7);
+                let (xs, ws, bs, ys) = (
+                    xb.slice(3, m * k).unwrap(),
+                    wb.slice(5, n * k).unwrap(),
+                    bb.slice(1, n).unwrap(),
+                    y.slice(7, m * n).unwrap(),
+                );
+                run(b, |rec| {
+                    b.linear(rec, &p, &xs, &ws, bias.then_some(&bs), &ys)
+                });
+                let got = download_f32(b, &y);
+                assert!(got[..7].iter().all(|&v| v == 0.0), "linear wrote before y");
+                assert_close(
+                    &format!("linear narrow stream {m}x{n}x{k} {dt} {act:?} bias {bias}"),
+                    &got[7..],
+                    &want,
+                    REL_F32 * k as f32,
+                    REL_F32,
+                );
+            }
+        }
+    }
+}
+
 /// Argmax special values on Vulkan: ties (first index), -0 against +0, NaN anywhere (the first
 /// NaN wins), all -inf, one column, and rows longer than a workgroup.
 #[test]

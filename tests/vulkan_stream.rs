@@ -32,8 +32,9 @@ fn set(name: &str, value: Option<&str>) {
 /// k (scalar weight and x loads) and k on multiples of 8 (vector loads; q8_0 needs whole
 /// blocks), x at an unaligned offset for some shapes, bias on and off, activations; each shape
 /// with one split of k (the epilogue in the main kernel), the automatic splits, and 3 forced
-/// splits (partial sums and the reduce kernel), and a small forced tile (32 k staged at a time:
-/// many stages, 4 rows per block). Then, under a 4 KiB binding limit, weights split over
+/// splits (partial sums and the reduce kernel), on the automatic tile (the narrow one: these
+/// weights are under 2^22), a small forced tile (32 k staged at a time: many stages, 4 rows
+/// per block) and the wide tile LLM2Vec's shapes take (2 columns per invocation, 128 k stages). Then, under a 4 KiB binding limit, weights split over
 /// groups of columns (each dispatch writes fewer columns than the ldy = n between rows of y). Each result is checked against the CPU
 /// scalar reference, f32 weights without activation also within the strict f64 bound, and
 /// every result is bit-identical when recorded and run again (deterministic).
@@ -60,12 +61,14 @@ fn stream_linear_matches_the_reference() {
         (64, 29, 37),
         (64, 67, 256),
     ];
-    // (splits, tile): one split, automatic, three, and three on a small tile.
+    // (splits, tile): one split, automatic, three, three on a small tile, and automatic on
+    // the wide tile.
     let configs: &[(Option<&str>, Option<&str>)] = &[
         (Some("1"), None),
         (None, None),
         (Some("3"), None),
         (Some("3"), Some("64x4x4x4x32")),
+        (None, Some("256x32x2x4x128")),
     ];
     let mut r = Rng(77);
     let small: &[(usize, usize, usize)] = &[(7, 61, 64), (2, 77, 320)];

@@ -7,7 +7,8 @@ use super::super::recording::Arg::{Absent, In, Out};
 use super::super::recording::{Dispatch, VulkanRecording};
 use super::super::shaders::{Shader, push};
 use super::gemm_policy::{
-    Forced, StreamTile, conv_tile, conv_wants_stream, stream_splits, stream_tile,
+    Forced, NARROW_FREE_PARTIAL_BYTES, StreamTile, conv_tile, conv_wants_stream,
+    narrow_stream_tile, stream_splits,
 };
 use super::linear::{StreamRun, run_stream};
 use super::{Ref, elementwise, float_dtype_code, tile_groups, u32_of};
@@ -35,7 +36,7 @@ pub(crate) fn conv1d(
     let red = p.c_in * p.kernel;
     u32_of(OP, "c_in * kernel", red)?;
     if conv_wants_stream([cols, p.c_out, red], &forced)
-        && let Some(t) = stream_tile(cols, rec.limits(), &forced)
+        && let Some(t) = narrow_stream_tile(cols, rec.limits(), &forced)
     {
         return conv1d_stream(rec, p, x, w, bias, y, &t, &forced);
     }
@@ -88,7 +89,14 @@ fn conv1d_stream(
     let (m, n, k) = (p.batch * out_len, p.c_out, p.c_in * p.kernel);
     let vec_ok = u32::from(limits.min_storage_offset_align.is_multiple_of(16));
     let spec = t.spec(float_dtype_code(DType::F32), vec_ok);
-    let (splits, ks) = stream_splits([m, n, k], 4 * k, t, &limits, forced);
+    let (splits, ks) = stream_splits(
+        [m, n, k],
+        4 * k,
+        NARROW_FREE_PARTIAL_BYTES,
+        t,
+        &limits,
+        forced,
+    );
     let groups = [
         u32_of(OP, "column groups", n.div_ceil(t.columns() as usize))?,
         u32_of(OP, "splits of k", splits)?,

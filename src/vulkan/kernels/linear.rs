@@ -8,7 +8,7 @@ use super::super::recording::Arg::{Absent, In, Out};
 use super::super::recording::{Dispatch, VulkanRecording};
 use super::super::shaders::{Shader, push};
 use super::gemm_policy::{
-    Forced, StreamTile, linear_kernel, stream_splits, stream_tile, wants_stream,
+    Forced, StreamTile, linear_kernel, linear_stream_tile, stream_splits, wants_stream,
 };
 use super::{Ref, act_code, float_dtype_code, rows_per_binding, tile_groups, u32_of};
 use crate::error::Result;
@@ -39,9 +39,9 @@ pub(crate) fn linear(
     let limits = rec.limits();
     let forced = Forced::from_env();
     if wants_stream([p.m, p.n, p.k], &forced)
-        && let Some(t) = stream_tile(p.m, limits, &forced)
+        && let Some((t, free)) = linear_stream_tile([p.m, p.n, p.k], limits, &forced)
     {
-        return linear_stream(rec, p, x, w, bias, y, &t, &forced);
+        return linear_stream(rec, p, x, w, bias, y, &t, free, &forced);
     }
     let kernel = linear_kernel([p.m, p.n, p.k], w.dtype, coopmat, coopmat2, limits, &forced);
     let row_bytes = w.dtype.bytes_for(p.k).expect("checked: whole q8_0 blocks") as u64;
@@ -72,7 +72,8 @@ pub(crate) fn linear(
     })
 }
 
-/// [`linear`] on the weight-streaming kernel (`linear_stream.comp`) with tile `t`: per group of
+/// [`linear`] on the weight-streaming kernel (`linear_stream.comp`) with tile `t` (and `free`
+/// partial-sum bytes for [`stream_splits`]): per group of
 /// output columns that fits a binding, one dispatch of ceil(columns / tile columns) x splits
 /// workgroups; with several splits of k it writes partial sums to a scratch buffer and
 /// `linear_stream_reduce.comp` adds them (in ascending split order), the bias and the
@@ -86,6 +87,7 @@ fn linear_stream(
     bias: Option<&Ref>,
     y: &Ref,
     t: &StreamTile,
+    free: usize,
     forced: &Forced,
 ) -> Result<()> {
     const OP: &str = "linear";
@@ -96,7 +98,7 @@ fn linear_stream(
     let spec = t.spec(float_dtype_code(w.dtype), vec_ok);
     let (act, slope) = act_code(p.activation);
     for_columns(p, rows, w, bias, y, |Columns { nc, ws, bs, ys }| {
-        let (splits, ks) = stream_splits([p.m, nc, p.k], row_bytes, t, &limits, forced);
+        let (splits, ks) = stream_splits([p.m, nc, p.k], row_bytes, free, t, &limits, forced);
         let groups = [
             u32_of(OP, "column groups", nc.div_ceil(t.columns() as usize))?,
             u32_of(OP, "splits of k", splits)?,

@@ -14,7 +14,10 @@ use super::float_dtype_code;
 use crate::tensor::DType;
 
 mod stream;
-pub(crate) use stream::{StreamTile, conv_wants_stream, stream_splits, stream_tile, wants_stream};
+pub(crate) use stream::{
+    NARROW_FREE_PARTIAL_BYTES, StreamTile, conv_wants_stream, linear_stream_tile,
+    narrow_stream_tile, stream_splits, wants_stream,
+};
 
 /// Tile shape of a BM x BN output tile per workgroup of (BM / TM) * (BN / TN) invocations,
 /// k in steps of BK: the conv1d shader's tiles.

@@ -91,21 +91,47 @@ impl StreamTile {
     }
 }
 
+/// Weight elements (k * n) at and above which linears of [`STREAM_MIN_M`]..=[`STREAM_MAX_M`]
+/// rows run the streaming kernel on its narrow tile ([`narrow_stream_tile`]) while below
+/// [`STREAM_MIN_WEIGHTS`]: MotionBricks' transformer linears at batch 1 (25 rows; 512 x 512 to
+/// 3072 x 1024). On the H200 (2026-12-02, `bench kernels --op linear`, f16 weights, GPU time)
+/// the narrow tile took them from 35-95 us on the tiled kernels (coopmat; 12-62 us skinny) to
+/// 15-29 us. 512 x 512 (2^18) is the smallest of them.
+pub(crate) const STREAM_NARROW_MIN_WEIGHTS: usize = 1 << 18;
+
 /// Whether an m x n x k linear runs the streaming kernel: by default (and with
 /// `KINEMA_VK_LINEAR=stream-window`) for m within [`STREAM_MIN_M`]..=[`STREAM_MAX_M`] and k n at
-/// least [`STREAM_MIN_WEIGHTS`] (LLM2Vec's 8B projections and nothing of the other models);
-/// `stream` for every linear; any other value (`tiled`, `skinny`) never. On the H200
-/// (2026-12-02, `bench llm2vec`, 32 layers, 32 tokens, bf16, strict) the window took 45.1 ms
-/// p50 per prompt against 107.8 ms with the tiled kernels. An earlier 4-layer comparison that
-/// had it slower (23.2 against 13.9 ms p50) was run-to-run noise of a short model: the same
-/// 4-layer bench swings between ~6 and ~26 ms a run with either kernel (BENCHMARKS.md).
+/// least [`STREAM_NARROW_MIN_WEIGHTS`] (LLM2Vec's 8B projections, MotionBricks' transformer
+/// linears at small batches); `stream` for every linear; any other value (`tiled`, `skinny`)
+/// never. On the H200 (2026-12-02, `bench llm2vec`, 32 layers, 32 tokens, bf16, strict) the
+/// window took 45.1 ms p50 per prompt against 107.8 ms with the tiled kernels. An earlier
+/// 4-layer comparison that had it slower (23.2 against 13.9 ms p50) was run-to-run noise of a
+/// short model: the same 4-layer bench swings between ~6 and ~26 ms a run with either kernel
+/// (BENCHMARKS.md).
 pub(crate) fn wants_stream([m, n, k]: [usize; 3], f: &Forced) -> bool {
     match f.linear.as_deref() {
         Some("stream") => true,
         None | Some("stream-window") => {
-            (STREAM_MIN_M..=STREAM_MAX_M).contains(&m) && k.saturating_mul(n) >= STREAM_MIN_WEIGHTS
+            (STREAM_MIN_M..=STREAM_MAX_M).contains(&m)
+                && k.saturating_mul(n) >= STREAM_NARROW_MIN_WEIGHTS
         }
         _ => false,
+    }
+}
+
+/// The streaming tile of an m x n x k linear and the partial-sum bytes its splits may write
+/// regardless of the weights (see [`stream_splits`]): [`stream_tile`] and none for weights of
+/// at least [`STREAM_MIN_WEIGHTS`], else [`narrow_stream_tile`] and
+/// [`NARROW_FREE_PARTIAL_BYTES`].
+pub(crate) fn linear_stream_tile(
+    [m, n, k]: [usize; 3],
+    l: &Limits,
+    f: &Forced,
+) -> Option<(StreamTile, usize)> {
+    if k.saturating_mul(n) >= STREAM_MIN_WEIGHTS {
+        stream_tile(m, l, f).map(|t| (t, 0))
+    } else {
+        narrow_stream_tile(m, l, f).map(|t| (t, NARROW_FREE_PARTIAL_BYTES))
     }
 }
 
@@ -137,33 +163,67 @@ pub(crate) fn conv_wants_stream([cols, c_out, red]: [usize; 3], f: &Forced) -> b
 /// workgroup of [`STREAM_WG`] and then the largest stage of [`STREAM_KT`] the device fits.
 /// `None` when none fits.
 pub(crate) fn stream_tile(m: usize, l: &Limits, f: &Forced) -> Option<StreamTile> {
-    if let Some([wg, mb, cpi, lk, kt]) = dims(f.stream_tile.as_deref()) {
-        let t = StreamTile::new(wg, mb, cpi, lk, kt);
-        if t.fits(l) {
-            return Some(t);
-        }
-    }
-    let mb = (m.max(1).next_power_of_two() as u32).min(STREAM_MAX_ROWS);
-    let cpi = (STREAM_MAX_ACC / mb).min(8);
+    let mb = block_rows(m);
+    forced_tile(l, f).or_else(|| first_fit(l, mb, (STREAM_MAX_ACC / mb).min(8), &STREAM_KT))
+}
+
+/// Stages of the narrow streaming tile, largest first.
+const NARROW_STREAM_KT: [u32; 2] = [64, 32];
+
+/// The narrow streaming tile for m rows (a conv1d's output columns, or a linear's rows with
+/// weights under [`STREAM_MIN_WEIGHTS`]): the forced one as for [`stream_tile`]; else one
+/// column per invocation (64 columns per 256-invocation workgroup) and a stage of 64 k, so
+/// weights of a few MiB spread over many column groups and splits. On the H200 (2026-12-02,
+/// `bench kernels`, GPU time) it took the MotionBricks decoders' 512 x 15 / 30 / 60 x 3
+/// convolutions from 31 / 33 / 55 us on the wide tile (4 or 2 columns per invocation, 256 k
+/// stages: 2-4 column groups x at most 6 splits) to 15 / 19 / 26 us, and was the fastest of
+/// five tiles for 6 of MotionBricks' 8 linear shapes at 25 rows (two columns per invocation
+/// won 3072 x 1024 and 2048 x 1024 by 1-5 us).
+pub(crate) fn narrow_stream_tile(m: usize, l: &Limits, f: &Forced) -> Option<StreamTile> {
+    forced_tile(l, f).or_else(|| first_fit(l, block_rows(m), 1, &NARROW_STREAM_KT))
+}
+
+/// m rounded up to a power of two, at most [`STREAM_MAX_ROWS`].
+fn block_rows(m: usize) -> u32 {
+    (m.max(1).next_power_of_two() as u32).min(STREAM_MAX_ROWS)
+}
+
+/// `KINEMA_VK_STREAM_TILE` when it is valid and the device fits it.
+fn forced_tile(l: &Limits, f: &Forced) -> Option<StreamTile> {
+    let [wg, mb, cpi, lk, kt] = dims(f.stream_tile.as_deref())?;
+    Some(StreamTile::new(wg, mb, cpi, lk, kt)).filter(|t| t.fits(l))
+}
+
+/// The largest workgroup of [`STREAM_WG`], then the largest stage of `kts`, that the device
+/// fits for `mb` rows and `cpi` columns per invocation.
+fn first_fit(l: &Limits, mb: u32, cpi: u32, kts: &[u32]) -> Option<StreamTile> {
     STREAM_WG
         .iter()
         .flat_map(|&wg| {
-            STREAM_KT
-                .iter()
+            kts.iter()
                 .map(move |&kt| StreamTile::new(wg, mb, cpi, STREAM_LK, kt))
         })
         .find(|t| t.fits(l))
 }
 
+/// Partial sums of the narrow tile's splits (written and read back once) that count as free
+/// whatever the weights: 4 MiB, far inside a large GPU's L2 (the H200 has 50 MiB). The
+/// decoders' 512 x 1536 convolutions have 3 MiB of weights, so the quarter-of-the-weights cap
+/// would hold them to 6 splits at 60 columns; 24 splits (8 column groups x 24 = 192
+/// workgroups) measured 26 against 39 us at 8 splits and 48 us at the cap.
+pub(crate) const NARROW_FREE_PARTIAL_BYTES: usize = 4 << 20;
+
 /// Splits of k for an m x n x k linear on tile `t` with weight rows of `row_bytes`, and k per
 /// split: the forced count (`KINEMA_VK_STREAM_SPLITS`) when positive; else enough for
 /// [`GEMM_MIN_WORKGROUPS`] workgroups, but at most so many that the partial sums (4 m bytes
-/// per column and split, written and read back) stay within a quarter of the weight bytes.
-/// Every split but the last takes a whole number of stages (k per split is a multiple of the
-/// stage); with the partial sums over `max_binding` the splits shrink to fit.
+/// per column and split, written and read back) stay within a quarter of the weight bytes or
+/// within `free_partial_bytes`, whichever allows more. Every split but the last takes a whole
+/// number of stages (k per split is a multiple of the stage); with the partial sums over
+/// `max_binding` the splits shrink to fit.
 pub(crate) fn stream_splits(
     [m, n, k]: [usize; 3],
     row_bytes: usize,
+    free_partial_bytes: usize,
     t: &StreamTile,
     l: &Limits,
     f: &Forced,
@@ -177,7 +237,10 @@ pub(crate) fn stream_splits(
         Some(s) => s,
         None if groups >= GEMM_MIN_WORKGROUPS => 1,
         None => {
-            let cap = (row_bytes / (16 * m.max(1))).max(1);
+            let partial = 4 * m.max(1);
+            let cap = (row_bytes / (4 * partial))
+                .max(free_partial_bytes / (partial * n.max(1)))
+                .max(1);
             GEMM_MIN_WORKGROUPS.div_ceil(groups).min(cap)
         }
     };
@@ -217,10 +280,23 @@ mod tests {
                 assert!(!wants_stream([1, n_k[0], n_k[1]], &window));
                 assert!(!wants_stream([65, n_k[0], n_k[1]], &window));
             }
-            // Kimodo (404 / 606 rows) and MotionBricks' widths (at most 2048 x 1024) do not.
+            // MotionBricks' transformer linears at batch 1 and 2 (25 / 50 rows, 512 x 512 to
+            // 3072 x 1024) do; Kimodo's (404 / 606 rows), MotionBricks' at batch 16 (400 rows)
+            // and weights under 512 x 512 do not.
+            for n_k in [
+                [512, 512],
+                [1536, 512],
+                [512, 2048],
+                [3072, 1024],
+                [1024, 2048],
+            ] {
+                assert!(wants_stream([25, n_k[0], n_k[1]], &window), "{n_k:?}");
+                assert!(wants_stream([50, n_k[0], n_k[1]], &window), "{n_k:?}");
+                assert!(!wants_stream([400, n_k[0], n_k[1]], &window), "{n_k:?}");
+            }
             assert!(!wants_stream([606, 3072, 1024], &window));
-            assert!(!wants_stream([32, 2048, 1024], &window));
-            assert!(!wants_stream([32, 1024, 4095], &window));
+            assert!(!wants_stream([25, 511, 512], &window));
+            assert!(!wants_stream([25, 64, 256], &window));
         }
         // The override wins both ways.
         assert!(wants_stream([1, 3, 5], &forced(Some("stream"), None, None)));
@@ -328,14 +404,74 @@ mod tests {
     }
 
     #[test]
+    fn linears_under_4m_weights_and_convs_take_the_narrow_tile() {
+        let none = Forced::default();
+        let t = |wg, mb, cpi, kt, rc| StreamTile {
+            wg,
+            mb,
+            cpi,
+            lk: 4,
+            kt,
+            rc,
+        };
+        let l = h200();
+        // MotionBricks' shapes: one column per invocation, 64 k stages, free partial sums.
+        assert_eq!(
+            linear_stream_tile([25, 3072, 1024], &l, &none),
+            Some((t(256, 32, 1, 64, 16), NARROW_FREE_PARTIAL_BYTES))
+        );
+        assert_eq!(
+            narrow_stream_tile(15, &l, &none),
+            Some(t(256, 16, 1, 64, 16))
+        );
+        assert_eq!(narrow_stream_tile(2, &l, &none), Some(t(256, 2, 1, 64, 2)));
+        // LLM2Vec's (4096 x 1024 is the smallest): the wide tile, partial sums capped by the
+        // weights alone.
+        assert_eq!(
+            linear_stream_tile([32, 1024, 4096], &l, &none),
+            Some((t(256, 32, 2, 256, 16), 0))
+        );
+        // A forced tile wins for both.
+        let f = forced(None, Some("64x4x4x4x32"), None);
+        assert_eq!(narrow_stream_tile(25, &l, &f), Some(t(64, 4, 4, 32, 16)));
+        for dev in [h200(), limits(1024, 32768), limits(128, 16384)] {
+            for m in 1..=64 {
+                let t = narrow_stream_tile(m, &dev, &none).unwrap();
+                assert!(t.valid() && t.fits(&dev) && t.cpi == 1, "{t:?}");
+            }
+        }
+        // The decoders' 512 x 1536 convolution at 60 columns: 8 column groups, and the free
+        // 4 MiB of partial sums lets it take one 64 k stage per split (24 splits, 192
+        // workgroups) where a quarter of its 3 MiB of weights would allow 6.
+        let c = narrow_stream_tile(60, &l, &none).unwrap();
+        let conv = |free| stream_splits([60, 512, 1536], 4 * 1536, free, &c, &l, &none);
+        assert_eq!(conv(NARROW_FREE_PARTIAL_BYTES), (24, 64));
+        assert_eq!(conv(0), (6, 256));
+        // 25 x 1024 x 1024 f16: 16 column groups, 16 splits of one stage.
+        let lin = narrow_stream_tile(25, &l, &none).unwrap();
+        assert_eq!(
+            stream_splits(
+                [25, 1024, 1024],
+                2048,
+                NARROW_FREE_PARTIAL_BYTES,
+                &lin,
+                &l,
+                &none
+            ),
+            (16, 64)
+        );
+    }
+
+    #[test]
     fn splits_fill_the_gpu_within_the_partial_traffic_cap() {
         let none = Forced::default();
         let l = h200();
         let t = stream_tile(32, &l, &none).unwrap();
         let bf16 = |k: usize| 2 * k;
         let q8 = |k: usize| k / 32 * 34;
-        let s =
-            |n: usize, k: usize, row: usize, f: &Forced| stream_splits([32, n, k], row, &t, &l, f);
+        let s = |n: usize, k: usize, row: usize, f: &Forced| {
+            stream_splits([32, n, k], row, 0, &t, &l, f)
+        };
         // 32 column groups of 128: 9 wanted, 512 k (two stages) per split.
         assert_eq!(s(4096, 4096, bf16(4096), &none), (8, 512));
         // 8 column groups: 33 wanted, capped at 16 (partials at a quarter of the weights).
@@ -363,7 +499,7 @@ mod tests {
         // Partial sums over half a binding: fewer splits.
         let mut small = l.clone();
         small.max_binding = 1 << 20;
-        let (splits, ks) = stream_splits([32, 1024, 4096], bf16(4096), &t, &small, &none);
+        let (splits, ks) = stream_splits([32, 1024, 4096], bf16(4096), 0, &t, &small, &none);
         assert_eq!((splits, ks), (4, 1024));
         assert!(splits * 32 * 1024 * 4 <= (1 << 19));
     }
