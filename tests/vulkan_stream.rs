@@ -37,7 +37,10 @@ fn set(name: &str, value: Option<&str>) {
 /// per block) and the wide tile LLM2Vec's shapes take (2 columns per invocation, 128 k stages). Then, under a 4 KiB binding limit, weights split over
 /// groups of columns (each dispatch writes fewer columns than the ldy = n between rows of y). Each result is checked against the CPU
 /// scalar reference, f32 weights without activation also within the strict f64 bound, and
-/// every result is bit-identical when recorded and run again (deterministic).
+/// every result is bit-identical when recorded and run again (deterministic), when the same
+/// recording runs a second time over a poisoned y, and with the splits summed by the separate
+/// reduce dispatch (the default) and by each column group's last workgroup
+/// (`KINEMA_VK_STREAM_FOLD=1`).
 #[test]
 fn stream_linear_matches_the_reference() {
     let required = std::env::var("KINEMA_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
@@ -112,14 +115,25 @@ fn stream_linear_matches_the_reference() {
                             let mut rec = b.begin().unwrap();
                             let bias_buf = with_bias.then_some(&bb);
                             b.linear(&mut rec, &p, &xr, &wbuf, bias_buf, &y).unwrap();
-                            b.submit(&rec).unwrap();
-                            (download_f32(&b, &y), rec.dispatches())
+                            run_twice(&b, &rec, &y, m * n)
                         };
+                        // The splits summed by each column group's last workgroup, and by the
+                        // reduce dispatch (the default): the same bits, one more dispatch per
+                        // group unfolded.
+                        set("KINEMA_VK_STREAM_FOLD", Some("1"));
                         let (got, dispatches) = run();
+                        set("KINEMA_VK_STREAM_FOLD", None);
+                        let (unfolded, unfolded_dispatches) = run();
                         let what = format!(
                             "stream linear {m}x{n}x{k} {dt} {act:?} bias {with_bias} x at {x0} \
                              splits {splits:?} tile {tile:?} binding limit {small_binding} \
-                             ({dispatches} dispatches)"
+                             ({dispatches} dispatches, {unfolded_dispatches} unfolded)"
+                        );
+                        assert_same_bits(&what, &got, &unfolded);
+                        // (Each group of columns over a binding may split k or not.)
+                        assert!(
+                            (dispatches..=2 * dispatches).contains(&unfolded_dispatches),
+                            "{what}"
                         );
                         if small_binding && splits == Some("1") {
                             // One dispatch per group of columns.
@@ -127,8 +141,9 @@ fn stream_linear_matches_the_reference() {
                         } else if !small_binding && splits == Some("3") && k > 256 {
                             // k per split is a whole number of stages of at most 256 k (the
                             // H200 stages 256, lavapipe 128), so k > 256 splits at least
-                            // twice on every device.
-                            assert_eq!(dispatches, 2, "{what}: split k takes a reduce");
+                            // twice on every device: one dispatch folded, two with the reduce.
+                            assert_eq!(dispatches, 1, "{what}: the splits fold");
+                            assert_eq!(unfolded_dispatches, 2, "{what}: split k takes a reduce");
                         }
                         if splits == Some("1") && !small_binding {
                             assert_eq!(dispatches, 1, "{what}: one split, one dispatch");
@@ -139,12 +154,7 @@ fn stream_linear_matches_the_reference() {
                             assert_gemm(&what, &got, &exact, strict_gemm_rel(k), 0.0);
                         }
                         let (again, _) = run();
-                        assert!(
-                            got.iter()
-                                .zip(&again)
-                                .all(|(a, b)| a.to_bits() == b.to_bits()),
-                            "{what}: a second run differs"
-                        );
+                        assert_same_bits(&format!("{what}: a second recording"), &got, &again);
                     }
                 }
             }
@@ -153,6 +163,7 @@ fn stream_linear_matches_the_reference() {
     set("KINEMA_VK_LINEAR", None);
     conv_stream_matches_the_reference(&devices);
     for v in [
+        "KINEMA_VK_STREAM_FOLD",
         "KINEMA_VK_CONV",
         "KINEMA_VK_STREAM_SPLITS",
         "KINEMA_VK_STREAM_TILE",
@@ -167,7 +178,8 @@ fn stream_linear_matches_the_reference() {
 /// input), dilation, a reduction c_in kernel that is odd (scalar weight loads) or longer than
 /// two stages, more output columns than one row block of 32, bias on and off; each with one
 /// split, the automatic splits, three, and three on a small tile, at odd buffer offsets.
-/// Checked against the CPU scalar reference, and bit-identical when run again.
+/// Checked against the CPU scalar reference, and bit-identical when run again, when the same
+/// recording runs again over a poisoned y, and with the splits unfolded (the reduce dispatch).
 fn conv_stream_matches_the_reference(devices: &[kinema::vulkan::DeviceSummary]) {
     set("KINEMA_VK_CONV", Some("stream"));
     let configs: &[(Option<&str>, Option<&str>)] = &[
@@ -225,29 +237,55 @@ fn conv_stream_matches_the_reference(devices: &[kinema::vulkan::DeviceSummary]) 
                     let mut rec = b.begin().unwrap();
                     b.conv1d(&mut rec, &p, &xs, &ws, with_bias.then_some(&bb), &y)
                         .unwrap();
-                    b.submit(&rec).unwrap();
-                    (download_f32(&b, &y), rec.dispatches())
+                    run_twice(&b, &rec, &y, want.len())
                 };
+                set("KINEMA_VK_STREAM_FOLD", Some("1"));
                 let (got, dispatches) = run();
+                set("KINEMA_VK_STREAM_FOLD", None);
+                let (unfolded, unfolded_dispatches) = run();
                 let what = format!(
                     "stream conv1d {p:?} bias {with_bias} splits {splits:?} tile {tile:?} \
-                     ({dispatches} dispatches)"
+                     ({dispatches} dispatches, {unfolded_dispatches} unfolded)"
                 );
+                assert_same_bits(&what, &got, &unfolded);
                 if splits == Some("1") {
                     assert_eq!(dispatches, 1, "{what}: one split, one dispatch");
+                    assert_eq!(unfolded_dispatches, 1, "{what}: one split, one dispatch");
                 } else if splits == Some("3") && red > 256 {
                     // As for the linear: more than one stage of at most 256 k.
-                    assert_eq!(dispatches, 2, "{what}: split k takes a reduce");
+                    assert_eq!(dispatches, 1, "{what}: the splits fold");
+                    assert_eq!(unfolded_dispatches, 2, "{what}: split k takes a reduce");
                 }
                 assert_close(&what, &got, &want, 2e-6 * red as f32, 2e-6);
                 let (again, _) = run();
-                assert!(
-                    got.iter()
-                        .zip(&again)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "{what}: a second run differs"
-                );
+                assert_same_bits(&format!("{what}: a second recording"), &got, &again);
             }
         }
+    }
+}
+
+/// Submits `rec` (which writes the `len` floats of `y`), then again after `y` is overwritten
+/// with NaN: the second run must give the same bits (a folded split's arrival counters are
+/// back at zero after each run). The result and the recording's dispatch count.
+fn run_twice(
+    b: &VulkanBackend,
+    rec: &<VulkanBackend as Backend>::Recording,
+    y: &kinema::backend::BufRef<<VulkanBackend as Backend>::Buffer>,
+    len: usize,
+) -> (Vec<f32>, usize) {
+    b.submit(rec).unwrap();
+    let first = download_f32(b, y);
+    b.write(y, bytemuck::cast_slice(&vec![f32::NAN; len]))
+        .unwrap();
+    b.submit(rec).unwrap();
+    let second = download_f32(b, y);
+    assert_same_bits("the same recording run again", &first, &second);
+    (first, rec.dispatches())
+}
+
+fn assert_same_bits(what: &str, a: &[f32], b: &[f32]) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    if let Some(i) = (0..a.len()).find(|&i| a[i].to_bits() != b[i].to_bits()) {
+        panic!("{what}: element {i} differs: {} vs {}", a[i], b[i]);
     }
 }

@@ -16,8 +16,14 @@
 // accumulators.
 //
 // With one split (ks >= k, `epilogue` 1) the workgroup adds the bias, applies the activation
-// and writes y; with several it writes its partial sums to a scratch array [split][m][n] and
-// linear_stream_reduce.comp sums the splits in ascending order and applies the epilogue.
+// and writes y; with several it writes its partial sums to a scratch array part[split][m][n].
+// Then either linear_stream_reduce.comp sums the splits in ascending order and applies the
+// epilogue (`fold` 0), or (`fold` 1) each workgroup counts itself in on its column group's
+// arrival counter after its partial sums are visible, and the last of the group's splits to
+// arrive sums the group's columns over the splits in the reduce kernel's order (so the bits
+// are the same) and writes y, then resets the counter to zero for the next run: one dispatch
+// instead of two, and no barrier between them. The counter and the partial sums are
+// `coherent` (read from where the other workgroups' writes land, not a stale cache).
 //
 // Summation order (fixed for a given tile, independent of the subgroup size and of
 // scheduling): lane l sums its products in ascending k with f32 fma; the LK lane sums of an
@@ -59,6 +65,10 @@ layout(set = 0, binding = 1) readonly buffer W { uint w[]; };
 layout(set = 0, binding = 1) readonly buffer W4 { uvec4 w4[]; };
 layout(set = 0, binding = 2) readonly buffer Bias { float bias[]; };
 layout(set = 0, binding = 3) writeonly buffer Y { float y[]; };
+// The partial sums [split][m][n] (several splits).
+layout(set = 0, binding = 4) coherent buffer Part { float part[]; };
+// One arrival counter per column group (`fold` 1): zero between runs.
+layout(set = 0, binding = 5) coherent buffer Count { uint count[]; };
 
 layout(push_constant) uniform Push {
     uint x_off;
@@ -67,6 +77,8 @@ layout(push_constant) uniform Push {
     uint b_off;
     // y, or the partial sums when epilogue is 0
     uint y_off;
+    uint part_off;
+    uint count_off;
     uint m;
     uint n;
     uint k;
@@ -79,6 +91,8 @@ layout(push_constant) uniform Push {
     uint has_bias;
     uint act;
     float slope;
+    // with epilogue 0: 1 = the last workgroup of each column group reduces the splits
+    uint fold;
 #ifdef CONV
     uint batch;
     uint c_in;
@@ -98,6 +112,8 @@ const uint KT4 = KT / 4u;
 
 shared vec4 xs[MB * KT4];
 shared float red[RC * WORKGROUP_SIZE];
+// 1 in the workgroup that arrived last at its column group's counter.
+shared uint last_split;
 
 float load_w(uint e) {
     if (W_DTYPE == 0u) {
@@ -308,10 +324,43 @@ void main() {
                         }
                         y[Y_INDEX(row, col)] = activate(p.act, p.slope, v);
                     } else {
-                        y[p.y_off + (split * p.m + row) * p.n + col] = v;
+                        part[p.part_off + (split * p.m + row) * p.n + col] = v;
                     }
                 }
             }
         }
+    }
+    if (p.epilogue != 0u || p.fold == 0u) {
+        return;
+    }
+    // This workgroup's partial sums are written (and visible device-wide) before it counts
+    // itself in.
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0u) {
+        uint before = atomicAdd(count[p.count_off + gl_WorkGroupID.x], 1u);
+        last_split = before + 1u == gl_NumWorkGroups.y ? 1u : 0u;
+    }
+    barrier();
+    if (last_split == 0u) {
+        return;
+    }
+    memoryBarrierBuffer();
+    uint splits = gl_NumWorkGroups.y;
+    uint cols = min(NCW, p.n - n0);
+    for (uint i = tid; i < p.m * cols; i += WORKGROUP_SIZE) {
+        uint row = i / cols;
+        uint col = n0 + i % cols;
+        float v = 0.0;
+        for (uint s = 0u; s < splits; s++) {
+            v += part[p.part_off + (s * p.m + row) * p.n + col];
+        }
+        if (p.has_bias != 0u) {
+            v += bias[p.b_off + col];
+        }
+        y[Y_INDEX(row, col)] = activate(p.act, p.slope, v);
+    }
+    if (tid == 0u) {
+        count[p.count_off + gl_WorkGroupID.x] = 0u;
     }
 }

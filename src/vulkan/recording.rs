@@ -167,6 +167,9 @@ pub struct VulkanRecording {
     checks: Vec<RunCheck>,
     /// The scratch buffer of [`VulkanRecording::scratch_f32`] and its length in f32.
     scratch: Option<(VulkanBuffer, usize)>,
+    /// The counters of [`VulkanRecording::counters`]: the current chunk, words handed out of
+    /// it, and its length in words.
+    counters: Option<(VulkanBuffer, usize, usize)>,
 }
 
 impl VulkanRecording {
@@ -207,6 +210,7 @@ impl VulkanRecording {
             profiled_ops: Vec::new(),
             checks: Vec::new(),
             scratch: None,
+            counters: None,
         };
         // Not one-time: the buffer is submitted again and again once ended.
         let bi = vk::CommandBufferBeginInfo::default();
@@ -284,6 +288,28 @@ impl VulkanRecording {
         let buf = self.dev.memory.alloc(4 * n as u64, false)?;
         self.scratch = Some((buf.clone(), n));
         Ok(BufRef::new(buf, DType::F32, n))
+    }
+
+    /// `n` u32 words, zero when the recording first runs, that belong to one dispatch of this
+    /// recording alone (kernels that count workgroups in on them reset them to zero before
+    /// they finish, so they are zero again for the next run). Handed out of zero-filled
+    /// device-local chunks of at least 4096 words.
+    pub(crate) fn counters(&mut self, n: usize) -> Result<BufRef<VulkanBuffer>> {
+        const CHUNK: usize = 4096;
+        let n = n.max(1);
+        let full = self
+            .counters
+            .as_ref()
+            .is_none_or(|(_, used, cap)| used + n > *cap);
+        if full {
+            let cap = n.max(CHUNK);
+            let buf = self.dev.memory.alloc(4 * cap as u64, false)?;
+            self.counters = Some((buf, 0, cap));
+        }
+        let (buf, used, cap) = self.counters.as_mut().expect("set above");
+        let r = BufRef::new(buf.clone(), DType::U32, *cap).slice(*used, n)?;
+        *used += n;
+        Ok(r)
     }
 
     /// Zeroed status words for a [`RunCheck`], to bind as an output of the op's dispatch;

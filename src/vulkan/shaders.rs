@@ -94,7 +94,7 @@ shaders! {
     Conv1d = "conv1d", Conv1d, 4;
     /// `conv1d` for few output columns on the weight-streaming kernel (`linear_stream.comp`
     /// with `CONV`), and its split-k epilogue.
-    Conv1dStream = "conv1d_stream", Conv1dStream, 4;
+    Conv1dStream = "conv1d_stream", Conv1dStream, 6;
     Conv1dStreamReduce = "conv1d_stream_reduce", Conv1dStreamReduce, 3;
     /// The cooperative-matrix multiply-add peak (`kinema bench --op coopmat_peak`).
     CoopmatPeak = "coopmat_peak", CoopmatPeak, 1;
@@ -117,7 +117,7 @@ shaders! {
     LinearSkinny = "linear_skinny", Linear, 4;
     /// `linear` for few rows and large weights: each weight read once per dispatch, split k
     /// (`linear_stream.comp`).
-    LinearStream = "linear_stream", LinearStream, 4;
+    LinearStream = "linear_stream", LinearStream, 6;
     /// The split-k epilogue of `linear_stream` (`linear_stream_reduce.comp`).
     LinearStreamReduce = "linear_stream_reduce", LinearStreamReduce, 3;
     MeanPool = "mean_pool", MeanPool, 3;
@@ -223,11 +223,11 @@ pub(crate) mod push {
         pub slope: f32,
     }
 
-    /// `linear_stream.comp`: x, w, bias, y (or the split-k partial sums).
+    /// `linear_stream.comp`: x, w, bias, y, the split-k partial sums, the arrival counters.
     #[repr(C)]
     #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
     pub struct LinearStream {
-        pub off: [u32; 4],
+        pub off: [u32; 6],
         pub m: u32,
         pub n: u32,
         pub k: u32,
@@ -239,6 +239,9 @@ pub(crate) mod push {
         pub has_bias: u32,
         pub act: u32,
         pub slope: f32,
+        /// With `epilogue` 0: 1 = the last workgroup of each column group sums the splits and
+        /// writes y (no reduce dispatch).
+        pub fold: u32,
     }
 
     /// `linear_stream_reduce.comp`: the partial sums, bias, y.

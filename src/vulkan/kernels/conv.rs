@@ -68,8 +68,8 @@ pub(crate) fn conv1d(
 /// `CONV`) with tile `t`: the implicit GEMM of m = batch out_len rows (the im2col rows,
 /// gathered while staging), n = c_out columns and k = c_in kernel, one dispatch of
 /// ceil(c_out / tile columns) x splits workgroups; with several splits of k the partial sums go
-/// to scratch memory and `conv1d_stream_reduce` adds them in ascending split order, then the
-/// bias. Each output sums its products in the streaming kernel's fixed order (lanes, then
+/// to scratch memory and `conv1d_stream_reduce` (or, with `KINEMA_VK_STREAM_FOLD=1`, each
+/// column group's last workgroup) adds them in ascending split order, then the bias. Each output sums its products in the streaming kernel's fixed order (lanes, then
 /// splits), not the tiled kernel's single chain: a different rounding within the same f32
 /// bound.
 #[allow(clippy::too_many_arguments)]
@@ -110,6 +110,7 @@ fn conv1d_stream(
         ks: u32_of(OP, "k per split", ks)?,
         epilogue: u32::from(splits == 1),
         has_bias: u32::from(bias.is_some()),
+        fold: u32::from(forced.stream_fold()),
         ..Default::default()
     };
     let push = push::Conv1dStream {
@@ -130,6 +131,7 @@ fn conv1d_stream(
             spec: &spec,
             groups,
             splits,
+            fold: forced.stream_fold(),
             outputs: m * n,
             operands: [x, w, y],
             bias,

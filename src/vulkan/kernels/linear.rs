@@ -77,7 +77,8 @@ pub(crate) fn linear(
 /// output columns that fits a binding, one dispatch of ceil(columns / tile columns) x splits
 /// workgroups; with several splits of k it writes partial sums to a scratch buffer and
 /// `linear_stream_reduce.comp` adds them (in ascending split order), the bias and the
-/// activation.
+/// activation ([`run_stream`]; with `KINEMA_VK_STREAM_FOLD=1` each column group's last
+/// workgroup to finish does it instead).
 #[allow(clippy::too_many_arguments)]
 fn linear_stream(
     rec: &mut VulkanRecording,
@@ -114,6 +115,7 @@ fn linear_stream(
             has_bias: u32::from(bs.is_some()),
             act,
             slope,
+            fold: u32::from(forced.stream_fold()),
             ..Default::default()
         };
         run_stream(
@@ -124,6 +126,7 @@ fn linear_stream(
                 spec: &spec,
                 groups,
                 splits,
+                fold: forced.stream_fold(),
                 outputs: p.m * nc,
                 operands: [x, &ws, &ys],
                 bias: bs.as_ref(),
@@ -144,14 +147,16 @@ fn linear_stream(
 }
 
 /// One run of the weight-streaming kernel (`linear_stream.comp` or its `CONV` variant) and, for
-/// several splits of k, its reduce: `shaders` = [main, reduce]; `operands` = x, w, y; `push`
-/// has `epilogue` set exactly when `splits` is 1; `outputs` = m n, the partial sums per split.
+/// several splits of k without `fold`, its reduce: `shaders` = [main, reduce]; `operands` = x,
+/// w, y; `push` has `epilogue` set exactly when `splits` is 1 and `fold` as `fold` is here;
+/// `outputs` = m n, the partial sums per split.
 pub(super) struct StreamRun<'a, P, R> {
     pub op: &'static str,
     pub shaders: [Shader; 2],
     pub spec: &'a [u32],
     pub groups: [u32; 3],
     pub splits: usize,
+    pub fold: bool,
     pub outputs: usize,
     pub operands: [&'a Ref; 3],
     pub bias: Option<&'a Ref>,
@@ -161,7 +166,9 @@ pub(super) struct StreamRun<'a, P, R> {
 
 /// Records `r`: with one split, the main kernel writes y (bias and activation in its
 /// epilogue); with several, it writes the partial sums `[split][m][n]` to scratch memory and
-/// the reduce kernel adds them in ascending split order, then the bias and activation.
+/// they are added in ascending split order, then the bias and activation: with `fold` by each
+/// column group's last workgroup to finish (one dispatch; arrival counters from
+/// [`VulkanRecording::counters`]), else by the reduce kernel.
 pub(super) fn run_stream<P: Pod, R: Pod>(
     rec: &mut VulkanRecording,
     r: StreamRun<'_, P, R>,
@@ -173,17 +180,42 @@ pub(super) fn run_stream<P: Pod, R: Pod>(
             op: r.op,
             shader: main,
             spec: r.spec,
-            args: &[In(x), In(w), r.bias.map_or(Absent, In), Out(y)],
+            args: &[
+                In(x),
+                In(w),
+                r.bias.map_or(Absent, In),
+                Out(y),
+                Absent,
+                Absent,
+            ],
             push: r.push,
             groups: r.groups,
         });
     }
     let part = rec.scratch_f32(r.splits * r.outputs)?;
+    if r.fold {
+        let count = rec.counters(r.groups[0] as usize)?;
+        return rec.dispatch(Dispatch {
+            op: r.op,
+            shader: main,
+            spec: r.spec,
+            args: &[
+                In(x),
+                In(w),
+                r.bias.map_or(Absent, In),
+                Out(y),
+                Out(&part),
+                Out(&count),
+            ],
+            push: r.push,
+            groups: r.groups,
+        });
+    }
     rec.dispatch(Dispatch {
         op: r.op,
         shader: main,
         spec: r.spec,
-        args: &[In(x), In(w), Absent, Out(&part)],
+        args: &[In(x), In(w), Absent, Absent, Out(&part), Absent],
         push: r.push,
         groups: r.groups,
     })?;

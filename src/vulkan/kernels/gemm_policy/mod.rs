@@ -182,9 +182,22 @@ pub(crate) struct Forced {
     pub stream_tile: Option<String>,
     /// `KINEMA_VK_STREAM_SPLITS=S`: the streaming kernel's splits of k.
     pub stream_splits: Option<String>,
+    /// `KINEMA_VK_STREAM_FOLD=1`: the streaming kernel's splits of k summed by each column
+    /// group's last workgroup instead of by the separate reduce dispatch.
+    pub stream_fold: Option<String>,
 }
 
 impl Forced {
+    /// Whether the streaming kernel's last workgroup of each column group sums the splits of k
+    /// (`KINEMA_VK_STREAM_FOLD=1`) rather than the separate reduce dispatch (the default). Same
+    /// bits either way; on the H200 (2026-12-02) folding was slower: MotionBricks batch 1
+    /// 4.8-4.9 against 4.2-4.3 ms p50, and each split convolution or linear 1.2-2x slower alone
+    /// (the last workgroup sums a column group's splits alone, a serial tail longer than the
+    /// dispatch and barrier it saves).
+    pub fn stream_fold(&self) -> bool {
+        self.stream_fold.as_deref() == Some("1")
+    }
+
     /// The overrides set in the environment now.
     pub fn from_env() -> Forced {
         let var = |name| std::env::var(name).ok();
@@ -199,6 +212,7 @@ impl Forced {
             conv: var("KINEMA_VK_CONV"),
             stream_tile: var("KINEMA_VK_STREAM_TILE"),
             stream_splits: var("KINEMA_VK_STREAM_SPLITS"),
+            stream_fold: var("KINEMA_VK_STREAM_FOLD"),
         }
     }
 }
