@@ -258,6 +258,18 @@ mod tests {
     use super::super::super::{test_h200 as h200, test_limits as limits};
     use super::*;
 
+    /// A tile of 4 lanes per column.
+    fn t(wg: u32, mb: u32, cpi: u32, kt: u32, rc: u32) -> StreamTile {
+        StreamTile {
+            wg,
+            mb,
+            cpi,
+            lk: 4,
+            kt,
+            rc,
+        }
+    }
+
     fn forced(linear: Option<&str>, tile: Option<&str>, splits: Option<&str>) -> Forced {
         Forced {
             linear: linear.map(Into::into),
@@ -345,14 +357,6 @@ mod tests {
     #[test]
     fn tile_fits_each_device() {
         let none = Forced::default();
-        let t = |wg, mb, cpi, kt, rc| StreamTile {
-            wg,
-            mb,
-            cpi,
-            lk: 4,
-            kt,
-            rc,
-        };
         // The H200 (48 KiB) stages 256 k of 32 rows; lavapipe (32 KiB) 128.
         assert_eq!(
             stream_tile(32, &h200(), &none),
@@ -406,14 +410,6 @@ mod tests {
     #[test]
     fn linears_under_4m_weights_and_convs_take_the_narrow_tile() {
         let none = Forced::default();
-        let t = |wg, mb, cpi, kt, rc| StreamTile {
-            wg,
-            mb,
-            cpi,
-            lk: 4,
-            kt,
-            rc,
-        };
         let l = h200();
         // MotionBricks' shapes: one column per invocation, 64 k stages, free partial sums.
         assert_eq!(
