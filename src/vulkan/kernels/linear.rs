@@ -175,50 +175,38 @@ pub(super) fn run_stream<P: Pod, R: Pod>(
 ) -> Result<()> {
     let [x, w, y] = r.operands;
     let [main, reduce] = r.shaders;
-    if r.splits == 1 {
-        return rec.dispatch(Dispatch {
-            op: r.op,
-            shader: main,
-            spec: r.spec,
-            args: &[
-                In(x),
-                In(w),
-                r.bias.map_or(Absent, In),
-                Out(y),
-                Absent,
-                Absent,
-            ],
-            push: r.push,
-            groups: r.groups,
-        });
-    }
-    let part = rec.scratch_f32(r.splits * r.outputs)?;
-    if r.fold {
-        let count = rec.counters(r.groups[0] as usize)?;
-        return rec.dispatch(Dispatch {
-            op: r.op,
-            shader: main,
-            spec: r.spec,
-            args: &[
-                In(x),
-                In(w),
-                r.bias.map_or(Absent, In),
-                Out(y),
-                Out(&part),
-                Out(&count),
-            ],
-            push: r.push,
-            groups: r.groups,
-        });
-    }
+    let part = (r.splits > 1)
+        .then(|| rec.scratch_f32(r.splits * r.outputs))
+        .transpose()?;
+    let count = match &part {
+        Some(_) if r.fold => Some(rec.counters(r.groups[0] as usize)?),
+        _ => None,
+    };
+    // Without the fold, the main kernel writes only the partial sums and the reduce writes y.
+    let reduced = part.is_some() && !r.fold;
+    let (bias, out) = if reduced {
+        (Absent, Absent)
+    } else {
+        (r.bias.map_or(Absent, In), Out(y))
+    };
     rec.dispatch(Dispatch {
         op: r.op,
         shader: main,
         spec: r.spec,
-        args: &[In(x), In(w), Absent, Absent, Out(&part), Absent],
+        args: &[
+            In(x),
+            In(w),
+            bias,
+            out,
+            part.as_ref().map_or(Absent, Out),
+            count.as_ref().map_or(Absent, Out),
+        ],
         push: r.push,
         groups: r.groups,
     })?;
+    let Some(part) = part.filter(|_| reduced) else {
+        return Ok(());
+    };
     let wg = rec.elementwise_workgroup();
     let groups = rec.grid(r.op, r.outputs as u64, wg)?;
     rec.dispatch(Dispatch {
