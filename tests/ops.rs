@@ -353,6 +353,33 @@ mod bodies {
                 REL_F32,
             );
         }
+        // ReLU and LeakyReLU are exact, specials included: NaN stays NaN (PyTorch's relu
+        // propagates it), -0 becomes +0 under ReLU, infinities pass or scale.
+        let specials = [
+            -0.0,
+            0.0,
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -3.5,
+        ];
+        let sb = upload_f32(b, &specials);
+        let y = alloc(b, DType::F32, specials.len());
+        for act in [Activation::Relu, Activation::LeakyRelu(0.25)] {
+            let mut want = vec![0f32; specials.len()];
+            cpu::activation::reference::activation(act, &specials, &mut want);
+            run(b, |rec| b.activation(rec, act, &sb, &y));
+            let got = download_f32(b, &y);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let same = if w.is_nan() {
+                    g.is_nan()
+                } else {
+                    g.to_bits() == w.to_bits()
+                };
+                assert!(same, "{act:?}({}) = {g}, want {w}", specials[i]);
+            }
+        }
     }
 
     pub fn swiglu<B: Backend>(b: &B) {

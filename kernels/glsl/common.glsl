@@ -224,7 +224,8 @@ float silu(float x) {
 float activate(uint act, float slope, float x) {
     switch (act) {
     case ACT_RELU:
-        return x > 0.0 ? x : 0.0;
+        // PyTorch's relu (and the CPU kernels) keep NaN and map -0 to +0.
+        return (x > 0.0 || isnan(x)) ? x : 0.0;
     case ACT_LEAKY_RELU:
         return x >= 0.0 ? x : slope * x;
     case ACT_GELU:
