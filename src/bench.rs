@@ -68,6 +68,10 @@ pub const OPS: &[(&str, &str)] = &[
     ),
     ("upsample", "RxL"),
     ("add", "N"),
+    (
+        "masked_act",
+        "N (relu(x m) plus r m, times m: a Resnet1D block's chain)",
+    ),
     ("scale", "N"),
     ("axpby", "N"),
     (
@@ -142,6 +146,7 @@ pub fn default_cases() -> Vec<(&'static str, String, DType)> {
         ("conv1d", "512x64x1"),
         ("upsample", "512x32"),
         ("add", "620544"),
+        ("masked_act", "32768"),
         ("scale", "620544"),
         ("axpby", "620544"),
         ("embedding", "64x1024x512"),
@@ -177,6 +182,7 @@ pub fn case_op(case: &str) -> Option<OpKind> {
         "conv1d" => OpKind::Conv1d,
         "upsample" => OpKind::Upsample,
         "add" => OpKind::Binary,
+        "masked_act" => OpKind::MaskedAct,
         "scale" => OpKind::Scale,
         "axpby" => OpKind::Axpby,
         "embedding" => OpKind::Embedding,
@@ -515,6 +521,18 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
                 &o,
             )?;
             (0.0, 12.0 * f(n))
+        }
+        OpKind::MaskedAct => {
+            let [n] = dims(op, d)?;
+            let (x, m, r) = (s.f32s(n)?, s.f32s(n)?, s.f32s(n)?);
+            let o = s.out(DType::F32, n)?;
+            let p = MaskedActParams {
+                n,
+                act: Activation::Relu,
+                pre_mask: true,
+            };
+            b.masked_act(&mut rec, &p, &x, &m, Some(&r), &o)?;
+            (0.0, 16.0 * f(n))
         }
         OpKind::Scale => {
             let [n] = dims(op, d)?;

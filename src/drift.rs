@@ -36,6 +36,7 @@ pub fn default_cases() -> Vec<(&'static str, &'static str, DType)> {
         ("conv1d", "64x32x3", DType::F32),
         ("upsample", "64x32", DType::F32),
         ("add", "65536", DType::F32),
+        ("masked_act", "65536", DType::F32),
         ("scale", "65536", DType::F32),
         ("axpby", "65536", DType::F32),
         ("embedding", "16x256x128", DType::BF16),

@@ -58,6 +58,9 @@ macro_rules! for_each_op {
             Upsample(UpsampleParams) upsample_nearest2x { x; } -> y;
             /// See [`BinaryParams`].
             Binary(BinaryParams) binary { a, b; } -> y;
+            /// `y = (act(x * m or x) + r * m) * m` over `p.n` elements: a masked residual
+            /// unit's elementwise chain in one pass (see [`MaskedActParams`]).
+            MaskedAct(MaskedActParams) masked_act { x, m; r } -> y;
             /// `y = s * x` over `x.len` elements.
             Scale(ScaleParams) scale { x; } -> y, by_hand;
             /// `out = a * x + b * y` over `x.len` elements.
@@ -394,6 +397,30 @@ pub struct BinaryParams {
     pub op: BinaryOp,
     pub n: usize,
     pub b_len: usize,
+}
+
+/// A masked residual unit's elementwise chain in one pass, over `n` elements of `x`, `m` and
+/// (when given) `r`, all the same length:
+///
+/// ```text
+/// u = pre_mask ? x * m : x
+/// u = act(u)
+/// u = u + r * m        (only when r is given)
+/// y = u * m
+/// ```
+///
+/// Each step is the f32 operation of the unfused op ([`Op::Binary`] mul and add,
+/// [`Op::Activation`]), rounded in the same order (the residual product is rounded before the
+/// sum, never a fused multiply-add), so the result is bit-identical to the chain of separate
+/// ops. It replaces, in MotionBricks' `Resnet1D` blocks
+/// (`motionbricks/vqvae/neural_modules/resnet.py#L12-90`: `x0 = x * mask`, `relu(x) * mask` before each
+/// conv, `(x + x_orig) * mask` after the second), three to four dispatches with one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MaskedActParams {
+    pub n: usize,
+    pub act: Activation,
+    /// Multiply `x` by `m` before the activation.
+    pub pre_mask: bool,
 }
 
 /// `swiglu` has no parameters: it runs over the gate's elements.

@@ -126,6 +126,20 @@ fn shape_errors_name_the_node() {
     let e = g.add_layer_norm(x, y, Some(gamma), None, 1e-5).unwrap_err();
     assert!(e.to_string().contains("gamma"), "{e}");
     assert!(g.add_layer_norm(x, y, None, None, 1e-5).is_ok());
+    // The masked chain wants a mask and a residual of x's shape.
+    let e = g
+        .masked_act(x, r, None, Activation::Relu, true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("masked_act") && e.contains("m [3, 9]") && e.contains("[3, 8]"),
+        "{e}"
+    );
+    let e = g
+        .masked_act(x, y, Some(r), Activation::None, false)
+        .unwrap_err();
+    assert!(e.to_string().contains("r [3, 9]"), "{e}");
+    assert!(g.masked_act(x, y, Some(y), Activation::Relu, true).is_ok());
     assert!(g.reshape(x, &[5, 5]).is_err());
     assert!(g.concat(&[x, w], 0).is_err());
     let empty = Graph::new();

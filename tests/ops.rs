@@ -495,6 +495,74 @@ mod bodies {
                 "binary {op:?} b_len {bl}"
             );
         }
+        // masked_act: against its reference and against the unfused ops it replaces, with
+        // a 0/1 mask (MotionBricks') and a general one, and -0, NaN and infinities in x.
+        let mut xs = x.clone();
+        xs[..4].copy_from_slice(&[-0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY]);
+        let xsb = upload_f32(b, &xs);
+        let binary_mask: Vec<f32> = (0..n).map(|i| (i % 5 != 2) as u8 as f32).collect();
+        for mask in [binary_mask, bv.clone()] {
+            let mb = upload_f32(b, &mask);
+            let acts = [
+                Activation::Relu,
+                Activation::None,
+                Activation::LeakyRelu(0.2),
+            ];
+            for (act, pre_mask, with_r) in acts.into_iter().flat_map(|a| {
+                [
+                    (a, true, false),
+                    (a, false, false),
+                    (a, false, true),
+                    (a, true, true),
+                ]
+            }) {
+                let p = MaskedActParams { n, act, pre_mask };
+                let what = format!("masked_act {act:?} pre_mask {pre_mask} r {with_r}");
+                let r = with_r.then_some(&y0[..]);
+                let mut want = vec![0f32; n];
+                cpu::elementwise::reference::masked_act(&p, &xs, &mask, r, &mut want);
+                let rb = with_r.then_some(&yb);
+                run(b, |rec| b.masked_act(rec, &p, &xsb, &mb, rb, &out));
+                // Against the reference, any NaN matches any NaN (a GPU may return another
+                // payload); against the unfused ops on the same backend, every bit.
+                let any_nan = |v: Vec<f32>| -> Vec<f32> {
+                    v.into_iter()
+                        .map(|f| if f.is_nan() { f32::NAN } else { f })
+                        .collect()
+                };
+                let fused = download_f32(b, &out);
+                assert_same_bits(&what, &any_nan(fused.clone()), &any_nan(want));
+                // The unfused chain on the same backend: t = x m, u = act(t or x), then
+                // t = r m, out = u + t, u = out m when r is given, else out = u m.
+                let (t, u) = (alloc(b, DType::F32, n), alloc(b, DType::F32, n));
+                let mulp = BinaryParams {
+                    op: BinaryOp::Mul,
+                    n,
+                    b_len: n,
+                };
+                let addp = BinaryParams {
+                    op: BinaryOp::Add,
+                    ..mulp
+                };
+                run(b, |rec| {
+                    if pre_mask {
+                        b.binary(rec, &mulp, &xsb, &mb, &t)?;
+                    }
+                    b.activation(rec, act, if pre_mask { &t } else { &xsb }, &u)?;
+                    match rb {
+                        Some(rb) => {
+                            b.binary(rec, &mulp, rb, &mb, &t)?;
+                            b.binary(rec, &addp, &u, &t, &out)?;
+                            b.binary(rec, &mulp, &out, &mb, &u)
+                        }
+                        None => b.binary(rec, &mulp, &u, &mb, &out),
+                    }
+                });
+                let chain = download_f32(b, if with_r { &u } else { &out });
+                assert_same_bits(&format!("{what}: the unfused ops"), &fused, &chain);
+            }
+        }
+
         let mut want = vec![0f32; n];
         cpu::elementwise::reference::scale(-1.7, &x, &mut want);
         run(b, |rec| b.scale(rec, -1.7, &xb, &out));
@@ -997,9 +1065,12 @@ fn body_of(op: OpKind) -> &'static str {
         OpKind::Swiglu => "swiglu",
         OpKind::Rope => "rope",
         OpKind::Conv1d | OpKind::Upsample => "conv",
-        OpKind::Binary | OpKind::Scale | OpKind::Axpby | OpKind::Ddim | OpKind::Cfg => {
-            "elementwise"
-        }
+        OpKind::Binary
+        | OpKind::MaskedAct
+        | OpKind::Scale
+        | OpKind::Axpby
+        | OpKind::Ddim
+        | OpKind::Cfg => "elementwise",
         OpKind::Embedding | OpKind::MeanPool | OpKind::Argmax | OpKind::Gumbel => {
             "gather_and_reduce"
         }

@@ -282,10 +282,3 @@ fn run_twice(
     assert_same_bits("the same recording run again", &first, &second);
     (first, rec.dispatches())
 }
-
-fn assert_same_bits(what: &str, a: &[f32], b: &[f32]) {
-    assert_eq!(a.len(), b.len(), "{what}");
-    if let Some(i) = (0..a.len()).find(|&i| a[i].to_bits() != b[i].to_bits()) {
-        panic!("{what}: element {i} differs: {} vs {}", a[i], b[i]);
-    }
-}

@@ -553,6 +553,25 @@ fn axpby<B: BufferInfo + Clone>(
     Ok((x, y, o))
 }
 
+/// `(x, m, r, y)`: `n` f32 elements each.
+#[allow(clippy::type_complexity)]
+fn masked_act<B: BufferInfo + Clone>(
+    p: &MaskedActParams,
+    x: &Ref<B>,
+    m: &Ref<B>,
+    r: Option<&Ref<B>>,
+    y: &Ref<B>,
+) -> Result<(Ref<B>, Ref<B>, Option<Ref<B>>, Ref<B>)> {
+    const OP: &str = "masked_act";
+    let x = input(OP, "x", x, F32, p.n)?;
+    let m = input(OP, "m", m, F32, p.n)?;
+    let r = r.map(|r| input(OP, "r", r, F32, p.n)).transpose()?;
+    let mut ins = vec![&x, &m];
+    ins.extend(r.as_ref());
+    let y = output(OP, y, DType::F32, p.n, &ins)?;
+    Ok((x, m, r, y))
+}
+
 /// `(ids, table, out)`.
 fn embedding<B: BufferInfo + Clone>(
     p: &EmbeddingParams,

@@ -181,6 +181,20 @@ impl LaneFn for Silu {
     }
 }
 
+/// `act` on one vector, the lanes of [`activation`] (for kernels that fuse an activation
+/// into a longer elementwise chain).
+#[inline(always)]
+pub(super) fn lane<S: Simd>(s: S, act: Activation, x: S::F) -> S::F {
+    match act {
+        Activation::None => x,
+        Activation::Relu => Relu.apply(s, x),
+        Activation::LeakyRelu(k) => LeakyRelu(k).apply(s, x),
+        Activation::Gelu => Gelu.apply(s, x),
+        Activation::GeluTanh => GeluTanh.apply(s, x),
+        Activation::Silu => Silu.apply(s, x),
+    }
+}
+
 /// `dst[i] = act(src[i])` for `i < n`; `src` may be `dst` (in place).
 struct Apply {
     act: Activation,

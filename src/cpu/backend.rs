@@ -418,6 +418,14 @@ impl Backend for CpuBackend {
                     Ok(())
                 });
             }
+            Call::MaskedAct { p, x, m, r, y } => {
+                let p = *p;
+                rec.push(y, move |cx, y| {
+                    let r = r.as_ref().map(slice);
+                    super::elementwise::masked_act(cx, &p, slice(&x), slice(&m), r, y);
+                    Ok(())
+                });
+            }
             Call::Embedding { p, ids, table, out } => {
                 let p = *p;
                 rec.push(out, move |cx, out| {

@@ -1,4 +1,5 @@
-//! Elementwise arithmetic: add/mul with a repeated second operand, scale, axpby.
+//! Elementwise arithmetic: add/mul with a repeated second operand, scale, axpby, and the
+//! masked activation chain ([`crate::ops::MaskedActParams`]).
 //!
 //! Every path is bit-identical to the reference: each output is the same sequence of
 //! IEEE-rounded f32 operations in the same order (separate multiply and add, never a fused
@@ -7,10 +8,10 @@
 
 use super::Cx;
 use super::simd::{self, Kernel, Simd};
-use crate::ops::{BinaryOp, BinaryParams};
+use crate::ops::{BinaryOp, BinaryParams, MaskedActParams};
 
 pub mod reference {
-    use crate::ops::{BinaryOp, BinaryParams};
+    use crate::ops::{BinaryOp, BinaryParams, MaskedActParams};
 
     pub fn binary(p: &BinaryParams, a: &[f32], b: &[f32], y: &mut [f32]) {
         for i in 0..p.n {
@@ -33,6 +34,20 @@ pub mod reference {
     pub fn axpby(a: f32, x: &[f32], b: f32, y: &[f32], out: &mut [f32]) {
         for ((o, xv), yv) in out.iter_mut().zip(x).zip(y) {
             *o = a * xv + b * yv;
+        }
+    }
+
+    /// `y = (act(pre_mask ? x * m : x) + r * m) * m`, each step rounded as its own op (the
+    /// chain of `binary` and `activation` it replaces).
+    pub fn masked_act(p: &MaskedActParams, x: &[f32], m: &[f32], r: Option<&[f32]>, y: &mut [f32]) {
+        for i in 0..p.n {
+            let mut u = if p.pre_mask { x[i] * m[i] } else { x[i] };
+            u = crate::cpu::activation::reference::apply(p.act, u);
+            if let Some(r) = r {
+                let rm = r[i] * m[i];
+                u += rm;
+            }
+            y[i] = u * m[i];
         }
     }
 }
@@ -254,10 +269,96 @@ pub fn axpby(cx: &Cx, a: f32, x: &[f32], b: f32, y: &[f32], out: &mut [f32]) {
     });
 }
 
+/// [`reference::masked_act`] on one chunk.
+struct MaskedAct<'a> {
+    p: MaskedActParams,
+    x: &'a [f32],
+    m: &'a [f32],
+    r: Option<&'a [f32]>,
+    y: &'a mut [f32],
+}
+
+impl MaskedAct<'_> {
+    /// One vector of the chain (the operations of [`reference::masked_act`], in its order).
+    #[inline(always)]
+    fn step<S: Simd>(&self, s: S, x: S::F, m: S::F, r: Option<S::F>) -> S::F {
+        let mut u = if self.p.pre_mask { s.mul(x, m) } else { x };
+        u = super::activation::lane(s, self.p.act, u);
+        if let Some(r) = r {
+            u = s.add(u, s.mul(r, m));
+        }
+        s.mul(u, m)
+    }
+}
+
+impl Kernel for MaskedAct<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<S: Simd>(self, s: S) {
+        let n = self.y.len().min(self.x.len()).min(self.m.len());
+        let n = self.r.map_or(n, |r| n.min(r.len()));
+        let (x, m, y) = (self.x.as_ptr(), self.m.as_ptr(), self.y.as_mut_ptr());
+        let r = self.r.map(<[f32]>::as_ptr);
+        let l = S::LANES;
+        let mut i = 0;
+        while i + l <= n {
+            // SAFETY: lanes i..i + l are inside every slice (n is the shortest length); `y`
+            // is an exclusive borrow, so it overlaps no input.
+            unsafe {
+                let rv = r.map(|r| s.load(r.add(i)));
+                let v = self.step(s, s.load(x.add(i)), s.load(m.add(i)), rv);
+                s.store(y.add(i), v);
+            }
+            i += l;
+        }
+        if i < n {
+            let k = n - i;
+            // SAFETY: the k < l lanes from i are inside every slice.
+            unsafe {
+                let xv = s.load_part(x.add(i), k, 0.0);
+                let mv = s.load_part(m.add(i), k, 0.0);
+                let rv = r.map(|r| s.load_part(r.add(i), k, 0.0));
+                s.store_part(y.add(i), k, self.step(s, xv, mv, rv));
+            }
+        }
+    }
+    fn scalar(self) {
+        let p = MaskedActParams {
+            n: self.y.len(),
+            ..self.p
+        };
+        reference::masked_act(&p, self.x, self.m, self.r, self.y);
+    }
+}
+
+pub fn masked_act(
+    cx: &Cx,
+    p: &MaskedActParams,
+    x: &[f32],
+    m: &[f32],
+    r: Option<&[f32]>,
+    y: &mut [f32],
+) {
+    cx.pool.par_chunks_mut(&mut y[..p.n], CHUNK, |i, out| {
+        let c = i * CHUNK..i * CHUNK + out.len();
+        simd::dispatch(
+            cx.isa,
+            MaskedAct {
+                p: *p,
+                x: &x[c.clone()],
+                m: &m[c.clone()],
+                r: r.map(|r| &r[c]),
+                y: out,
+            },
+        );
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::simd::testing::*;
     use super::*;
+    use crate::ops::Activation;
     use proptest::prelude::*;
 
     fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
@@ -327,6 +428,62 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(config())]
+
+        /// Every ISA against the reference, bit for bit (NaN = NaN), for every activation,
+        /// with and without the pre-mask and the residual.
+        #[test]
+        fn masked_act_is_bit_identical(
+            (x, m, r) in (1usize..200).prop_flat_map(|n| (
+                proptest::collection::vec(value(), n),
+                proptest::collection::vec(prop_oneof![2 => Just(0.0f32), 2 => Just(1.0f32), 1 => value()], n),
+                proptest::collection::vec(value(), n),
+            )),
+            act in proptest::sample::select(vec![
+                Activation::None, Activation::Relu, Activation::LeakyRelu(0.1),
+            ]),
+            pre_mask in any::<bool>(),
+            with_r in any::<bool>(),
+        ) {
+            let p = MaskedActParams { n: x.len(), act, pre_mask };
+            let r = with_r.then_some(&r[..]);
+            let mut want = vec![0f32; p.n];
+            reference::masked_act(&p, &x, &m, r, &mut want);
+            for_each_cx(|cx| {
+                let mut y = vec![0f32; p.n];
+                masked_act(cx, &p, &x, &m, r, &mut y);
+                assert_bits(&name(cx), &y, &want);
+            });
+        }
+    }
+
+    /// The reference is the chain of the ops it replaces: mul, activation, mul, add, mul.
+    #[test]
+    fn masked_act_reference_is_the_op_chain() {
+        let n = 64;
+        let x: Vec<f32> = (0..n).map(|i| (i as f32 - 30.0) * 0.37).collect();
+        let m: Vec<f32> = (0..n).map(|i| [0.0, 1.0, 1.0, 0.5][i % 4]).collect();
+        let r: Vec<f32> = (0..n).map(|i| (i as f32 * 1.3).sin()).collect();
+        let mul = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(a, b)| a * b).collect::<Vec<_>>();
+        let add = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(a, b)| a + b).collect::<Vec<_>>();
+        let relu = |a: &[f32]| {
+            let mut y = vec![0f32; a.len()];
+            super::super::activation::reference::activation(Activation::Relu, a, &mut y);
+            y
+        };
+        let x0 = mul(&x, &m);
+        let want = mul(&add(&relu(&x0), &mul(&r, &m)), &m);
+        let p = MaskedActParams {
+            n,
+            act: Activation::Relu,
+            pre_mask: true,
+        };
+        let mut y = vec![0f32; n];
+        reference::masked_act(&p, &x, &m, Some(&r), &mut y);
+        assert_bits("relu, pre-mask, residual", &y, &want);
+    }
+
     /// Long inputs cross parallel chunks, with a repeat length that does not divide the
     /// chunk (so chunks start mid-pattern) and one longer than the unroll threshold.
     #[test]
@@ -345,6 +502,18 @@ mod tests {
                     assert_bits(&format!("{} b_len {b_len}", name(cx)), &y, &want);
                 });
             }
+            let p = MaskedActParams {
+                n,
+                act: Activation::Relu,
+                pre_mask: true,
+            };
+            let mut want = vec![0f32; n];
+            reference::masked_act(&p, &a, &a, Some(&a), &mut want);
+            for_each_cx(|cx| {
+                let mut y = vec![0f32; n];
+                masked_act(cx, &p, &a, &a, Some(&a), &mut y);
+                assert_bits(&format!("{} masked_act", name(cx)), &y, &want);
+            });
             let mut want = vec![0f32; n];
             reference::axpby(0.3, &a, -1.7, &a, &mut want);
             for_each_cx(|cx| {

@@ -551,6 +551,9 @@ impl Backend for VulkanBackend {
             Call::Binary { p, a, b, y } => kernels::binary(rec, p, &a, &b, &y),
             Call::Scale { p, x, y } => kernels::scale(rec, p.s, &x, &y),
             Call::Axpby { p, x, y, out } => kernels::axpby(rec, p.a, &x, p.b, &y, &out),
+            Call::MaskedAct { p, x, m, r, y } => {
+                kernels::masked_act(rec, p, &x, &m, r.as_ref(), &y)
+            }
             Call::Embedding { p, ids, table, out } => {
                 kernels::embedding(rec, p, &ids, &table, &out)
             }

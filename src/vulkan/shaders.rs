@@ -118,6 +118,7 @@ shaders! {
     /// `linear` for few rows and large weights: each weight read once per dispatch, split k
     /// (`linear_stream.comp`).
     LinearStream = "linear_stream", LinearStream, 6;
+    MaskedAct = "masked_act", MaskedAct, 4;
     /// The split-k epilogue of `linear_stream` (`linear_stream_reduce.comp`).
     LinearStreamReduce = "linear_stream_reduce", LinearStreamReduce, 3;
     MeanPool = "mean_pool", MeanPool, 3;
@@ -156,6 +157,19 @@ pub(crate) mod push {
         pub b_len: u32,
         /// 0 add, 1 mul.
         pub op: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct MaskedAct {
+        pub off: [u32; 4],
+        pub n: u32,
+        pub act: u32,
+        pub slope: f32,
+        /// 1: multiply x by m before the activation.
+        pub pre_mask: u32,
+        /// 1: the residual r is bound.
+        pub has_r: u32,
     }
 
     #[repr(C)]

@@ -62,6 +62,15 @@ pub fn download_u32<B: Backend>(b: &B, r: &BufRef<B::Buffer>) -> Vec<u32> {
 }
 
 /// Maximum absolute difference and relative L2 error of `got` against `want`.
+/// `a` and `b` hold the same f32 bit patterns (NaN payloads and the sign of zero included).
+#[allow(dead_code)]
+pub fn assert_same_bits(what: &str, a: &[f32], b: &[f32]) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    if let Some(i) = (0..a.len()).find(|&i| a[i].to_bits() != b[i].to_bits()) {
+        panic!("{what}: element {i} differs: {} vs {}", a[i], b[i]);
+    }
+}
+
 pub fn errors(got: &[f32], want: &[f32]) -> (f32, f32) {
     assert_eq!(got.len(), want.len(), "length mismatch");
     let mut max_abs = 0f32;

@@ -500,6 +500,34 @@ impl Graph {
         self.binary(BinaryOp::Mul, a, b)
     }
 
+    /// `(act(pre_mask ? x * m : x) + r * m) * m` in one op ([`MaskedActParams`]): `x`, `m`
+    /// and `r` of one shape, bit-identical to the chain of `mul`, `activation` and `add`.
+    pub fn masked_act(
+        &mut self,
+        x: TensorId,
+        m: TensorId,
+        r: Option<TensorId>,
+        act: Activation,
+        pre_mask: bool,
+    ) -> Result<TensorId> {
+        const OP: &str = "masked_act";
+        let xs = self.check(OP, "x", x, &[DType::F32])?.shape.clone();
+        let mut operands = vec![("m", m)];
+        operands.extend(r.map(|r| ("r", r)));
+        for (what, t) in operands {
+            let ts = self.check(OP, what, t, &[DType::F32])?.shape.clone();
+            if ts != xs {
+                return Err(self.err(OP, format!("{what} {ts:?} and x {xs:?} differ")));
+            }
+        }
+        let p = MaskedActParams {
+            n: xs.iter().product(),
+            act,
+            pre_mask,
+        };
+        self.push(Op::MaskedAct(p), &[Some(x), Some(m), r], DType::F32, &xs)
+    }
+
     pub fn scale(&mut self, x: TensorId, s: f32) -> Result<TensorId> {
         let xs = self.check("scale", "x", x, &[DType::F32])?.shape.clone();
         self.push(Op::Scale(ScaleParams { s }), &[Some(x)], DType::F32, &xs)

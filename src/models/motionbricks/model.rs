@@ -380,20 +380,19 @@ fn conv_decoder(
             Activation::Relu,
         )?;
         h = g.transpose(hp, 1, 2)?; // [batch, width, P]
-        // Resnet1D with reversed dilations (`vqvae/neural_modules/resnet.py#L56-90`).
+        // Resnet1D with reversed dilations (`vqvae/neural_modules/resnet.py#L56-90`). A block
+        // is `x0 = h m; relu(x0) m; conv1; relu(.) m; conv2; (. + x0) m` (#L12-54): its
+        // elementwise steps run as three masked_act ops, bit-identical to the separate
+        // mul / relu / add ops (x0 = h m is recomputed inside the last one).
         let m = inp.masks[i];
         for j in 0..c.depth {
             let d = c.dilation(j);
             let b = format!("{prefix}model.{}.0.model.{j}.", 2 + i);
-            let x0 = g.mul(h, m)?;
-            let t = g.activation(x0, Activation::Relu)?;
-            let t = g.mul(t, m)?;
+            let t = g.masked_act(h, m, None, Activation::Relu, true)?;
             let t = w.conv(g, t, &format!("{b}conv1"), d, d)?;
-            let t = g.activation(t, Activation::Relu)?;
-            let t = g.mul(t, m)?;
+            let t = g.masked_act(t, m, None, Activation::Relu, false)?;
             let t = w.conv(g, t, &format!("{b}conv2"), 0, 1)?;
-            let t = g.add(t, x0)?;
-            h = g.mul(t, m)?;
+            h = g.masked_act(t, m, Some(h), Activation::None, false)?;
         }
         h = g.upsample_nearest2x(h)?;
         h = g.mul(h, inp.masks[i + 1])?;
@@ -402,8 +401,7 @@ fn conv_decoder(
     let m = inp.masks[c.down_t];
     h = g.mul(h, m)?;
     h = w.conv(g, h, &format!("{prefix}model.{}", 2 + c.down_t), 1, 1)?;
-    h = g.activation(h, Activation::Relu)?;
-    h = g.mul(h, m)?;
+    h = g.masked_act(h, m, None, Activation::Relu, false)?;
     h = w.conv(g, h, &format!("{prefix}model.{}", 4 + c.down_t), 1, 1)?;
     g.mul(h, inp.out_mask)
 }

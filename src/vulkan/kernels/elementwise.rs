@@ -1,12 +1,12 @@
-//! Elementwise ops (activation, binary, scale, axpby, swiglu) and the strided copy: one
+//! Elementwise ops (activation, binary, masked_act, scale, axpby, swiglu) and the strided copy: one
 //! invocation per output element.
 
-use super::super::recording::Arg::{In, Out};
+use super::super::recording::Arg::{Absent, In, Out};
 use super::super::recording::{Dispatch, VulkanRecording};
 use super::super::shaders::{Shader, push};
 use super::{Ref, act_code, elementwise, u32_of};
 use crate::error::Result;
-use crate::ops::{Activation, BinaryOp, BinaryParams, CopyParams};
+use crate::ops::{Activation, BinaryOp, BinaryParams, CopyParams, MaskedActParams};
 use crate::tensor::DType;
 
 pub(crate) fn activation(
@@ -44,6 +44,28 @@ pub(crate) fn binary(
         ..Default::default()
     };
     elementwise(rec, OP, Shader::Binary, &[In(a), In(b), Out(y)], push, p.n)
+}
+
+pub(crate) fn masked_act(
+    rec: &mut VulkanRecording,
+    p: &MaskedActParams,
+    x: &Ref,
+    m: &Ref,
+    r: Option<&Ref>,
+    y: &Ref,
+) -> Result<()> {
+    const OP: &str = "masked_act";
+    let (act, slope) = act_code(p.act);
+    let push = push::MaskedAct {
+        n: u32_of(OP, "n", p.n)?,
+        act,
+        slope,
+        pre_mask: u32::from(p.pre_mask),
+        has_r: u32::from(r.is_some()),
+        ..Default::default()
+    };
+    let args = [In(x), In(m), r.map_or(Absent, In), Out(y)];
+    elementwise(rec, OP, Shader::MaskedAct, &args, push, p.n)
 }
 
 pub(crate) fn scale(rec: &mut VulkanRecording, s: f32, x: &Ref, y: &Ref) -> Result<()> {

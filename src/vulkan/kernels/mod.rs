@@ -35,7 +35,7 @@ mod sampling;
 
 pub(crate) use attention::attention;
 pub(crate) use conv::{conv1d, upsample_nearest2x};
-pub(crate) use elementwise::{activation, axpby, binary, copy, scale, swiglu};
+pub(crate) use elementwise::{activation, axpby, binary, copy, masked_act, scale, swiglu};
 pub(crate) use embedding::{embedding, mean_pool};
 pub(crate) use linear::{coopmat_peak, linear};
 pub(crate) use matmul::batched_matmul;
