@@ -411,10 +411,13 @@ pub struct BinaryParams {
 ///
 /// Each step is the f32 operation of the unfused op ([`Op::Binary`] mul and add,
 /// [`Op::Activation`]), rounded in the same order (the residual product is rounded before the
-/// sum, never a fused multiply-add), so the result is bit-identical to the chain of separate
-/// ops. It replaces, in MotionBricks' `Resnet1D` blocks
-/// (`motionbricks/vqvae/neural_modules/resnet.py#L12-90`: `x0 = x * mask`, `relu(x) * mask` before each
-/// conv, `(x + x_orig) * mask` after the second), three to four dispatches with one.
+/// sum, never a fused multiply-add). With `None`, `Relu` or `LeakyRelu` (exact activations)
+/// the result is therefore bit-identical to the chain of separate ops on every backend, and to
+/// the scalar reference; the smooth activations (GELU, SiLU) run each backend's own activation
+/// code, so they carry [`Op::Activation`]'s error bounds against the reference. It replaces,
+/// in MotionBricks' `Resnet1D` blocks (`motionbricks/vqvae/neural_modules/resnet.py#L12-90`:
+/// `x0 = x * mask`, `relu(x) * mask` before each conv, `(x + x0) * mask` after the second),
+/// three to four dispatches with one.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MaskedActParams {
     pub n: usize,

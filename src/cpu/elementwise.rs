@@ -4,7 +4,8 @@
 //! Every path is bit-identical to the reference: each output is the same sequence of
 //! IEEE-rounded f32 operations in the same order (separate multiply and add, never a fused
 //! multiply-add), which is also PyTorch's f32 op order for `a + b`, `a * b`, `s * x` and
-//! `a * x + b * y`.
+//! `a * x + b * y`. (`masked_act` with a smooth activation, GELU or SiLU, uses the vector
+//! activation of [`super::activation`], within its bounds of the reference.)
 
 use super::Cx;
 use super::simd::{self, Kernel, Simd};
@@ -431,7 +432,7 @@ mod tests {
     proptest! {
         #![proptest_config(config())]
 
-        /// Every ISA against the reference, bit for bit (NaN = NaN), for every activation,
+        /// Every ISA against the reference, bit for bit (NaN = NaN), for the exact activations,
         /// with and without the pre-mask and the residual.
         #[test]
         fn masked_act_is_bit_identical(
