@@ -415,9 +415,9 @@ pub struct BinaryParams {
 /// the result is therefore bit-identical to the chain of separate ops on every backend, and to
 /// the scalar reference; the smooth activations (GELU, SiLU) run each backend's own activation
 /// code, so they carry [`Op::Activation`]'s error bounds against the reference. It replaces,
-/// in MotionBricks' `Resnet1D` blocks (`motionbricks/vqvae/neural_modules/resnet.py#L12-90`:
-/// `x0 = x * mask`, `relu(x) * mask` before each conv, `(x + x0) * mask` after the second),
-/// three to four dispatches with one.
+/// in MotionBricks' `Resnet1D` blocks (`ResConv1DBlock.forward`,
+/// `motionbricks/vqvae/neural_modules/resnet.py#L45-69`: `x0 = x * mask`, `relu(x) * mask`
+/// before each conv, `(x + x0) * mask` after the second), three to four dispatches with one.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MaskedActParams {
     pub n: usize,

@@ -381,7 +381,7 @@ fn conv_decoder(
         )?;
         h = g.transpose(hp, 1, 2)?; // [batch, width, P]
         // Resnet1D with reversed dilations (`vqvae/neural_modules/resnet.py#L56-90`). A block
-        // is `x0 = h m; relu(x0) m; conv1; relu(.) m; conv2; (. + x0) m` (#L12-54): its
+        // is `x0 = h m; relu(x0) m; conv1; relu(.) m; conv2; (. + x0) m` (#L45-69): its
         // elementwise steps run as three masked_act ops, bit-identical to the separate
         // mul / relu / add ops (x0 = h m is recomputed inside the last one).
         let m = inp.masks[i];
