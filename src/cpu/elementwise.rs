@@ -8,7 +8,7 @@
 //! activation of [`super::activation`], within its bounds of the reference.)
 
 use super::Cx;
-use super::simd::{self, Kernel, Simd};
+use super::simd::{self, Kernel, Simd, ZipFn, zip_map};
 use crate::ops::{BinaryOp, BinaryParams, MaskedActParams};
 
 pub mod reference {
@@ -71,11 +71,13 @@ struct Binary<'a> {
     y: &'a mut [f32],
 }
 
-#[inline(always)]
-fn lane_op<S: Simd>(s: S, op: BinaryOp, x: S::F, z: S::F) -> S::F {
-    match op {
-        BinaryOp::Add => s.add(x, z),
-        BinaryOp::Mul => s.mul(x, z),
+impl ZipFn<2> for BinaryOp {
+    #[inline(always)]
+    fn apply<S: Simd>(&self, s: S, [x, z]: [S::F; 2]) -> S::F {
+        match self {
+            BinaryOp::Add => s.add(x, z),
+            BinaryOp::Mul => s.mul(x, z),
+        }
     }
 }
 
@@ -92,26 +94,8 @@ pub(super) unsafe fn zip_op<S: Simd>(
     y: *mut f32,
     n: usize,
 ) {
-    let l = S::LANES;
-    let mut i = 0;
-    while i + l <= n {
-        // SAFETY: lanes i..i + l are inside all three buffers (caller contract).
-        unsafe { s.store(y.add(i), lane_op(s, op, s.load(a.add(i)), s.load(b.add(i)))) };
-        i += l;
-    }
-    if i < n {
-        let m = n - i;
-        // SAFETY: the m < l lanes from i are inside all three buffers.
-        unsafe {
-            let v = lane_op(
-                s,
-                op,
-                s.load_part(a.add(i), m, 0.0),
-                s.load_part(b.add(i), m, 0.0),
-            );
-            s.store_part(y.add(i), m, v);
-        }
-    }
+    // SAFETY: the caller's contract is zip_map's.
+    unsafe { zip_map(s, &op, [a, b], y, n) }
 }
 
 impl Kernel for Binary<'_> {
@@ -180,24 +164,23 @@ struct Scale<'a> {
     y: &'a mut [f32],
 }
 
+/// `k * x` per lane.
+struct Times(f32);
+
+impl ZipFn<1> for Times {
+    #[inline(always)]
+    fn apply<S: Simd>(&self, s: S, [x]: [S::F; 1]) -> S::F {
+        s.mul(s.splat(self.0), x)
+    }
+}
+
 impl Kernel for Scale<'_> {
     type Output = ();
     #[inline(always)]
     fn run<S: Simd>(self, s: S) {
         let n = self.y.len().min(self.x.len());
-        let (x, y) = (self.x.as_ptr(), self.y.as_mut_ptr());
-        let k = s.splat(self.s);
-        let l = S::LANES;
-        let mut i = 0;
-        while i + l <= n {
-            // SAFETY: lanes i..i + l are inside both slices.
-            unsafe { s.store(y.add(i), s.mul(k, s.load(x.add(i)))) };
-            i += l;
-        }
-        if i < n {
-            // SAFETY: the n - i < l lanes from i are inside both slices.
-            unsafe { s.store_part(y.add(i), n - i, s.mul(k, s.load_part(x.add(i), n - i, 0.0))) };
-        }
+        // SAFETY: n is within both slices; `y` is an exclusive borrow.
+        unsafe { zip_map(s, &Times(self.s), [self.x.as_ptr()], self.y.as_mut_ptr(), n) };
     }
     fn scalar(self) {
         reference::scale(self.s, self.x, self.y);
@@ -221,32 +204,24 @@ struct Axpby<'a> {
     out: &'a mut [f32],
 }
 
+/// `a x + b y` per lane, as two products and a sum.
+struct Lincomb(f32, f32);
+
+impl ZipFn<2> for Lincomb {
+    #[inline(always)]
+    fn apply<S: Simd>(&self, s: S, [x, y]: [S::F; 2]) -> S::F {
+        s.add(s.mul(s.splat(self.0), x), s.mul(s.splat(self.1), y))
+    }
+}
+
 impl Kernel for Axpby<'_> {
     type Output = ();
     #[inline(always)]
     fn run<S: Simd>(self, s: S) {
         let n = self.out.len().min(self.x.len()).min(self.y.len());
-        let (x, y, o) = (self.x.as_ptr(), self.y.as_ptr(), self.out.as_mut_ptr());
-        let (ka, kb) = (s.splat(self.a), s.splat(self.b));
-        let l = S::LANES;
-        let mut i = 0;
-        while i + l <= n {
-            // SAFETY: lanes i..i + l are inside all three slices.
-            unsafe {
-                let v = s.add(s.mul(ka, s.load(x.add(i))), s.mul(kb, s.load(y.add(i))));
-                s.store(o.add(i), v);
-            }
-            i += l;
-        }
-        if i < n {
-            let m = n - i;
-            // SAFETY: the m < l lanes from i are inside all three slices.
-            unsafe {
-                let xv = s.load_part(x.add(i), m, 0.0);
-                let yv = s.load_part(y.add(i), m, 0.0);
-                s.store_part(o.add(i), m, s.add(s.mul(ka, xv), s.mul(kb, yv)));
-            }
-        }
+        let src = [self.x.as_ptr(), self.y.as_ptr()];
+        // SAFETY: n is within every slice; `out` is an exclusive borrow.
+        unsafe { zip_map(s, &Lincomb(self.a, self.b), src, self.out.as_mut_ptr(), n) };
     }
     fn scalar(self) {
         reference::axpby(self.a, self.x, self.b, self.y, self.out);
@@ -279,16 +254,32 @@ struct MaskedAct<'a> {
     y: &'a mut [f32],
 }
 
-impl MaskedAct<'_> {
-    /// One vector of the chain (the operations of [`reference::masked_act`], in its order).
+/// One vector of [`reference::masked_act`]'s chain, in its order: x, m (and r).
+struct MaskedActLanes(MaskedActParams);
+
+impl MaskedActLanes {
     #[inline(always)]
     fn step<S: Simd>(&self, s: S, x: S::F, m: S::F, r: Option<S::F>) -> S::F {
-        let mut u = if self.p.pre_mask { s.mul(x, m) } else { x };
-        u = super::activation::lane(s, self.p.act, u);
+        let mut u = if self.0.pre_mask { s.mul(x, m) } else { x };
+        u = super::activation::lane(s, self.0.act, u);
         if let Some(r) = r {
             u = s.add(u, s.mul(r, m));
         }
         s.mul(u, m)
+    }
+}
+
+impl ZipFn<2> for MaskedActLanes {
+    #[inline(always)]
+    fn apply<S: Simd>(&self, s: S, [x, m]: [S::F; 2]) -> S::F {
+        self.step(s, x, m, None)
+    }
+}
+
+impl ZipFn<3> for MaskedActLanes {
+    #[inline(always)]
+    fn apply<S: Simd>(&self, s: S, [x, m, r]: [S::F; 3]) -> S::F {
+        self.step(s, x, m, Some(r))
     }
 }
 
@@ -299,27 +290,13 @@ impl Kernel for MaskedAct<'_> {
         let n = self.y.len().min(self.x.len()).min(self.m.len());
         let n = self.r.map_or(n, |r| n.min(r.len()));
         let (x, m, y) = (self.x.as_ptr(), self.m.as_ptr(), self.y.as_mut_ptr());
-        let r = self.r.map(<[f32]>::as_ptr);
-        let l = S::LANES;
-        let mut i = 0;
-        while i + l <= n {
-            // SAFETY: lanes i..i + l are inside every slice (n is the shortest length); `y`
-            // is an exclusive borrow, so it overlaps no input.
-            unsafe {
-                let rv = r.map(|r| s.load(r.add(i)));
-                let v = self.step(s, s.load(x.add(i)), s.load(m.add(i)), rv);
-                s.store(y.add(i), v);
-            }
-            i += l;
-        }
-        if i < n {
-            let k = n - i;
-            // SAFETY: the k < l lanes from i are inside every slice.
-            unsafe {
-                let xv = s.load_part(x.add(i), k, 0.0);
-                let mv = s.load_part(m.add(i), k, 0.0);
-                let rv = r.map(|r| s.load_part(r.add(i), k, 0.0));
-                s.store_part(y.add(i), k, self.step(s, xv, mv, rv));
+        let f = MaskedActLanes(self.p);
+        // SAFETY: n is the shortest length, so every slice holds it; `y` is an exclusive
+        // borrow, so it overlaps no input.
+        unsafe {
+            match self.r {
+                Some(r) => zip_map(s, &f, [x, m, r.as_ptr()], y, n),
+                None => zip_map(s, &f, [x, m], y, n),
             }
         }
     }

@@ -248,6 +248,53 @@ pub unsafe fn map<S: Simd, F: LaneFn>(s: S, f: F, src: *const f32, dst: *mut f32
     }
 }
 
+/// A function of `N` vectors applied lane by lane (a trait rather than a closure, as
+/// [`LaneFn`], so that it is inlined into the `#[target_feature]` body for certain).
+pub trait ZipFn<const N: usize> {
+    fn apply<S: Simd>(&self, s: S, x: [S::F; N]) -> S::F;
+}
+
+/// `dst[i] = f(src[0][i], .., src[N - 1][i])` for `i < n`, one vector per step, the tail as one
+/// partial vector (the inputs' missing lanes read as 0.0 and the output's left untouched).
+///
+/// # Safety
+/// Every `src[j]` must be valid for reading and `dst` for writing `n` f32; `dst` must not
+/// overlap any input.
+#[inline(always)]
+pub unsafe fn zip_map<S: Simd, const N: usize, F: ZipFn<N>>(
+    s: S,
+    f: &F,
+    src: [*const f32; N],
+    dst: *mut f32,
+    n: usize,
+) {
+    let l = S::LANES;
+    let mut i = 0;
+    // Loads by index, not through `array::map` and a closure, which need not be inlined into
+    // the `#[target_feature]` body.
+    let mut v = [s.splat(0.0); N];
+    while i + l <= n {
+        // SAFETY: lanes i..i + l are inside every buffer (loop condition, caller contract).
+        unsafe {
+            for j in 0..N {
+                v[j] = s.load(src[j].add(i));
+            }
+            s.store(dst.add(i), f.apply(s, v));
+        }
+        i += l;
+    }
+    if i < n {
+        let m = n - i;
+        // SAFETY: the m < l lanes from i are inside every buffer.
+        unsafe {
+            for j in 0..N {
+                v[j] = s.load_part(src[j].add(i), m, 0.0);
+            }
+            s.store_part(dst.add(i), m, f.apply(s, v));
+        }
+    }
+}
+
 /// Load `m <= LANES` lanes (a full vector when `m == LANES`, else `m` lanes and zeros).
 ///
 /// # Safety
