@@ -11,6 +11,11 @@ around each forward (GPU) or `perf_counter` (CPU), after warm-up; p50 / p99 / me
 
     python3 reference/bench_llm2vec_torch.py --tokens 32 --batch 1 --runs 200
     python3 reference/bench_llm2vec_torch.py --tokens 32 --batch 16 --layers 32 --json
+    python3 reference/bench_llm2vec_torch.py --dtype f32 --autocast fp16 --json
+
+`--dtype f32` keeps PyTorch's default of TF32 off. `--autocast fp16|bf16` runs each forward under
+`torch.autocast(device, dtype=...)` (mixed precision over the `--dtype` weights, which autocast
+casts inside every forward); off by default.
 
 Needs torch and transformers (the GPU machine has both); no weights are downloaded.
 """
@@ -34,6 +39,7 @@ def parse_args():
     p.add_argument("--vocab", type=int, default=128256)
     p.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="bf16")
     p.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa")
+    p.add_argument("--autocast", choices=["off", "fp16", "bf16"], default="off")
     p.add_argument("--device", default="cuda" if _cuda() else "cpu")
     p.add_argument("--runs", type=int, default=200, help="timed forwards (default 200)")
     p.add_argument("--warmup", type=int, default=10)
@@ -94,8 +100,11 @@ def main():
     # Every query sees every key: LLM2Vec's bidirectional mask for an unpadded batch.
     mask4 = torch.zeros((a.batch, 1, a.tokens, a.tokens), dtype=dtype, device=a.device)
 
+    cast = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.autocast)
+
     def forward():
-        out = model(input_ids=ids, attention_mask=mask4).last_hidden_state
+        with torch.autocast(a.device.split(":")[0], dtype=cast, enabled=cast is not None):
+            out = model(input_ids=ids, attention_mask=mask4).last_hidden_state
         return out.float().mean(dim=1)
 
     cuda = a.device.startswith("cuda")
@@ -132,6 +141,7 @@ def main():
         "device": torch.cuda.get_device_name() if cuda else "cpu",
         "dtype": a.dtype,
         "attn": a.attn,
+        "autocast": a.autocast,
         "layers": a.layers,
         "params": params,
         "tokens": a.tokens,
@@ -147,7 +157,8 @@ def main():
         print(json.dumps(res))
     else:
         print(
-            f"llm2vec pytorch ({res['device']}, {a.dtype}, {a.attn}): {a.layers} layers, "
+            f"llm2vec pytorch ({res['device']}, {a.dtype}, autocast {a.autocast}, {a.attn}): "
+            f"{a.layers} layers, "
             f"{params / 1e9:.2f} B params, {a.tokens} tokens, batch {a.batch}, {a.runs} runs: "
             f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, mean {res['mean_ms']:.2f} ms "
             f"({res['per_prompt_ms']:.2f} ms per prompt)"

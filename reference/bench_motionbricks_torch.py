@@ -34,10 +34,12 @@ Usage:
     mkdir -p /tmp/mbup && git -C /work/.mirror/NVlabs+GR00T-WholeBodyControl/repo archive HEAD \\
         motionbricks | tar -x -C /tmp/mbup
     python reference/bench_motionbricks_torch.py --upstream /tmp/mbup/motionbricks \\
-        [--device cuda] [--batch 16] [--plans 200] [--tf32] [--json]
+        [--device cuda] [--batch 16] [--plans 200] [--tf32] [--autocast fp16|bf16|off] [--json]
 On CUDA the timings synchronise the device around each run. `--tf32` reproduces upstream's
 `matmul_precision: high` (`exp_setup/experiment.py#L116-117`); off by default, to compare with
-kinema's strict float32.
+kinema's strict float32. `--autocast fp16` runs each plan under `torch.autocast(device,
+dtype=torch.float16)` (f32 weights, cast per plan, as a PyTorch host would), to compare with
+kinema's fast precision; off by default.
 """
 
 import argparse
@@ -135,6 +137,7 @@ def main():
     ap.add_argument("--plans", type=int, default=200, help="timed runs per sampling mode (>= 200 for p99)")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--tf32", action="store_true")
+    ap.add_argument("--autocast", choices=["off", "fp16", "bf16"], default="off")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if not 1 <= a.batch <= 64:
@@ -166,6 +169,8 @@ def main():
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     n_logits = 16 * 8 * 10
     orig_uniform = torch.Tensor.uniform_
+    cast = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.autocast)
+    autocast = lambda: torch.autocast(device.type, dtype=cast, enabled=cast is not None)
     results = {}
     for mode in ("argmax", "gumbel"):
         config = {"num_inference_step": 1, "allow_pred_out_of_reach_num_tokens": False,
@@ -185,7 +190,7 @@ def main():
                 one = {k: v[i:i + 1] for k, v in inputs.items()}
                 torch.Tensor.uniform_ = fake
                 try:
-                    with torch.no_grad():
+                    with torch.no_grad(), autocast():
                         feats, n = inferencer.predict(
                             one["global_root_values"], one["has_global_root_values"],
                             one["local_root_values"], one["has_local_root_values"],
@@ -206,14 +211,16 @@ def main():
                          "mean_ms": float(np.mean(ms))}
     name = str(device) + (f" {torch.cuda.get_device_name(device)}" if device.type == "cuda" else "")
     report = {"backend": "torch", "device": name, "threads": torch.get_num_threads(),
-              "precision": "tf32" if a.tf32 else "float32", "model": "released widths (synthetic)",
+              "precision": "tf32" if a.tf32 else "float32", "autocast": a.autocast,
+              "model": "released widths (synthetic)",
               "parameters": params, "weights_s": weights_s, "batch": a.batch, "plans": a.plans,
               "argmax": results["argmax"], "gumbel": results["gumbel"], "torch": torch.__version__}
     if a.json:
         print(json.dumps(report, indent=1))
         return
     lat = lambda x: f"{x['sampling']} p50 {x['p50_ms']:.2f} ms, p99 {x['p99_ms']:.2f} ms, mean {x['mean_ms']:.2f} ms"
-    print(f"motionbricks torch ({name}, {report['threads']} threads, {report['precision']}, f32 weights): "
+    print(f"motionbricks torch ({name}, {report['threads']} threads, {report['precision']}, f32 weights, "
+          f"autocast {a.autocast}): "
           f"{report['model']}, {params / 1e6:.1f} M params, batch {a.batch}, {a.plans} timed runs each: "
           f"{lat(results['argmax'])}; {lat(results['gumbel'])} (weights {weights_s:.1f} s)")
 
