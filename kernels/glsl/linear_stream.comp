@@ -112,8 +112,6 @@ const uint KT4 = KT / 4u;
 
 shared vec4 xs[MB * KT4];
 shared float red[RC * WORKGROUP_SIZE];
-// 1 in the workgroup that arrived last at its column group's counter.
-shared uint last_split;
 
 float load_w(uint e) {
     if (W_DTYPE == 0u) {
@@ -244,6 +242,10 @@ vec4 load_x4(uint row, uint kk, uint kend) {
 }
 #endif
 
+// The lane sums are done with red when the splits fold.
+#define FOLD_FLAG red[0]
+#include "stream_fold.glsl"
+
 void main() {
     uint tid = gl_LocalInvocationID.x;
     uint lane = tid % LK;
@@ -330,37 +332,5 @@ void main() {
             }
         }
     }
-    if (p.epilogue != 0u || p.fold == 0u) {
-        return;
-    }
-    // This workgroup's partial sums are written (and visible device-wide) before it counts
-    // itself in.
-    memoryBarrierBuffer();
-    barrier();
-    if (tid == 0u) {
-        uint before = atomicAdd(count[p.count_off + gl_WorkGroupID.x], 1u);
-        last_split = before + 1u == gl_NumWorkGroups.y ? 1u : 0u;
-    }
-    barrier();
-    if (last_split == 0u) {
-        return;
-    }
-    memoryBarrierBuffer();
-    uint splits = gl_NumWorkGroups.y;
-    uint cols = min(NCW, p.n - n0);
-    for (uint i = tid; i < p.m * cols; i += WORKGROUP_SIZE) {
-        uint row = i / cols;
-        uint col = n0 + i % cols;
-        float v = 0.0;
-        for (uint s = 0u; s < splits; s++) {
-            v += part[p.part_off + (s * p.m + row) * p.n + col];
-        }
-        if (p.has_bias != 0u) {
-            v += bias[p.b_off + col];
-        }
-        y[Y_INDEX(row, col)] = activate(p.act, p.slope, v);
-    }
-    if (tid == 0u) {
-        count[p.count_off + gl_WorkGroupID.x] = 0u;
-    }
+    fold_splits(n0, NCW);
 }
