@@ -865,17 +865,6 @@ fn bit_identical(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
-/// Error of a cooperative-matrix linear output (f16 x f16 products, f32 sums) relative to
-/// `sum |x_i w_i|`, beyond the f32 sums' [`strict_gemm_rel`]: x and w are rounded to f16 when
-/// staged, each by at most 2^-11 of itself (2^-10 allowed, should a device not round to
-/// nearest), so a product is off by at most (1 + 2^-10)^2 - 1 < 2^-9 + 2^-20 of itself.
-const COOPMAT_F16_INPUT_REL: f64 = 1.0 / 512.0 + 1.0 / 1_048_576.0;
-
-/// Absolute error per term from f16's subnormal range: an input below 2^-14 in magnitude is
-/// rounded to a multiple of 2^-24, off by up to 2^-25 (2^-24 allowed), times the other
-/// factor (at most 1 in these tests).
-const COOPMAT_F16_SUBNORMAL_ABS: f64 = 1.0 / 16_777_216.0;
-
 /// Fast-mode linear on cooperative matrices against the f64 reference, within the f16 input
 /// rounding bound, for f32/f16/bf16/q8_0 weights, k a multiple of 4 or not (vector or
 /// element loads), m, n, k off the tile multiples, with a bias, and with ReLU for f16

@@ -4,7 +4,9 @@
 //! through the tuning variables (`KINEMA_VK_LINEAR=stream`, `KINEMA_VK_STREAM_SPLITS`,
 //! `KINEMA_VK_STREAM_TILE`), which the backend reads when a linear is recorded; this binary
 //! holds one test so that setting them races with nothing. The same test then runs conv1d on
-//! the streaming kernel (`KINEMA_VK_CONV=stream`, `conv1d_stream`).
+//! the streaming kernel (`KINEMA_VK_CONV=stream`, `conv1d_stream`), and fast mode's streaming
+//! linear on cooperative matrices (`linear_cm_stream_*`, `KINEMA_VK_CM_STREAM`) where the
+//! device has them.
 
 mod common;
 
@@ -34,7 +36,8 @@ fn set(name: &str, value: Option<&str>) {
 /// with one split of k (the epilogue in the main kernel), the automatic splits, and 3 forced
 /// splits (partial sums and the reduce kernel), on the automatic tile (the narrow one: these
 /// weights are under 2^22), a small forced tile (32 k staged at a time: many stages, 4 rows
-/// per block) and the wide tile LLM2Vec's shapes take (2 columns per invocation, 128 k stages). Then, under a 4 KiB binding limit, weights split over
+/// per block) and the wide tiles LLM2Vec's shapes take (2 columns per invocation, 128 and 256 k
+/// stages). Then, under a 4 KiB binding limit, weights split over
 /// groups of columns (each dispatch writes fewer columns than the ldy = n between rows of y). Each result is checked against the CPU
 /// scalar reference, f32 weights without activation also within the strict f64 bound, and
 /// every result is bit-identical when recorded and run again (deterministic), when the same
@@ -72,6 +75,9 @@ fn stream_linear_matches_the_reference() {
         (Some("3"), None),
         (Some("3"), Some("64x4x4x4x32")),
         (None, Some("256x32x2x4x128")),
+        // LLM2Vec's default tile on a device with 48 KiB of shared memory (the H200), which
+        // it fills exactly; elsewhere it does not fit and the automatic tile runs.
+        (Some("3"), Some("256x32x2x4x256")),
     ];
     let mut r = Rng(77);
     let small: &[(usize, usize, usize)] = &[(7, 61, 64), (2, 77, 320)];
@@ -162,7 +168,10 @@ fn stream_linear_matches_the_reference() {
     }
     set("KINEMA_VK_LINEAR", None);
     conv_stream_matches_the_reference(&devices);
+    cm_stream_linear_within_f16_rounding(&devices);
     for v in [
+        "KINEMA_VK_LINEAR",
+        "KINEMA_VK_CM_STREAM",
         "KINEMA_VK_STREAM_FOLD",
         "KINEMA_VK_CONV",
         "KINEMA_VK_STREAM_SPLITS",
@@ -262,6 +271,145 @@ fn conv_stream_matches_the_reference(devices: &[kinema::vulkan::DeviceSummary]) 
             }
         }
     }
+}
+
+/// The fast-mode streaming variants, by module name (`gemm_policy::stream::CM_STREAM`).
+const CM_STREAM: [&str; 3] = [
+    "linear_cm_stream_32x128x32_32x32",
+    "linear_cm_stream_32x64x64_32x16",
+    "linear_cm_stream_32x128x32_32x16",
+];
+
+/// Fast mode's streaming linear on cooperative matrices (`linear_cm.comp` with `STREAM`),
+/// each variant forced (`KINEMA_VK_CM_STREAM`) for every linear (`KINEMA_VK_LINEAR=stream`):
+/// every weight dtype, one and two row blocks of 32 (m = 33, 64), odd n, k off the k step and
+/// odd (element loads), x at an odd offset, bias on and off, activations; one split, the
+/// automatic splits and 3. Checked against the f64 reference within the cooperative-matrix
+/// bound (f16 operands, f32 sums), the recording shown to run that variant, and bit-identical
+/// folded and unfolded and when run again. A device without cooperative matrices (lavapipe)
+/// must run `linear_stream` instead, bit for bit strict mode's result.
+fn cm_stream_linear_within_f16_rounding(devices: &[kinema::vulkan::DeviceSummary]) {
+    set("KINEMA_VK_LINEAR", Some("stream"));
+    let shapes: &[(usize, usize, usize)] = &[
+        (32, 130, 320),
+        (7, 61, 64),
+        (33, 61, 96),
+        (64, 67, 256),
+        (16, 45, 37),
+        (2, 200, 1000),
+    ];
+    let acts = [Activation::None, Activation::Silu, Activation::Relu];
+    let mut r = Rng(79);
+    for d in devices {
+        let mut o = VulkanOptions::new(Precision::Fast);
+        o.device = Some(d.index);
+        let fast = VulkanBackend::with_options(o).unwrap();
+        let mut o = VulkanOptions::new(Precision::Strict);
+        o.device = Some(d.index);
+        let strict = VulkanBackend::with_options(o).unwrap();
+        let coop = fast.info().cooperative_matrix;
+        if !coop {
+            eprintln!(
+                "NOTICE: {} has no cooperative matrix: fast mode's streaming linear on them is \
+                 not tested here; checking that it runs linear_stream instead",
+                fast.device_name()
+            );
+        }
+        for (si, &(m, n, k)) in shapes.iter().enumerate() {
+            let x = r.vec(m * k + 1, -1.0, 1.0);
+            let wf = r.vec(n * k, -1.0, 1.0);
+            let bias = r.vec(n, -1.0, 1.0);
+            let x0 = si % 2;
+            let xs = &x[x0..][..m * k];
+            for (di, case) in weight_dtypes(&wf, k).iter().enumerate() {
+                let (dt, bytes) = (case.0, &case.1);
+                let wref: Vec<f32> = match reference_weights(&wf, case) {
+                    kinema::cpu::Weights::F32(w) => w.to_vec(),
+                    w => {
+                        let mut v = vec![0f32; n * k];
+                        w.widen_into(0, &mut v);
+                        v
+                    }
+                };
+                let act = acts[(si + di) % acts.len()];
+                let with_bias = (si + di) % 2 == 0;
+                let p = LinearParams {
+                    m,
+                    n,
+                    k,
+                    activation: act,
+                };
+                let run = |b: &VulkanBackend| {
+                    let xb = upload_f32(b, &x);
+                    let xr = xb.slice(x0, m * k).unwrap();
+                    let wbuf = upload(b, dt, bytes, n * k);
+                    let bb = upload_f32(b, &bias);
+                    let y = alloc(b, DType::F32, m * n);
+                    let mut rec = b.begin().unwrap();
+                    b.linear(&mut rec, &p, &xr, &wbuf, with_bias.then_some(&bb), &y)
+                        .unwrap();
+                    let shaders: Vec<&str> = rec.shaders().to_vec();
+                    let (got, _) = run_twice(b, &rec, &y, m * n);
+                    (got, shaders)
+                };
+                for variant in CM_STREAM {
+                    set("KINEMA_VK_CM_STREAM", Some(variant));
+                    for splits in [Some("1"), None, Some("3")] {
+                        set("KINEMA_VK_STREAM_SPLITS", splits);
+                        let what = format!(
+                            "fast stream linear {m}x{n}x{k} {dt} {act:?} bias {with_bias} x at \
+                             {x0} {variant} splits {splits:?} on {}",
+                            fast.device_name()
+                        );
+                        set("KINEMA_VK_STREAM_FOLD", Some("1"));
+                        let (got, shaders) = run(&fast);
+                        set("KINEMA_VK_STREAM_FOLD", None);
+                        let (unfolded, _) = run(&fast);
+                        assert_same_bits(&what, &got, &unfolded);
+                        let (again, _) = run(&fast);
+                        assert_same_bits(&format!("{what}: run again"), &got, &again);
+                        if !coop {
+                            assert_eq!(shaders[0], "linear_stream", "{what}");
+                            let (want, _) = run(&strict);
+                            assert_same_bits(&format!("{what}: strict"), &got, &want);
+                            continue;
+                        }
+                        assert_eq!(shaders[0], variant, "{what}: the kernel that ran");
+                        if splits == Some("1") {
+                            assert_eq!(shaders.len(), 1, "{what}: one split, one dispatch");
+                        }
+                        // The pre-activation bound of the tiled cooperative-matrix linear,
+                        // times 1.1: ReLU is 1-Lipschitz and SiLU's slope stays within 1.1, and
+                        // the activation's own rounding (a few ulp of |v|, and |v| is at most
+                        // the scale) is far below the rest of that margin.
+                        let [mut want, mut scale] = gemm_f64(xs, &wref, (m, n, k), true);
+                        for (i, (w, s)) in want.iter_mut().zip(scale.iter_mut()).enumerate() {
+                            let b = if with_bias {
+                                f64::from(bias[i % n])
+                            } else {
+                                0.0
+                            };
+                            *w = match act {
+                                Activation::Relu => (*w + b).max(0.0),
+                                Activation::Silu => {
+                                    let v = *w + b;
+                                    v / (1.0 + (-v).exp())
+                                }
+                                _ => *w + b,
+                            };
+                            *s = 1.1 * (*s + b.abs());
+                        }
+                        let rel = COOPMAT_F16_INPUT_REL + strict_gemm_rel(k);
+                        let abs = 1.1 * k as f64 * COOPMAT_F16_SUBNORMAL_ABS;
+                        assert_gemm(&what, &got, &[want, scale], rel, abs);
+                    }
+                }
+            }
+        }
+    }
+    set("KINEMA_VK_CM_STREAM", None);
+    set("KINEMA_VK_STREAM_SPLITS", None);
+    set("KINEMA_VK_LINEAR", None);
 }
 
 /// Submits `rec` (which writes the `len` floats of `y`), then again after `y` is overwritten

@@ -17,6 +17,16 @@
 // element loads otherwise (and for q8_0). Weights stay raw in registers until they are stored,
 // so the conversions do not wait for the loads before the products. Results leave through a
 // per-subgroup 16 x 16 f32 staging block, where bias, activation and the m/n edges are applied.
+//
+// With STREAM defined (the linear_cm_stream_* variants) it is the fast-mode twin of
+// linear_stream.comp for few rows and large weights (LLM2Vec's projections at 16-64 tokens):
+// the same bindings, push block and split-k contract (workgroup (x, y) = column tile x, split
+// y of k; one split writes y through the epilogue, several write partial sums
+// part[split][m][n] for linear_stream_reduce.comp, or fold them as linear_stream.comp does),
+// and BM is a row block that the workgroup walks over m (m > BM reads the weights again). At
+// 32 rows every weight feeds 32 products: f32 FMA cannot keep up with the memory there (the
+// H200 would need ~140 TFLOP/s to stream bf16 weights at 4.3 TB/s; its f32 peak is ~67), the
+// tensor cores can.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_control_flow_attributes : require
@@ -62,6 +72,12 @@ layout(set = 0, binding = 1) readonly buffer W4 { uvec4 w4[]; };
 layout(set = 0, binding = 1) readonly buffer W2 { uvec2 w2[]; };
 layout(set = 0, binding = 2) readonly buffer Bias { float bias[]; };
 layout(set = 0, binding = 3) writeonly buffer Y { float y[]; };
+#ifdef STREAM
+// The partial sums [split][m][n] (several splits).
+layout(set = 0, binding = 4) coherent buffer Part { float part[]; };
+// One arrival counter per column tile (`fold` 1): zero between runs.
+layout(set = 0, binding = 5) coherent buffer Count { uint count[]; };
+#endif
 
 layout(push_constant) uniform Push {
     uint x_off;
@@ -69,19 +85,44 @@ layout(push_constant) uniform Push {
     uint w_off;
     uint b_off;
     uint y_off;
+#ifdef STREAM
+    uint part_off;
+    uint count_off;
+#endif
     uint m;
     uint n;
     uint k;
     // elements between rows of y (the full n when the op is split over output columns)
     uint ldy;
+#ifdef STREAM
+    // k per split: a multiple of BK (every split but the last is whole)
+    uint ks;
+    // 1: add the bias, activate and write y; 0: write partial sums [split][m][n]
+    uint epilogue;
+#endif
     uint has_bias;
     uint act;
     float slope;
+#ifdef STREAM
+    // with epilogue 0: 1 = the last workgroup of each column tile reduces the splits
+    uint fold;
+#endif
 } p;
+
+#define Y_INDEX(row, col) (p.y_off + (row) * p.ldy + (col))
 
 shared f16vec4 as_[2u * BM * ST4];
 shared f16vec4 bs_[2u * BN * ST4];
 shared float stage[WARPS * CM * CM];
+
+#ifdef STREAM
+// The staging blocks are done with when the splits fold.
+#define FOLD_FLAG stage[0]
+#include "stream_fold.glsl"
+#endif
+
+// The end of the k range this workgroup reduces over (k, or the end of its split).
+uint kend;
 
 vec4 a_reg[A_LOADS];
 // f32 bits, or two words of four f16/bf16 (b_half()).
@@ -118,11 +159,11 @@ vec4 load_a4(uint gr, uint gk) {
     }
     uint e = p.x_off + gr * p.k + gk;
     if (a_vec()) {
-        return gk < p.k ? x4[e >> 2u] : vec4(0.0);
+        return gk < kend ? x4[e >> 2u] : vec4(0.0);
     }
     vec4 v;
     [[unroll]] for (uint c = 0u; c < 4u; c++) {
-        v[c] = gk + c < p.k ? x[e + c] : 0.0;
+        v[c] = gk + c < kend ? x[e + c] : 0.0;
     }
     return v;
 }
@@ -133,7 +174,7 @@ uvec4 load_b4(uint gc, uint gk) {
     }
     uint e = gc * p.k + gk;
     if (b_vec()) {
-        if (gk >= p.k) {
+        if (gk >= kend) {
             return uvec4(0u);
         }
         if (W_DTYPE == 0u) {
@@ -143,7 +184,7 @@ uvec4 load_b4(uint gc, uint gk) {
     }
     vec4 v;
     [[unroll]] for (uint c = 0u; c < 4u; c++) {
-        v[c] = gk + c < p.k ? load_w(e + c) : 0.0;
+        v[c] = gk + c < kend ? load_w(e + c) : 0.0;
     }
     return floatBitsToUint(v);
 }
@@ -182,9 +223,9 @@ void store_tile(uint buf) {
     }
 }
 
-void main() {
-    uint m0 = gl_WorkGroupID.y * BM;
-    uint n0 = gl_WorkGroupID.x * BN;
+// The BM x BN output block at (m0, n0) over k in [kbeg, kend): its products, then the bias
+// and activation into y, or (STREAM, `epilogue` 0) its partial sums for split `split`.
+void block(uint m0, uint n0, uint kbeg, uint split) {
     uint warp = gl_SubgroupID;
     uint wm = (warp / WARPS_N) * WM;
     uint wn = (warp % WARPS_N) * WN;
@@ -194,16 +235,16 @@ void main() {
         acc[i] = coopmat<float, gl_ScopeSubgroup, CM, CM, gl_MatrixUseAccumulator>(0.0);
     }
 
-    uint tiles = (p.k + BK - 1u) / BK;
+    uint tiles = (kend - kbeg + BK - 1u) / BK;
     if (tiles > 0u) {
-        load_tile(m0, n0, 0u);
+        load_tile(m0, n0, kbeg);
         store_tile(0u);
         barrier();
     }
     for (uint t = 0u; t < tiles; t++) {
         uint cur = t & 1u;
         if (t + 1u < tiles) {
-            load_tile(m0, n0, (t + 1u) * BK);
+            load_tile(m0, n0, kbeg + (t + 1u) * BK);
         }
         [[unroll]] for (uint kk = 0u; kk < BK; kk += CM) {
             coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseA> a[FM];
@@ -250,13 +291,35 @@ void main() {
             uint col = c0 + e % CM;
             if (row < p.m && col < p.n) {
                 float v = stage[base + e];
+#ifdef STREAM
+                if (p.epilogue == 0u) {
+                    part[p.part_off + (split * p.m + row) * p.n + col] = v;
+                    continue;
+                }
+#endif
                 if (p.has_bias != 0u) {
                     v += bias[p.b_off + col];
                 }
-                y[p.y_off + row * p.ldy + col] = activate(p.act, p.slope, v);
+                y[Y_INDEX(row, col)] = activate(p.act, p.slope, v);
             }
         }
         subgroupMemoryBarrierShared();
         subgroupBarrier();
     }
+}
+
+void main() {
+    uint n0 = gl_WorkGroupID.x * BN;
+#ifdef STREAM
+    uint split = gl_WorkGroupID.y;
+    uint kbeg = split * p.ks;
+    kend = min(p.k, kbeg + p.ks);
+    for (uint m0 = 0u; m0 < p.m; m0 += BM) {
+        block(m0, n0, kbeg, split);
+    }
+    fold_splits(n0, BN);
+#else
+    kend = p.k;
+    block(gl_WorkGroupID.y * BM, n0, 0u, 0u);
+#endif
 }

@@ -160,6 +160,8 @@ pub struct VulkanRecording {
     hazards: Hazards,
     barriers: usize,
     dispatches: usize,
+    /// The shader module of each dispatch, in order.
+    shaders: Vec<&'static str>,
     /// Timestamp query pools and the op name of each dispatch, when profiling.
     query_pools: Vec<vk::QueryPool>,
     profiled_ops: Vec<&'static str>,
@@ -206,6 +208,7 @@ impl VulkanRecording {
             hazards: Hazards::default(),
             barriers: 0,
             dispatches: 0,
+            shaders: Vec::new(),
             query_pools: Vec::new(),
             profiled_ops: Vec::new(),
             checks: Vec::new(),
@@ -232,6 +235,12 @@ impl VulkanRecording {
     /// Dispatches recorded.
     pub fn dispatches(&self) -> usize {
         self.dispatches
+    }
+
+    /// The shader module (`kernels/spirv/<name>.spv`) of each dispatch recorded, in order:
+    /// which kernel the policy picked for each op.
+    pub fn shaders(&self) -> &[&'static str] {
+        &self.shaders
     }
 
     pub(crate) fn belongs_to(&self, dev: &Arc<Shared>) -> bool {
@@ -515,6 +524,7 @@ impl VulkanRecording {
             }
         }
         self.dispatches += 1;
+        self.shaders.push(info.name);
         self.pipelines.insert(pipeline.raw, pipeline);
         for b in bindings {
             self.buffers.entry(b.buf.0.id).or_insert(b.buf);

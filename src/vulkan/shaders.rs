@@ -110,6 +110,11 @@ shaders! {
     /// Fast-mode linear with compiled-in tiles (`linear_cm.comp`).
     LinearCm128x128x32_64x32 = "linear_cm_128x128x32_64x32", Linear, 4;
     LinearCm64x64x32_32x32 = "linear_cm_64x64x32_32x32", Linear, 4;
+    /// The fast-mode weight-streaming linear (`linear_cm.comp` with `STREAM`: split k,
+    /// [`LinearStream`](push::LinearStream)'s contract) on compiled-in tiles.
+    LinearCmStream32x128x32_32x32 = "linear_cm_stream_32x128x32_32x32", LinearStream, 6;
+    LinearCmStream32x64x64_32x16 = "linear_cm_stream_32x64x64_32x16", LinearStream, 6;
+    LinearCmStream32x128x32_32x16 = "linear_cm_stream_32x128x32_32x16", LinearStream, 6;
     /// `linear` on workgroup-scope cooperative matrices (`VK_NV_cooperative_matrix2`).
     LinearCm2 = "linear_cm2", Linear, 4;
     /// `linear` for few rows: workgroups of a few output columns split k

@@ -46,6 +46,17 @@ pub fn strict_gemm_rel(k: usize) -> f64 {
     (k + 1) as f64 * 2f64.powi(-24)
 }
 
+/// Error of a cooperative-matrix linear output (f16 x f16 products, f32 sums) relative to
+/// `sum |x_i w_i|`, beyond the f32 sums' [`strict_gemm_rel`]: x and w are rounded to f16 when
+/// staged, each by at most 2^-11 of itself (2^-10 allowed, should a device not round to
+/// nearest), so a product is off by at most (1 + 2^-10)^2 - 1 < 2^-9 + 2^-20 of itself.
+pub const COOPMAT_F16_INPUT_REL: f64 = 1.0 / 512.0 + 1.0 / 1_048_576.0;
+
+/// Absolute error per term from f16's subnormal range: an input below 2^-14 in magnitude is
+/// rounded to a multiple of 2^-24, off by up to 2^-25 (2^-24 allowed), times the other
+/// factor (at most 1 in these tests).
+pub const COOPMAT_F16_SUBNORMAL_ABS: f64 = 1.0 / 16_777_216.0;
+
 /// One weight dtype's bytes to upload, and the f16 or bf16 values the CPU reference reads.
 pub type WeightCase = (DType, Vec<u8>, Vec<f16>, Vec<bf16>);
 

@@ -93,7 +93,7 @@ fn conv1d_stream(
         [m, n, k],
         4 * k,
         NARROW_FREE_PARTIAL_BYTES,
-        t,
+        t.grid(),
         &limits,
         forced,
     );

@@ -8,7 +8,8 @@ use super::super::recording::Arg::{Absent, In, Out};
 use super::super::recording::{Dispatch, VulkanRecording};
 use super::super::shaders::{Shader, push};
 use super::gemm_policy::{
-    Forced, StreamTile, linear_kernel, linear_stream_tile, stream_splits, wants_stream,
+    Forced, StreamGrid, cm_stream_kernel, linear_kernel, linear_stream_tile, stream_splits,
+    wants_stream,
 };
 use super::{Ref, act_code, float_dtype_code, rows_per_binding, tile_groups, u32_of};
 use crate::error::Result;
@@ -16,7 +17,8 @@ use crate::ops::LinearParams;
 use bytemuck::Pod;
 
 /// `x`, `w`, `bias`, `y` as checked by `check::linear`, on the weight-streaming kernel where
-/// [`wants_stream`] takes it (few rows and large weights, or as `KINEMA_VK_LINEAR` says), else
+/// [`wants_stream`] takes it (few rows and large weights, or as `KINEMA_VK_LINEAR` says: on
+/// cooperative matrices in fast mode where [`cm_stream_kernel`] gives a variant), else
 /// on the skinny kernel for few rows, else on cooperative matrices of shape `coopmat` when
 /// given (fast mode on a device that has them), else on the strict f32 kernel
 /// ([`linear_kernel`] decides). When the weight matrix does not fit one storage-buffer binding
@@ -38,10 +40,29 @@ pub(crate) fn linear(
     }
     let limits = rec.limits();
     let forced = Forced::from_env();
-    if wants_stream([p.m, p.n, p.k], &forced)
-        && let Some((t, free)) = linear_stream_tile([p.m, p.n, p.k], limits, &forced)
-    {
-        return linear_stream(rec, p, x, w, bias, y, &t, free, &forced);
+    if wants_stream([p.m, p.n, p.k], &forced) {
+        let vec_ok = u32::from(limits.min_storage_offset_align.is_multiple_of(16));
+        let w_dtype = float_dtype_code(w.dtype);
+        if let Some((v, shape)) =
+            cm_stream_kernel([p.m, p.n, p.k], w.dtype, coopmat, limits, &forced)
+        {
+            let k = StreamKernel {
+                shader: v.shader,
+                spec: v.tile.spec(&shape, limits.subgroup_size, w_dtype, vec_ok),
+                grid: v.stream_grid(),
+                free: 0,
+            };
+            return linear_stream(rec, p, x, w, bias, y, &k, &forced);
+        }
+        if let Some((t, free)) = linear_stream_tile([p.m, p.n, p.k], limits, &forced) {
+            let k = StreamKernel {
+                shader: Shader::LinearStream,
+                spec: t.spec(w_dtype, vec_ok),
+                grid: t.grid(),
+                free,
+            };
+            return linear_stream(rec, p, x, w, bias, y, &k, &forced);
+        }
     }
     let kernel = linear_kernel([p.m, p.n, p.k], w.dtype, coopmat, coopmat2, limits, &forced);
     let row_bytes = w.dtype.bytes_for(p.k).expect("checked: whole q8_0 blocks") as u64;
@@ -72,8 +93,17 @@ pub(crate) fn linear(
     })
 }
 
-/// [`linear`] on the weight-streaming kernel (`linear_stream.comp`) with tile `t` (and `free`
-/// partial-sum bytes for [`stream_splits`]): per group of
+/// A split-k streaming kernel with [`push::LinearStream`]'s contract: `linear_stream.comp` on
+/// one of its tiles, or a fast-mode `linear_cm_stream_*` variant; its specialization
+/// constants, its grid, and the partial-sum bytes that count as free for [`stream_splits`].
+struct StreamKernel {
+    shader: Shader,
+    spec: Vec<u32>,
+    grid: StreamGrid,
+    free: usize,
+}
+
+/// [`linear`] on the weight-streaming kernel `t`: per group of
 /// output columns that fits a binding, one dispatch of ceil(columns / tile columns) x splits
 /// workgroups; with several splits of k it writes partial sums to a scratch buffer and
 /// `linear_stream_reduce.comp` adds them (in ascending split order), the bias and the
@@ -87,21 +117,19 @@ fn linear_stream(
     w: &Ref,
     bias: Option<&Ref>,
     y: &Ref,
-    t: &StreamTile,
-    free: usize,
+    t: &StreamKernel,
     forced: &Forced,
 ) -> Result<()> {
     const OP: &str = "linear";
     let limits = rec.limits().clone();
     let row_bytes = w.dtype.bytes_for(p.k).expect("checked: whole q8_0 blocks");
     let rows = rows_per_binding(OP, "weight row", &limits, row_bytes as u64)?;
-    let vec_ok = u32::from(limits.min_storage_offset_align.is_multiple_of(16));
-    let spec = t.spec(float_dtype_code(w.dtype), vec_ok);
     let (act, slope) = act_code(p.activation);
     for_columns(p, rows, w, bias, y, |Columns { nc, ws, bs, ys }| {
-        let (splits, ks) = stream_splits([p.m, nc, p.k], row_bytes, free, t, &limits, forced);
+        let (splits, ks) =
+            stream_splits([p.m, nc, p.k], row_bytes, t.free, t.grid, &limits, forced);
         let groups = [
-            u32_of(OP, "column groups", nc.div_ceil(t.columns() as usize))?,
+            u32_of(OP, "column groups", nc.div_ceil(t.grid.columns))?,
             u32_of(OP, "splits of k", splits)?,
             1,
         ];
@@ -122,8 +150,8 @@ fn linear_stream(
             rec,
             StreamRun {
                 op: OP,
-                shaders: [Shader::LinearStream, Shader::LinearStreamReduce],
-                spec: &spec,
+                shaders: [t.shader, Shader::LinearStreamReduce],
+                spec: &t.spec,
                 groups,
                 splits,
                 fold: forced.stream_fold(),

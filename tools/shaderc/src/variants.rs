@@ -72,6 +72,45 @@ pub const VARIANTS: &[Variant] = &[
             ("WN", "32"),
         ],
     },
+    // The fast-mode streaming linear (STREAM: split k, linear_stream.comp's bindings and
+    // push block) on row blocks of 32: 4 subgroups of 32 x 32 over 128 columns, 4 of 32 x 16
+    // over 64 columns with k steps of 64, and 8 of 32 x 16 over 128 columns.
+    Variant {
+        name: "linear_cm_stream_32x128x32_32x32",
+        source: "linear_cm.comp",
+        defines: &[
+            ("STREAM", ""),
+            ("BM", "32"),
+            ("BN", "128"),
+            ("BK", "32"),
+            ("WM", "32"),
+            ("WN", "32"),
+        ],
+    },
+    Variant {
+        name: "linear_cm_stream_32x64x64_32x16",
+        source: "linear_cm.comp",
+        defines: &[
+            ("STREAM", ""),
+            ("BM", "32"),
+            ("BN", "64"),
+            ("BK", "64"),
+            ("WM", "32"),
+            ("WN", "16"),
+        ],
+    },
+    Variant {
+        name: "linear_cm_stream_32x128x32_32x16",
+        source: "linear_cm.comp",
+        defines: &[
+            ("STREAM", ""),
+            ("BM", "32"),
+            ("BN", "128"),
+            ("BK", "32"),
+            ("WM", "32"),
+            ("WN", "16"),
+        ],
+    },
     // The weight-streaming linear and its split-k reduce; with CONV, conv1d for few output
     // columns on the same kernel (im2col gathered while staging x, y in conv1d's layout).
     Variant {

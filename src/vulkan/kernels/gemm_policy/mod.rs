@@ -15,8 +15,8 @@ use crate::tensor::DType;
 
 mod stream;
 pub(crate) use stream::{
-    NARROW_FREE_PARTIAL_BYTES, StreamTile, conv_wants_stream, linear_stream_tile,
-    narrow_stream_tile, stream_splits, wants_stream,
+    NARROW_FREE_PARTIAL_BYTES, StreamGrid, StreamTile, cm_stream_kernel, conv_wants_stream,
+    linear_stream_tile, narrow_stream_tile, stream_splits, wants_stream,
 };
 
 /// Tile shape of a BM x BN output tile per workgroup of (BM / TM) * (BN / TN) invocations,
@@ -185,6 +185,10 @@ pub(crate) struct Forced {
     /// `KINEMA_VK_STREAM_FOLD=1`: the streaming kernel's splits of k summed by each column
     /// group's last workgroup instead of by the separate reduce dispatch.
     pub stream_fold: Option<String>,
+    /// `KINEMA_VK_CM_STREAM=<module>|off`: fast mode's streaming linear on that variant of
+    /// [`stream::CM_STREAM`] for every linear the streaming window takes, or never
+    /// ([`stream::cm_stream_kernel`]).
+    pub cm_stream: Option<String>,
 }
 
 impl Forced {
@@ -213,6 +217,7 @@ impl Forced {
             stream_tile: var("KINEMA_VK_STREAM_TILE"),
             stream_splits: var("KINEMA_VK_STREAM_SPLITS"),
             stream_fold: var("KINEMA_VK_STREAM_FOLD"),
+            cm_stream: var("KINEMA_VK_CM_STREAM"),
         }
     }
 }
@@ -275,6 +280,26 @@ impl CoopTile {
     }
     fn subgroups(&self) -> u32 {
         (self.bm / self.wm) * (self.bn / self.wn)
+    }
+    /// The specialization constants of the cooperative-matrix linears for subgroups of `sg`
+    /// (16 x 16 x 16 shape): the generic shader reads them all; the fixed-tile variants
+    /// (`linear_cm_*`, `linear_cm_stream_*`) only 0 (their compiled-in size), 6 (the weight
+    /// dtype code) and 11 (`VEC_OK`), a module ignoring the constants it lacks.
+    pub fn spec(&self, s: &CoopMatShape, sg: u32, w_dtype: u32, vec_ok: u32) -> Vec<u32> {
+        vec![
+            self.subgroups() * sg,
+            self.bm,
+            self.bn,
+            self.bk,
+            self.wm,
+            self.wn,
+            w_dtype,
+            s.m,
+            s.n,
+            s.k,
+            sg,
+            vec_ok,
+        ]
     }
     /// `buffers` sets of f16 A and B tiles (rows padded by 8 halves) and the f32 staging
     /// blocks.
@@ -603,31 +628,12 @@ pub(crate) fn linear_kernel(
             bm: t.bm,
             bn: t.bn,
         },
-        (None, Some((s, (shader, t)))) => {
-            let sg = l.subgroup_size;
-            // The fixed-tile variants read only the workgroup size (their compiled-in one:
-            // subgroups of 32), W_DTYPE and VEC_OK; a module ignores constants it lacks.
-            let spec = vec![
-                t.subgroups() * sg,
-                t.bm,
-                t.bn,
-                t.bk,
-                t.wm,
-                t.wn,
-                w_dtype,
-                s.m,
-                s.n,
-                s.k,
-                sg,
-                vec_ok,
-            ];
-            LinearKernel {
-                shader,
-                spec,
-                bm: t.bm,
-                bn: t.bn,
-            }
-        }
+        (None, Some((s, (shader, t)))) => LinearKernel {
+            shader,
+            spec: t.spec(&s, l.subgroup_size, w_dtype, vec_ok),
+            bm: t.bm,
+            bn: t.bn,
+        },
         (None, None) => {
             let t = gemm_tile(m, n, 1, l, f);
             let mut spec = t.spec().to_vec();

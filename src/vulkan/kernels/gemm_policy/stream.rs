@@ -2,7 +2,10 @@
 //! runs, its tile, and how many splits of k its grid takes.
 
 use super::super::super::context::Limits;
-use super::{Forced, GEMM_MIN_WORKGROUPS, dims, workgroup_fits};
+use super::super::super::probe::CoopMatShape;
+use super::super::super::shaders::Shader;
+use super::{CoopFixed, CoopTile, Forced, GEMM_MIN_WORKGROUPS, dims, workgroup_fits};
+use crate::tensor::DType;
 
 /// Weight elements (k * n) at and above which linears of [`STREAM_MIN_M`]..=[`STREAM_MAX_M`]
 /// rows run the streaming kernel: LLM2Vec's 8B projections (4096 x 1024 is the smallest, the
@@ -72,6 +75,14 @@ impl StreamTile {
     }
     fn fits(&self, l: &Limits) -> bool {
         self.valid() && workgroup_fits(self.wg, self.shared_bytes(), l)
+    }
+    /// Output columns per workgroup and k per stage: what [`stream_splits`] needs.
+    pub fn grid(&self) -> StreamGrid {
+        StreamGrid {
+            columns: self.columns() as usize,
+            kt: self.kt as usize,
+            max_ks: None,
+        }
     }
     /// The shader's specialization constants 0..=7.
     pub fn spec(&self, w_dtype: u32, vec_ok: u32) -> Vec<u32> {
@@ -206,6 +217,82 @@ fn first_fit(l: &Limits, mb: u32, cpi: u32, kts: &[u32]) -> Option<StreamTile> {
         .find(|t| t.fits(l))
 }
 
+/// The fast-mode streaming variants (`linear_cm.comp` with `STREAM`: split k on cooperative
+/// matrices, f16 operands and f32 sums; 32-row blocks), first the default. They need what the
+/// fixed-tile `linear_cm_*` variants need (32-invocation subgroups, the 16 x 16 x 16 f16 shape).
+/// On the H200 (2026-12-03, `bench kernels --op linear`, bf16, 32 rows, GPU ms for 4096 x 4096
+/// / 1024 x 4096 / 14336 x 4096 / 4096 x 14336, automatic splits): 8 subgroups of 32 x 16 over
+/// 128 columns 0.077 / 0.026 / 0.257 / 0.293 (0.232 with 16 splits), 4 of 32 x 32 over 128
+/// 0.112 / 0.036 / 0.322 / 0.345 (0.071 at 4096 x 4096 with 4 splits), 4 of 32 x 16 over 64
+/// with k steps of 64 0.131 / 0.031 / 0.512 / 0.518; `linear_stream.comp` (f32 FMA) took
+/// 0.098 / - / 0.391 / 0.348 on 2026-12-02, and 0.099 / 0.031 / 0.392 / 0.348 in the same call
+/// as the first row (BENCHMARKS.md). Also measured and dropped: the first tile with two tiles'
+/// loads in flight per invocation (a second register set): 0.083 / 0.026 / 0.287 / 0.286.
+pub(crate) const CM_STREAM: [CoopFixed; 3] = [
+    CoopFixed {
+        tile: CoopTile::new(32, 128, 32, 32, 16),
+        shader: Shader::LinearCmStream32x128x32_32x16,
+    },
+    CoopFixed {
+        tile: CoopTile::new(32, 128, 32, 32, 32),
+        shader: Shader::LinearCmStream32x128x32_32x32,
+    },
+    CoopFixed {
+        tile: CoopTile::new(32, 64, 64, 32, 16),
+        shader: Shader::LinearCmStream32x64x64_32x16,
+    },
+];
+
+/// k per split at most for the fast-mode streaming variants unless the splits are forced: the
+/// 8-subgroup tile took 0.232 ms at 32 x 4096 x 14336 with 16 splits (896 k each) against
+/// 0.293 ms with the 9 that filling the GPU asks for (1600 k each).
+const CM_STREAM_MAX_KS: usize = 1024;
+
+impl CoopFixed {
+    /// The grid of a fast-mode streaming variant: its columns, its k step, and at most
+    /// [`CM_STREAM_MAX_KS`] k per split.
+    pub fn stream_grid(&self) -> StreamGrid {
+        StreamGrid {
+            columns: self.tile.bn as usize,
+            kt: self.tile.bk as usize,
+            max_ks: Some(CM_STREAM_MAX_KS),
+        }
+    }
+}
+
+/// The fast-mode streaming variant for an m x n x k linear with weights of dtype `w` that
+/// [`wants_stream`] took, given the device's cooperative-matrix shape `coopmat` (none in strict
+/// mode or without one), with that shape: `KINEMA_VK_CM_STREAM=off` never;
+/// `KINEMA_VK_CM_STREAM=<module>` that variant for every such linear when the device fits it;
+/// by default the first of [`CM_STREAM`] that fits, for f16 and bf16 weights of at least
+/// [`STREAM_MIN_WEIGHTS`] (LLM2Vec's projections; MotionBricks' narrow linears stay on
+/// `linear_stream.comp`, and so do q8_0 weights, which this kernel reads a value at a time:
+/// 0.428 against 0.362 ms at 32 x 14336 x 4096 on the H200, and f32 weights, which fast mode
+/// narrows to f16 at load anyway). At 32 rows each weight feeds 32 products, and f32
+/// FMA cannot keep up with the memory: the H200 would need ~140 TFLOP/s of it to stream bf16
+/// weights at 4.3 TB/s, twice its peak.
+pub(crate) fn cm_stream_kernel(
+    [_m, n, k]: [usize; 3],
+    w: DType,
+    coopmat: Option<CoopMatShape>,
+    l: &Limits,
+    f: &Forced,
+) -> Option<(CoopFixed, CoopMatShape)> {
+    let s = coopmat?;
+    let mut fitting = CM_STREAM.iter().copied().filter(|v| v.fits(&s, l));
+    let v = match f.cm_stream.as_deref() {
+        Some("off") => None,
+        Some(name) if CM_STREAM.iter().any(|v| v.shader.info().name == name) => {
+            fitting.find(|v| v.shader.info().name == name)
+        }
+        _ if matches!(w, DType::F16 | DType::BF16) && k.saturating_mul(n) >= STREAM_MIN_WEIGHTS => {
+            fitting.next()
+        }
+        _ => None,
+    };
+    v.map(|v| (v, s))
+}
+
 /// Partial sums of the narrow tile's splits (written and read back once) that count as free
 /// whatever the weights: 4 MiB, far inside a large GPU's L2 (the H200 has 50 MiB). The
 /// decoders' 512 x 1536 convolutions have 3 MiB of weights, so the quarter-of-the-weights cap
@@ -213,9 +300,20 @@ fn first_fit(l: &Limits, mb: u32, cpi: u32, kts: &[u32]) -> Option<StreamTile> {
 /// workgroups) measured 26 against 39 us at 8 splits and 48 us at the cap.
 pub(crate) const NARROW_FREE_PARTIAL_BYTES: usize = 4 << 20;
 
-/// Splits of k for an m x n x k linear on tile `t` with weight rows of `row_bytes`, and k per
-/// split: the forced count (`KINEMA_VK_STREAM_SPLITS`) when positive; else enough for
-/// [`GEMM_MIN_WORKGROUPS`] workgroups, but at most so many that the partial sums (4 m bytes
+/// The grid of a split-k streaming kernel: output columns per workgroup, the k step that
+/// every split but the last takes a whole number of, and the most k a split should take (more
+/// splits than filling the GPU asks for, when k is long).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StreamGrid {
+    pub columns: usize,
+    pub kt: usize,
+    pub max_ks: Option<usize>,
+}
+
+/// Splits of k for an m x n x k linear on a streaming kernel of grid `t` with weight rows of
+/// `row_bytes`, and k per split: the forced count (`KINEMA_VK_STREAM_SPLITS`) when positive; else enough for
+/// [`GEMM_MIN_WORKGROUPS`] workgroups (and at least enough for the grid's `max_ks`), but at
+/// most so many that the partial sums (4 m bytes
 /// per column and split, written and read back) stay within a quarter of the weight bytes or
 /// within `free_partial_bytes`, whichever allows more. Every split but the last takes a whole
 /// number of stages (k per split is a multiple of the stage); with the partial sums over
@@ -224,28 +322,32 @@ pub(crate) fn stream_splits(
     [m, n, k]: [usize; 3],
     row_bytes: usize,
     free_partial_bytes: usize,
-    t: &StreamTile,
+    t: StreamGrid,
     l: &Limits,
     f: &Forced,
 ) -> (usize, usize) {
-    let groups = n.div_ceil(t.columns() as usize);
+    let groups = n.div_ceil(t.columns);
     let forced = f
         .stream_splits
         .as_deref()
         .and_then(|s| s.parse::<usize>().ok());
     let want = match forced.filter(|&s| s > 0) {
         Some(s) => s,
-        None if groups >= GEMM_MIN_WORKGROUPS => 1,
         None => {
-            let partial = 4 * m.max(1);
-            let cap = (row_bytes / (4 * partial))
-                .max(free_partial_bytes / (partial * n.max(1)))
-                .max(1);
-            GEMM_MIN_WORKGROUPS.div_ceil(groups).min(cap)
+            let fill = if groups >= GEMM_MIN_WORKGROUPS {
+                1
+            } else {
+                let partial = 4 * m.max(1);
+                let cap = (row_bytes / (4 * partial))
+                    .max(free_partial_bytes / (partial * n.max(1)))
+                    .max(1);
+                GEMM_MIN_WORKGROUPS.div_ceil(groups).min(cap)
+            };
+            fill.max(t.max_ks.map_or(1, |ks| k.div_ceil(ks.max(1))))
         }
     };
     let fit = (l.max_binding / 2 / (4 * (m * n).max(1) as u64)).max(1) as usize;
-    let kt = t.kt as usize;
+    let kt = t.kt;
     let ks = k
         .div_ceil(want.min(fit).max(1))
         .next_multiple_of(kt)
@@ -440,7 +542,7 @@ mod tests {
         // 4 MiB of partial sums lets it take one 64 k stage per split (24 splits, 192
         // workgroups) where a quarter of its 3 MiB of weights would allow 6.
         let c = narrow_stream_tile(60, &l, &none).unwrap();
-        let conv = |free| stream_splits([60, 512, 1536], 4 * 1536, free, &c, &l, &none);
+        let conv = |free| stream_splits([60, 512, 1536], 4 * 1536, free, c.grid(), &l, &none);
         assert_eq!(conv(NARROW_FREE_PARTIAL_BYTES), (24, 64));
         assert_eq!(conv(0), (6, 256));
         // 25 x 1024 x 1024 f16: 16 column groups, 16 splits of one stage.
@@ -450,7 +552,7 @@ mod tests {
                 [25, 1024, 1024],
                 2048,
                 NARROW_FREE_PARTIAL_BYTES,
-                &lin,
+                lin.grid(),
                 &l,
                 &none
             ),
@@ -466,7 +568,7 @@ mod tests {
         let bf16 = |k: usize| 2 * k;
         let q8 = |k: usize| k / 32 * 34;
         let s = |n: usize, k: usize, row: usize, f: &Forced| {
-            stream_splits([32, n, k], row, 0, &t, &l, f)
+            stream_splits([32, n, k], row, 0, t.grid(), &l, f)
         };
         // 32 column groups of 128: 9 wanted, 512 k (two stages) per split.
         assert_eq!(s(4096, 4096, bf16(4096), &none), (8, 512));
@@ -495,8 +597,91 @@ mod tests {
         // Partial sums over half a binding: fewer splits.
         let mut small = l.clone();
         small.max_binding = 1 << 20;
-        let (splits, ks) = stream_splits([32, 1024, 4096], bf16(4096), 0, &t, &small, &none);
+        let (splits, ks) = stream_splits([32, 1024, 4096], bf16(4096), 0, t.grid(), &small, &none);
         assert_eq!((splits, ks), (4, 1024));
         assert!(splits * 32 * 1024 * 4 <= (1 << 19));
+    }
+
+    #[test]
+    fn fast_mode_streams_large_weights_on_cooperative_matrices() {
+        let s = CoopMatShape::f16_16x16x16();
+        let l = h200();
+        let none = Forced::default();
+        let pick = |mnk, c: Option<CoopMatShape>, l: &Limits, f: &Forced| {
+            cm_stream_kernel(mnk, DType::BF16, c, l, f).map(|(v, _)| v.shader)
+        };
+        let default = Some(CM_STREAM[0].shader);
+        // Every variant fits the H200; LLM2Vec's projections take the first by default.
+        for v in CM_STREAM {
+            assert!(v.fits(&s, &l), "{v:?}");
+        }
+        for n_k in [[4096, 4096], [1024, 4096], [14336, 4096], [4096, 14336]] {
+            for m in [2, 32, 64] {
+                assert_eq!(pick([m, n_k[0], n_k[1]], Some(s), &l, &none), default);
+            }
+        }
+        // The shape travels with the variant.
+        let (_, shape) =
+            cm_stream_kernel([32, 4096, 4096], DType::BF16, Some(s), &l, &none).unwrap();
+        assert_eq!(shape, s);
+        // f16 weights too; q8_0 (read a value at a time) and f32 stay on linear_stream.comp
+        // unless a variant is forced.
+        let dtype = |w, f: &Forced| cm_stream_kernel([32, 4096, 4096], w, Some(s), &l, f);
+        assert_eq!(dtype(DType::F16, &none).map(|(v, _)| v.shader), default);
+        assert_eq!(dtype(DType::Q8_0, &none), None);
+        assert_eq!(dtype(DType::F32, &none), None);
+        let first = Forced {
+            cm_stream: Some(CM_STREAM[0].shader.info().name.into()),
+            ..Forced::default()
+        };
+        for w in [DType::Q8_0, DType::F32] {
+            assert_eq!(dtype(w, &first).map(|(v, _)| v.shader), default);
+        }
+        // Strict mode (or a device without cooperative matrices) never; MotionBricks' narrow
+        // linears stay on linear_stream.comp.
+        assert_eq!(pick([32, 4096, 4096], None, &l, &none), None);
+        assert_eq!(pick([25, 512, 512], Some(s), &l, &none), None);
+        assert_eq!(pick([25, 3072, 1024], Some(s), &l, &none), None);
+        // Forced: a named variant for every shape; `off` never; an unknown name is ignored.
+        let named = |name: &str| Forced {
+            cm_stream: Some(name.into()),
+            ..Forced::default()
+        };
+        for v in CM_STREAM {
+            let f = named(v.shader.info().name);
+            assert_eq!(pick([25, 512, 512], Some(s), &l, &f), Some(v.shader));
+            assert_eq!(pick([32, 4096, 4096], Some(s), &l, &f), Some(v.shader));
+        }
+        assert_eq!(pick([32, 4096, 4096], Some(s), &l, &named("off")), None);
+        assert_eq!(
+            pick([32, 4096, 4096], Some(s), &l, &named("bogus")),
+            default
+        );
+        assert_eq!(pick([25, 512, 512], Some(s), &l, &named("bogus")), None);
+        // Subgroups of 8 (lavapipe's), another shape, or too little shared memory: none fits.
+        let mut sg8 = l.clone();
+        sg8.subgroup_size = 8;
+        assert_eq!(pick([32, 4096, 4096], Some(s), &sg8, &none), None);
+        let s16x8 = CoopMatShape { n: 8, ..s };
+        assert_eq!(pick([32, 4096, 4096], Some(s16x8), &l, &none), None);
+        let mut small = l.clone();
+        small.max_shared_memory = 16384;
+        assert_eq!(pick([32, 4096, 4096], Some(s), &small, &none), None);
+        // Its grid: 128 columns per workgroup, whole k steps of 32 per split, and enough
+        // workgroups for the GPU at n = 4096 (32 column tiles).
+        let grid = CM_STREAM[0].stream_grid();
+        let (splits, ks) = stream_splits([32, 4096, 4096], 8192, 0, grid, &l, &none);
+        assert_eq!((splits, ks), (9, 480));
+        assert!(32 * splits >= GEMM_MIN_WORKGROUPS, "{splits} splits");
+        // k = 14336: 9 splits fill the GPU, but at most 1024 k a split asks for 14.
+        let (splits, ks) = stream_splits([32, 4096, 14336], 28672, 0, grid, &l, &none);
+        assert_eq!((splits, ks), (14, 1024));
+        // A forced count wins.
+        let three = Forced {
+            stream_splits: Some("3".into()),
+            ..Forced::default()
+        };
+        let (splits, ks) = stream_splits([32, 4096, 14336], 28672, 0, grid, &l, &three);
+        assert_eq!((splits, ks), (3, 4800));
     }
 }

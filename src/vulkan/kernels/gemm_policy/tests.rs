@@ -270,13 +270,15 @@ fn forced_coop_kernels_win_when_they_fit() {
 /// table).
 #[test]
 fn fixed_tiles_match_their_defines() {
-    for v in COOP_FIXED {
+    let streaming = stream::CM_STREAM.iter().map(|v| (v, true));
+    for (v, stream) in COOP_FIXED.iter().map(|v| (v, false)).chain(streaming) {
         let name = v.shader.info().name;
         let variant = super::super::shader_variants::VARIANTS
             .iter()
             .find(|t| t.name == name)
             .unwrap_or_else(|| panic!("{name} is not in the variant table"));
         assert_eq!(variant.source, "linear_cm.comp");
+        assert_eq!(variant.define("STREAM").is_some(), stream, "{name}: STREAM");
         let t = v.tile;
         for (define, value) in [
             ("BM", t.bm),
