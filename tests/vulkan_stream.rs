@@ -323,14 +323,8 @@ fn cm_stream_linear_within_f16_rounding(devices: &[kinema::vulkan::DeviceSummary
             let xs = &x[x0..][..m * k];
             for (di, case) in weight_dtypes(&wf, k).iter().enumerate() {
                 let (dt, bytes) = (case.0, &case.1);
-                let wref: Vec<f32> = match reference_weights(&wf, case) {
-                    kinema::cpu::Weights::F32(w) => w.to_vec(),
-                    w => {
-                        let mut v = vec![0f32; n * k];
-                        w.widen_into(0, &mut v);
-                        v
-                    }
-                };
+                let mut wref = vec![0f32; n * k];
+                reference_weights(&wf, case).widen_into(0, &mut wref);
                 let act = acts[(si + di) % acts.len()];
                 let with_bias = (si + di) % 2 == 0;
                 let p = LinearParams {
@@ -407,9 +401,7 @@ fn cm_stream_linear_within_f16_rounding(devices: &[kinema::vulkan::DeviceSummary
             }
         }
     }
-    set("KINEMA_VK_CM_STREAM", None);
-    set("KINEMA_VK_STREAM_SPLITS", None);
-    set("KINEMA_VK_LINEAR", None);
+    // The caller clears every tuning variable afterwards.
 }
 
 /// Submits `rec` (which writes the `len` floats of `y`), then again after `y` is overwritten
