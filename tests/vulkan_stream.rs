@@ -5,8 +5,8 @@
 //! `KINEMA_VK_STREAM_TILE`), which the backend reads when a linear is recorded; this binary
 //! holds one test so that setting them races with nothing. The same test then runs conv1d on
 //! the streaming kernel (`KINEMA_VK_CONV=stream`, `conv1d_stream`), and fast mode's streaming
-//! linear on cooperative matrices (`linear_cm_stream_*`, `KINEMA_VK_CM_STREAM`) where the
-//! device has them.
+//! linear on cooperative matrices (`linear_cm_stream_*`, and `linear_cm_direct_*` with the
+//! weights loaded straight into the matrices; `KINEMA_VK_CM_STREAM`) where the device has them.
 
 mod common;
 
@@ -169,6 +169,7 @@ fn stream_linear_matches_the_reference() {
     set("KINEMA_VK_LINEAR", None);
     conv_stream_matches_the_reference(&devices);
     cm_stream_linear_within_f16_rounding(&devices);
+    cm_direct_linear_matches_the_staged_kernel(&devices);
     for v in [
         "KINEMA_VK_LINEAR",
         "KINEMA_VK_CM_STREAM",
@@ -372,30 +373,179 @@ fn cm_stream_linear_within_f16_rounding(devices: &[kinema::vulkan::DeviceSummary
                         if splits == Some("1") {
                             assert_eq!(shaders.len(), 1, "{what}: one split, one dispatch");
                         }
-                        // The pre-activation bound of the tiled cooperative-matrix linear,
-                        // times 1.1: ReLU is 1-Lipschitz and SiLU's slope stays within 1.1, and
-                        // the activation's own rounding (a few ulp of |v|, and |v| is at most
-                        // the scale) is far below the rest of that margin.
-                        let [mut want, mut scale] = gemm_f64(xs, &wref, (m, n, k), true);
-                        for (i, (w, s)) in want.iter_mut().zip(scale.iter_mut()).enumerate() {
-                            let b = if with_bias {
-                                f64::from(bias[i % n])
-                            } else {
-                                0.0
-                            };
-                            *w = match act {
-                                Activation::Relu => (*w + b).max(0.0),
-                                Activation::Silu => {
-                                    let v = *w + b;
-                                    v / (1.0 + (-v).exp())
-                                }
-                                _ => *w + b,
-                            };
-                            *s = 1.1 * (*s + b.abs());
+                        let case = FastCase {
+                            x: xs,
+                            w: &wref,
+                            bias: with_bias.then_some(&bias[..]),
+                            act,
+                        };
+                        case.check(&what, &got, (m, n, k));
+                    }
+                }
+            }
+        }
+    }
+    // The caller clears every tuning variable afterwards.
+}
+
+/// One fast-mode linear's operands (x, the widened weights, the bias if any, the activation),
+/// for [`FastCase::check`].
+struct FastCase<'a> {
+    x: &'a [f32],
+    w: &'a [f32],
+    bias: Option<&'a [f32]>,
+    act: Activation,
+}
+
+impl FastCase<'_> {
+    /// `got` within the bound of the tiled cooperative-matrix linear: f16 operands, f32 sums
+    /// (the f64 reference), times 1.1 for the activation: ReLU is 1-Lipschitz and SiLU's slope
+    /// stays within 1.1, and the activation's own rounding (a few ulp of |v|, and |v| is at
+    /// most the scale) is far below the rest of that margin.
+    fn check(&self, what: &str, got: &[f32], (m, n, k): (usize, usize, usize)) {
+        let [mut want, mut scale] = gemm_f64(self.x, self.w, (m, n, k), true);
+        for (i, (w, s)) in want.iter_mut().zip(scale.iter_mut()).enumerate() {
+            let b = self.bias.map_or(0.0, |b| f64::from(b[i % n]));
+            *w = match self.act {
+                Activation::Relu => (*w + b).max(0.0),
+                Activation::Silu => {
+                    let v = *w + b;
+                    v / (1.0 + (-v).exp())
+                }
+                _ => *w + b,
+            };
+            *s = 1.1 * (*s + b.abs());
+        }
+        let rel = COOPMAT_F16_INPUT_REL + strict_gemm_rel(k);
+        let abs = 1.1 * k as f64 * COOPMAT_F16_SUBNORMAL_ABS;
+        assert_gemm(what, got, &[want, scale], rel, abs);
+    }
+}
+
+/// The direct fast-mode streaming variants, by module name
+/// (`gemm_policy::stream::CM_DIRECT`).
+const CM_DIRECT: [&str; 11] = [
+    "linear_cm_direct_32x128x256_32x32_u4_p",
+    "linear_cm_direct_32x128x256_32x16_u4_p",
+    "linear_cm_direct_32x256x256_32x32_u4_p",
+    "linear_cm_direct_32x64x256_32x32_u2_p",
+    "linear_cm_direct_32x128x256_32x32_u2_p",
+    "linear_cm_direct_32x128x256_32x16_u4",
+    "linear_cm_direct_32x128x256_32x16_u8",
+    "linear_cm_direct_32x128x256_32x32_u4",
+    "linear_cm_direct_32x256x256_32x32_u4",
+    "linear_cm_direct_32x64x256_32x16_u8",
+    "linear_cm_direct_32x128x512_32x16_u4",
+];
+
+/// Fast mode's streaming linear with the weights loaded straight into cooperative matrices
+/// (`linear_cm.comp` with `DIRECT`), each variant forced: k and n multiples of 16 (what it
+/// reads), m from 2 to 64 (one and two row blocks), k shorter than, equal to and longer than a
+/// chunk of x and off the unroll, x at an odd offset, bias and activations. With one split it
+/// must give the staged default's bits (the same products in the same order: k multiples of
+/// 32, so the staged kernel adds no zero steps); with the automatic splits and 3 it must stay
+/// within the cooperative-matrix bound, fold and reduce alike, run again alike. f32 and q8_0
+/// weights, and f16 weights off a 16-byte boundary, must run the staged default instead. On a
+/// device without cooperative matrices, `linear_stream` runs (checked by the test above).
+fn cm_direct_linear_matches_the_staged_kernel(devices: &[kinema::vulkan::DeviceSummary]) {
+    set("KINEMA_VK_LINEAR", Some("stream"));
+    let staged = CM_STREAM[2];
+    let shapes: &[(usize, usize, usize)] = &[
+        (32, 128, 320),
+        (7, 64, 64),
+        (33, 48, 96),
+        (64, 80, 544),
+        (2, 256, 1024),
+        (16, 144, 1056),
+    ];
+    let acts = [Activation::None, Activation::Silu, Activation::Relu];
+    let mut r = Rng(83);
+    for d in devices {
+        let mut o = VulkanOptions::new(Precision::Fast);
+        o.device = Some(d.index);
+        let fast = VulkanBackend::with_options(o).unwrap();
+        if !fast.info().cooperative_matrix {
+            eprintln!(
+                "NOTICE: {} has no cooperative matrix: the direct streaming variants are not \
+                 tested here",
+                fast.device_name()
+            );
+            continue;
+        }
+        for (si, &(m, n, k)) in shapes.iter().enumerate() {
+            let x = r.vec(m * k + 1, -1.0, 1.0);
+            let wf = r.vec(n * k, -1.0, 1.0);
+            let bias = r.vec(n, -1.0, 1.0);
+            let x0 = si % 2;
+            let xs = &x[x0..][..m * k];
+            for (di, case) in weight_dtypes(&wf, k).iter().enumerate() {
+                let (dt, bytes) = (case.0, &case.1);
+                let mut wref = vec![0f32; n * k];
+                reference_weights(&wf, case).widen_into(0, &mut wref);
+                let act = acts[(si + di) % acts.len()];
+                let with_bias = (si + di) % 2 == 1;
+                let p = LinearParams {
+                    m,
+                    n,
+                    k,
+                    activation: act,
+                };
+                // The weights at element `w0` of their buffer (zeros before them).
+                let run = |b: &VulkanBackend, w0: usize| {
+                    let xb = upload_f32(b, &x);
+                    let xr = xb.slice(x0, m * k).unwrap();
+                    let lead = dt.bytes_for(w0).unwrap();
+                    let mut padded = vec![0u8; lead];
+                    padded.extend_from_slice(bytes);
+                    let wbuf = upload(b, dt, &padded, w0 + n * k);
+                    let wr = wbuf.slice(w0, n * k).unwrap();
+                    let bb = upload_f32(b, &bias);
+                    let y = alloc(b, DType::F32, m * n);
+                    let mut rec = b.begin().unwrap();
+                    b.linear(&mut rec, &p, &xr, &wr, with_bias.then_some(&bb), &y)
+                        .unwrap();
+                    let shaders: Vec<&str> = rec.shaders().to_vec();
+                    let (got, _) = run_twice(b, &rec, &y, m * n);
+                    (got, shaders)
+                };
+                let direct = matches!(dt, DType::F16 | DType::BF16);
+                set("KINEMA_VK_STREAM_SPLITS", Some("1"));
+                set("KINEMA_VK_CM_STREAM", Some(staged));
+                let (want, _) = run(&fast, 0);
+                for variant in CM_DIRECT {
+                    set("KINEMA_VK_CM_STREAM", Some(variant));
+                    for splits in [Some("1"), None, Some("3")] {
+                        set("KINEMA_VK_STREAM_SPLITS", splits);
+                        let what = format!(
+                            "direct stream linear {m}x{n}x{k} {dt} {act:?} bias {with_bias} x \
+                             at {x0} {variant} splits {splits:?} on {}",
+                            fast.device_name()
+                        );
+                        set("KINEMA_VK_STREAM_FOLD", Some("1"));
+                        let (got, shaders) = run(&fast, 0);
+                        set("KINEMA_VK_STREAM_FOLD", None);
+                        let (unfolded, _) = run(&fast, 0);
+                        assert_same_bits(&what, &got, &unfolded);
+                        let expect = if direct { variant } else { staged };
+                        assert_eq!(shaders[0], expect, "{what}: the kernel that ran");
+                        if splits == Some("1") {
+                            assert_same_bits(&format!("{what}: the staged kernel"), &got, &want);
                         }
-                        let rel = COOPMAT_F16_INPUT_REL + strict_gemm_rel(k);
-                        let abs = 1.1 * k as f64 * COOPMAT_F16_SUBNORMAL_ABS;
-                        assert_gemm(&what, &got, &[want, scale], rel, abs);
+                        let case = FastCase {
+                            x: xs,
+                            w: &wref,
+                            bias: with_bias.then_some(&bias[..]),
+                            act,
+                        };
+                        case.check(&what, &got, (m, n, k));
+                    }
+                    // Off a 16-byte boundary (4 halves in): the staged default.
+                    if direct {
+                        set("KINEMA_VK_STREAM_SPLITS", Some("1"));
+                        let (got, shaders) = run(&fast, 4);
+                        let what = format!("{variant} {m}x{n}x{k} {dt}: weights at element 4");
+                        assert_eq!(shaders[0], staged, "{what}");
+                        assert_same_bits(&what, &got, &want);
                     }
                 }
             }

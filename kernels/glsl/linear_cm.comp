@@ -27,6 +27,16 @@
 // 32 rows every weight feeds 32 products: f32 FMA cannot keep up with the memory there (the
 // H200 would need ~140 TFLOP/s to stream bf16 weights at 4.3 TB/s; its f32 peak is ~67), the
 // tensor cores can.
+//
+// With DIRECT as well (the linear_cm_direct_* variants, which need k and n multiples of 16 and
+// weights starting on a 16-byte boundary: the host checks) the weights skip shared memory:
+// each subgroup owns WN columns and every row of the block (WM = BM), and loads its B
+// fragments straight from the weight buffer (column j of B is weight row j, so the fragment is
+// column-major with stride k), UNROLL k steps of them at a time before their products, with no
+// barrier between k steps. Only x goes through shared memory, as f16, BK k at a time (one
+// chunk per split when ks <= BK). bf16 weights are loaded as f16 bit patterns and widened
+// element by element (the same round-to-nearest f16 as the staged path, so the bits agree with
+// it for a given split).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_control_flow_attributes : require
@@ -51,6 +61,14 @@
 
 #if (BM * BK / 4) % ((BM / WM) * (BN / WN) * 32) != 0 || (BN * BK / 4) % ((BM / WM) * (BN / WN) * 32) != 0
 #error "each invocation must load whole groups of the A and B tiles"
+#endif
+#if defined(DIRECT) && (!defined(STREAM) || WM != BM || !defined(UNROLL))
+#error "DIRECT is a STREAM tile whose subgroups cover every row, with UNROLL k steps in flight"
+#endif
+#ifdef PIPE
+#if !defined(DIRECT) || BK % (16 * UNROLL) != 0
+#error "PIPE is a DIRECT tile whose x chunk holds whole groups of UNROLL k steps"
+#endif
 #endif
 #if WM % 16 != 0 || WN % 16 != 0 || BK % 16 != 0
 #error "subgroup blocks and the k step must be multiples of the 16 x 16 x 16 shape"
@@ -111,8 +129,17 @@ layout(push_constant) uniform Push {
 
 #define Y_INDEX(row, col) (p.y_off + (row) * p.ldy + (col))
 
+#if defined(DIRECT) && defined(PIPE)
+// Two chunks of x (the next is stored while this one is multiplied); the weights bypass
+// shared memory.
+shared f16vec4 as_[2u * BM * ST4];
+#elif defined(DIRECT)
+// One chunk of x; the weights bypass shared memory.
+shared f16vec4 as_[BM * ST4];
+#else
 shared f16vec4 as_[2u * BM * ST4];
 shared f16vec4 bs_[2u * BN * ST4];
+#endif
 shared float stage[WARPS * CM * CM];
 
 #ifdef STREAM
@@ -125,8 +152,10 @@ shared float stage[WARPS * CM * CM];
 uint kend;
 
 vec4 a_reg[A_LOADS];
+#ifndef DIRECT
 // f32 bits, or two words of four f16/bf16 (b_half()).
 uvec4 b_reg[B_LOADS];
+#endif
 
 float load_w(uint e) {
     if (W_DTYPE == 0u) {
@@ -201,11 +230,23 @@ f16vec4 b_to_half(uvec4 r) {
     return f16vec4(uintBitsToFloat(r));
 }
 
-void load_tile(uint m0, uint n0, uint k0) {
+void load_a_tile(uint m0, uint k0) {
     [[unroll]] for (uint l = 0u; l < A_LOADS; l++) {
         uint i = gl_LocalInvocationID.x + l * NT;
         a_reg[l] = load_a4(m0 + i / KQ, k0 + 4u * (i % KQ));
     }
+}
+
+void store_a_tile(uint buf) {
+    [[unroll]] for (uint l = 0u; l < A_LOADS; l++) {
+        uint i = gl_LocalInvocationID.x + l * NT;
+        as_[buf * BM * ST4 + (i / KQ) * ST4 + i % KQ] = f16vec4(a_reg[l]);
+    }
+}
+
+#ifndef DIRECT
+void load_tile(uint m0, uint n0, uint k0) {
+    load_a_tile(m0, k0);
     [[unroll]] for (uint l = 0u; l < B_LOADS; l++) {
         uint i = gl_LocalInvocationID.x + l * NT;
         b_reg[l] = load_b4(n0 + i / KQ, k0 + 4u * (i % KQ));
@@ -213,15 +254,46 @@ void load_tile(uint m0, uint n0, uint k0) {
 }
 
 void store_tile(uint buf) {
-    [[unroll]] for (uint l = 0u; l < A_LOADS; l++) {
-        uint i = gl_LocalInvocationID.x + l * NT;
-        as_[buf * BM * ST4 + (i / KQ) * ST4 + i % KQ] = f16vec4(a_reg[l]);
-    }
+    store_a_tile(buf);
     [[unroll]] for (uint l = 0u; l < B_LOADS; l++) {
         uint i = gl_LocalInvocationID.x + l * NT;
         bs_[buf * BN * ST4 + (i / KQ) * ST4 + i % KQ] = b_to_half(b_reg[l]);
     }
 }
+#endif
+
+#ifdef DIRECT
+// The products of k step `kk` (within the x chunk at as_[base]) for the B fragments
+// b[u FN ..] of array `b`.
+#define DIRECT_STEP(b, u, base, kk)                                                            \
+    {                                                                                          \
+        coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseA> a[FM];                     \
+        [[unroll]] for (uint i = 0u; i < FM; i++) {                                            \
+            coopMatLoad(a[i], as_, (base) + (i * CM) * ST4 + (kk) / 4u, ST4,                   \
+                        gl_CooperativeMatrixLayoutRowMajor);                                   \
+        }                                                                                      \
+        [[unroll]] for (uint i = 0u; i < FM; i++) {                                            \
+            [[unroll]] for (uint j = 0u; j < FN; j++) {                                        \
+                acc[i * FN + j] = coopMatMulAdd(a[i], b[(u) * FN + j], acc[i * FN + j]);       \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+// Weight rows col .. col + 16 at k .. k + 16 as a column-major B fragment, from the 16-byte
+// view (the host guarantees w_off and k are multiples of 8 halves); bf16 bit patterns are
+// widened in place.
+#define DIRECT_LOAD(frag, col, kk)                                                             \
+    {                                                                                          \
+        coopMatLoad(frag, w4, (p.w_off + (col) * p.k + (kk)) >> 3u, p.k >> 3u,                 \
+                    gl_CooperativeMatrixLayoutColumnMajor);                                    \
+        if (W_DTYPE == 2u) {                                                                   \
+            for (int e = 0; e < frag.length(); e++) {                                          \
+                uint bits = packFloat2x16(f16vec2(frag[e], float16_t(0.0)));                   \
+                frag[e] = float16_t(uintBitsToFloat(bits << 16u));                             \
+            }                                                                                  \
+        }                                                                                      \
+    }
+#endif
 
 // The BM x BN output block at (m0, n0) over k in [kbeg, kend): its products, then the bias
 // and activation into y, or (STREAM, `epilogue` 0) its partial sums for split `split`.
@@ -235,6 +307,102 @@ void block(uint m0, uint n0, uint kbeg, uint split) {
         acc[i] = coopmat<float, gl_ScopeSubgroup, CM, CM, gl_MatrixUseAccumulator>(0.0);
     }
 
+#if defined(DIRECT) && defined(PIPE)
+    // Subgroups whose columns are past n (n is a multiple of 16) still stage x with the rest.
+    bool live = n0 + wn < p.n;
+    // The split's k steps in groups of UNROLL (a chunk of x holds a whole number of them),
+    // each group's B fragments loaded while the previous group is multiplied; the next chunk of
+    // x is loaded into registers at a chunk's first group and stored into the other buffer at
+    // its last, behind one barrier.
+    uint steps = (kend - kbeg) / CM;
+    uint groups = steps / UNROLL;
+    const uint PER_CHUNK = BK / (CM * UNROLL);
+    load_a_tile(m0, kbeg);
+    // The previous row block is done with as_.
+    barrier();
+    store_a_tile(0u);
+    barrier();
+    coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseB> b[UNROLL * FN];
+    coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseB> nb[UNROLL * FN];
+    if (live && groups > 0u) {
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            [[unroll]] for (uint j = 0u; j < FN; j++) {
+                DIRECT_LOAD(b[u * FN + j], n0 + wn + j * CM, kbeg + u * CM)
+            }
+        }
+    }
+    for (uint g = 0u; g < groups; g++) {
+        uint c = g / PER_CHUNK;
+        uint cur = c & 1u;
+        uint gk = g % PER_CHUNK;
+        bool next_chunk = kbeg + (c + 1u) * BK < kend;
+        if (gk == 0u && next_chunk) {
+            load_a_tile(m0, kbeg + (c + 1u) * BK);
+        }
+        if (live) {
+            if (g + 1u < groups) {
+                uint k1 = kbeg + (g + 1u) * UNROLL * CM;
+                [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+                    [[unroll]] for (uint j = 0u; j < FN; j++) {
+                        DIRECT_LOAD(nb[u * FN + j], n0 + wn + j * CM, k1 + u * CM)
+                    }
+                }
+            }
+            [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+                DIRECT_STEP(b, u, cur * BM * ST4, (gk * UNROLL + u) * CM)
+            }
+            b = nb;
+        }
+        if (gk + 1u == PER_CHUNK && next_chunk) {
+            // The other buffer was last read before the previous chunk's barrier.
+            store_a_tile(cur ^ 1u);
+            barrier();
+        }
+    }
+    // The last steps (fewer than UNROLL, in the chunk the groups end in).
+    if (live) {
+        uint base = ((groups * UNROLL * CM) / BK & 1u) * BM * ST4;
+        for (uint s = groups * UNROLL; s < steps; s++) {
+            coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseB> t[FN];
+            [[unroll]] for (uint j = 0u; j < FN; j++) {
+                DIRECT_LOAD(t[j], n0 + wn + j * CM, kbeg + s * CM)
+            }
+            DIRECT_STEP(t, 0u, base, (s * CM) % BK)
+        }
+    }
+#elif defined(DIRECT)
+    // Subgroups whose columns are past n (n is a multiple of 16) still stage x with the rest.
+    bool live = n0 + wn < p.n;
+    for (uint kc = kbeg; kc < kend; kc += BK) {
+        load_a_tile(m0, kc);
+        // The previous chunk's products are done with as_.
+        barrier();
+        store_a_tile(0u);
+        barrier();
+        if (live) {
+            uint steps = (min(kend, kc + BK) - kc) / CM;
+            uint s = 0u;
+            for (; s + UNROLL <= steps; s += UNROLL) {
+                coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseB> b[UNROLL * FN];
+                [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+                    [[unroll]] for (uint j = 0u; j < FN; j++) {
+                        DIRECT_LOAD(b[u * FN + j], n0 + wn + j * CM, kc + (s + u) * CM)
+                    }
+                }
+                [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+                    DIRECT_STEP(b, u, 0u, (s + u) * CM)
+                }
+            }
+            for (; s < steps; s++) {
+                coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseB> b[FN];
+                [[unroll]] for (uint j = 0u; j < FN; j++) {
+                    DIRECT_LOAD(b[j], n0 + wn + j * CM, kc + s * CM)
+                }
+                DIRECT_STEP(b, 0u, 0u, s * CM)
+            }
+        }
+    }
+#else
     uint tiles = (kend - kbeg + BK - 1u) / BK;
     if (tiles > 0u) {
         load_tile(m0, n0, kbeg);
@@ -270,6 +438,7 @@ void block(uint m0, uint n0, uint kbeg, uint split) {
         }
         barrier();
     }
+#endif
 
     // One block at a time through the staging area, in a loop the compiler keeps rolled (the
     // bias and activation code once, not once per block and element); the accumulator is

@@ -8,8 +8,8 @@ use super::super::recording::Arg::{Absent, In, Out};
 use super::super::recording::{Dispatch, VulkanRecording};
 use super::super::shaders::{Shader, push};
 use super::gemm_policy::{
-    Forced, StreamGrid, cm_stream_kernel, linear_kernel, linear_stream_tile, stream_splits,
-    wants_stream,
+    DirectLayout, Forced, StreamGrid, cm_stream_kernel, linear_kernel, linear_stream_tile,
+    stream_splits, wants_stream,
 };
 use super::{Ref, act_code, float_dtype_code, rows_per_binding, tile_groups, u32_of};
 use crate::error::Result;
@@ -43,8 +43,11 @@ pub(crate) fn linear(
     if wants_stream([p.m, p.n, p.k], &forced) {
         let vec_ok = u32::from(limits.min_storage_offset_align.is_multiple_of(16));
         let w_dtype = float_dtype_code(w.dtype);
+        let row_bytes = w.dtype.bytes_for(p.k).expect("checked: whole q8_0 blocks") as u64;
+        let rows = rows_per_binding(OP, "weight row", limits, row_bytes)?;
+        let layout = DirectLayout::of(p.n, p.k, w.offset, rows);
         if let Some((v, shape)) =
-            cm_stream_kernel([p.m, p.n, p.k], w.dtype, coopmat, limits, &forced)
+            cm_stream_kernel([p.m, p.n, p.k], w.dtype, layout, coopmat, limits, &forced)
         {
             let k = StreamKernel {
                 shader: v.shader,

@@ -15,8 +15,8 @@ use crate::tensor::DType;
 
 mod stream;
 pub(crate) use stream::{
-    NARROW_FREE_PARTIAL_BYTES, StreamGrid, StreamTile, cm_stream_kernel, conv_wants_stream,
-    linear_stream_tile, narrow_stream_tile, stream_splits, wants_stream,
+    DirectLayout, NARROW_FREE_PARTIAL_BYTES, StreamGrid, StreamTile, cm_stream_kernel,
+    conv_wants_stream, linear_stream_tile, narrow_stream_tile, stream_splits, wants_stream,
 };
 
 /// Tile shape of a BM x BN output tile per workgroup of (BM / TM) * (BN / TN) invocations,
@@ -315,6 +315,21 @@ impl CoopTile {
             && (self.bm * self.bk / 4).is_multiple_of(wg)
             && (self.bn * self.bk / 4).is_multiple_of(wg)
             && workgroup_fits(wg, self.shared_bytes(s, buffers), l)
+    }
+
+    /// As a direct streaming tile (`linear_cm.comp` with `DIRECT`): subgroups that cover
+    /// every row, whole groups of 4 k of the x chunk per invocation, and `buffers` x chunks of
+    /// bm rows of bk + 8 halves beside the staging blocks in shared memory.
+    fn fits_direct(&self, s: &CoopMatShape, l: &Limits, buffers: u32) -> bool {
+        let wg = self.subgroups() * l.subgroup_size;
+        let shared = buffers * self.bm * (self.bk + 8) * 2 + self.subgroups() * s.m * s.n * 4;
+        self.wm == self.bm
+            && self.wm.is_multiple_of(s.m)
+            && self.wn.is_multiple_of(s.n)
+            && self.bk.is_multiple_of(s.k)
+            && (self.bm * self.bk / 4).is_multiple_of(wg)
+            && (self.bn * self.bk / 4).is_multiple_of(wg)
+            && workgroup_fits(wg, shared, l)
     }
 }
 

@@ -243,6 +243,126 @@ pub(crate) const CM_STREAM: [CoopFixed; 3] = [
     },
 ];
 
+/// The fast-mode streaming variants that load the weights straight into cooperative matrices
+/// (`linear_cm.comp` with `STREAM` and `DIRECT`; the unroll, k steps of B fragments in flight
+/// per subgroup, is in the name), first the default. Each subgroup covers all 32 rows and WN
+/// columns; x goes through shared memory BK k at a time. They need what [`CM_STREAM`] needs,
+/// and k and n multiples of 16 and weights on a 16-byte boundary ([`DirectLayout`]). `_p`
+/// variants (`PIPE`) load each group of UNROLL k steps' fragments while the previous group is
+/// multiplied and double-buffer the x chunks.
+///
+/// On the H200 (2026-12-03, `bench kernels --op linear`, bf16, 32 rows, GPU ms for
+/// 4096 x 4096 / 1024 x 4096 / 14336 x 4096 / 4096 x 14336, automatic splits), one x chunk:
+/// 4 subgroups of 32 x 32, 4 k steps in flight 0.043 / 0.025 / 0.130 / 0.133; 8 of 32 x 16
+/// 0.045 / 0.021 / 0.146 / 0.148 (8 steps: 0.047 / 0.021 / 0.152 / 0.152; 512-k chunks
+/// 0.049 / 0.027 / 0.151 / 0.152); 8 of 32 x 32 over 256 columns 0.049 / 0.028 / 0.135 / 0.136;
+/// 4 of 32 x 16 over 64 columns, 8 steps 0.045 / 0.022 / 0.147 / 0.148. The staged
+/// [`CM_STREAM`] default took 0.077 / 0.026 / 0.256 / 0.259 in the same call.
+pub(crate) const CM_DIRECT: [CoopDirect; 11] = [
+    CoopDirect {
+        tile: CoopTile::new(32, 128, 256, 32, 32),
+        pipe: false,
+        shader: Shader::LinearCmDirect32x128x256_32x32U4,
+    },
+    CoopDirect {
+        tile: CoopTile::new(32, 128, 256, 32, 32),
+        pipe: true,
+        shader: Shader::LinearCmDirect32x128x256_32x32U4P,
+    },
+    CoopDirect {
+        tile: CoopTile::new(32, 128, 256, 32, 16),
+        pipe: true,
+        shader: Shader::LinearCmDirect32x128x256_32x16U4P,
+    },
+    CoopDirect {
+        tile: CoopTile::new(32, 256, 256, 32, 32),
+        pipe: true,
+        shader: Shader::LinearCmDirect32x256x256_32x32U4P,
+    },
+    CoopDirect {
+        tile: CoopTile::new(32, 64, 256, 32, 32),
+        pipe: true,
+        shader: Shader::LinearCmDirect32x64x256_32x32U2P,
+    },
+    CoopDirect {
+        tile: CoopTile::new(32, 128, 256, 32, 32),
+        pipe: true,
+        shader: Shader::LinearCmDirect32x128x256_32x32U2P,
+    },
+    CoopDirect {
+        tile: CoopTile::new(32, 128, 256, 32, 16),
+        pipe: false,
+        shader: Shader::LinearCmDirect32x128x256_32x16U4,
+    },
+    CoopDirect {
+        tile: CoopTile::new(32, 128, 256, 32, 16),
+        pipe: false,
+        shader: Shader::LinearCmDirect32x128x256_32x16U8,
+    },
+    CoopDirect {
+        tile: CoopTile::new(32, 256, 256, 32, 32),
+        pipe: false,
+        shader: Shader::LinearCmDirect32x256x256_32x32U4,
+    },
+    CoopDirect {
+        tile: CoopTile::new(32, 64, 256, 32, 16),
+        pipe: false,
+        shader: Shader::LinearCmDirect32x64x256_32x16U8,
+    },
+    CoopDirect {
+        tile: CoopTile::new(32, 128, 512, 32, 16),
+        pipe: false,
+        shader: Shader::LinearCmDirect32x128x512_32x16U4,
+    },
+];
+
+/// One direct streaming variant: its tile, whether it pipelines (`PIPE`), and its module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CoopDirect {
+    pub tile: CoopTile,
+    pub pipe: bool,
+    pub shader: Shader,
+}
+
+impl CoopDirect {
+    /// Whether the device runs it: 32-invocation subgroups, the 16 x 16 x 16 shape, and its
+    /// tile's shared memory (two x chunks when it pipelines).
+    pub fn fits(&self, s: &CoopMatShape, l: &Limits) -> bool {
+        let buffers = if self.pipe { 2 } else { 1 };
+        l.subgroup_size == 32
+            && (s.m, s.n, s.k) == (16, 16, 16)
+            && self.tile.fits_direct(s, l, buffers)
+    }
+    /// As the streaming kernel's tile and shader.
+    pub fn fixed(&self) -> CoopFixed {
+        CoopFixed {
+            tile: self.tile,
+            shader: self.shader,
+        }
+    }
+}
+
+/// Whether a linear's weights can be read as [`CM_DIRECT`] reads them: 16 x 16 fragments
+/// straight from the buffer through its 16-byte view, so k and n multiples of 16 (no fragment
+/// past a row's end or past the last row) and the first weight on a 16-byte boundary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DirectLayout {
+    pub ok: bool,
+}
+
+impl DirectLayout {
+    /// For an n x k weight matrix of 16-bit values starting at element `offset` of its buffer,
+    /// recorded in groups of `rows` weight rows (one binding each).
+    pub fn of(n: usize, k: usize, offset: usize, rows: usize) -> DirectLayout {
+        DirectLayout {
+            ok: n.is_multiple_of(16)
+                && k.is_multiple_of(16)
+                && offset.is_multiple_of(8)
+                && (rows >= n || rows.is_multiple_of(16)),
+        }
+    }
+}
+
 /// k per split at most for the fast-mode streaming variants unless the splits are forced: the
 /// 8-subgroup tile took 0.232 ms at 32 x 4096 x 14336 with 16 splits (896 k each) against
 /// 0.293 ms with the 9 that filling the GPU asks for (1600 k each).
@@ -260,33 +380,46 @@ impl CoopFixed {
     }
 }
 
-/// The fast-mode streaming variant for an m x n x k linear with weights of dtype `w` that
-/// [`wants_stream`] took, given the device's cooperative-matrix shape `coopmat` (none in strict
-/// mode or without one), with that shape: `KINEMA_VK_CM_STREAM=off` never;
-/// `KINEMA_VK_CM_STREAM=<module>` that variant for every such linear when the device fits it;
-/// by default the first of [`CM_STREAM`] that fits, for f16 and bf16 weights of at least
-/// [`STREAM_MIN_WEIGHTS`] (LLM2Vec's projections; MotionBricks' narrow linears stay on
-/// `linear_stream.comp`, and so do q8_0 weights, which this kernel reads a value at a time:
-/// 0.428 against 0.362 ms at 32 x 14336 x 4096 on the H200, and f32 weights, which fast mode
-/// narrows to f16 at load anyway). At 32 rows each weight feeds 32 products, and f32
-/// FMA cannot keep up with the memory: the H200 would need ~140 TFLOP/s of it to stream bf16
+/// The fast-mode streaming variant for an m x n x k linear with weights of dtype `w` laid out
+/// as `layout` says, that [`wants_stream`] took, given the device's cooperative-matrix shape
+/// `coopmat` (none in strict mode or without one), with that shape: `KINEMA_VK_CM_STREAM=off`
+/// never; `KINEMA_VK_CM_STREAM=<module>` that variant (of [`CM_STREAM`] or [`CM_DIRECT`]) for
+/// every such linear when the device fits it, a direct one only where the layout allows it (else
+/// the first of [`CM_STREAM`] that fits); by default, for f16 and bf16 weights of at least
+/// [`STREAM_MIN_WEIGHTS`] (LLM2Vec's projections), the first of [`CM_DIRECT`] that fits where
+/// the layout allows it, else the first of [`CM_STREAM`]. MotionBricks' narrow linears stay on
+/// `linear_stream.comp`, and so do q8_0 weights, which the staged kernel reads a value at a
+/// time (0.428 against 0.362 ms at 32 x 14336 x 4096 on the H200), and f32 weights, which fast
+/// mode narrows to f16 at load anyway. At 32 rows each weight feeds 32 products, and f32 FMA
+/// cannot keep up with the memory: the H200 would need ~140 TFLOP/s of it to stream bf16
 /// weights at 4.3 TB/s, twice its peak.
 pub(crate) fn cm_stream_kernel(
     [_m, n, k]: [usize; 3],
     w: DType,
+    layout: DirectLayout,
     coopmat: Option<CoopMatShape>,
     l: &Limits,
     f: &Forced,
 ) -> Option<(CoopFixed, CoopMatShape)> {
     let s = coopmat?;
-    let mut fitting = CM_STREAM.iter().copied().filter(|v| v.fits(&s, l));
+    let mut staged = CM_STREAM.iter().copied().filter(|v| v.fits(&s, l));
+    let direct_ok = layout.ok && matches!(w, DType::F16 | DType::BF16);
+    let mut direct = CM_DIRECT
+        .iter()
+        .copied()
+        .filter(|v| direct_ok && v.fits(&s, l))
+        .map(|v| v.fixed());
+    let named = |name: &str| Some(name) == f.cm_stream.as_deref();
     let v = match f.cm_stream.as_deref() {
         Some("off") => None,
-        Some(name) if CM_STREAM.iter().any(|v| v.shader.info().name == name) => {
-            fitting.find(|v| v.shader.info().name == name)
+        Some(_) if CM_STREAM.iter().any(|v| named(v.shader.info().name)) => {
+            staged.find(|v| named(v.shader.info().name))
         }
+        Some(_) if CM_DIRECT.iter().any(|v| named(v.shader.info().name)) => direct
+            .find(|v| named(v.shader.info().name))
+            .or_else(|| staged.next()),
         _ if matches!(w, DType::F16 | DType::BF16) && k.saturating_mul(n) >= STREAM_MIN_WEIGHTS => {
-            fitting.next()
+            direct.next().or_else(|| staged.next())
         }
         _ => None,
     };
@@ -607,8 +740,10 @@ mod tests {
         let s = CoopMatShape::f16_16x16x16();
         let l = h200();
         let none = Forced::default();
+        // A layout the direct variants cannot read (their own test is below).
+        let staged_only = DirectLayout { ok: false };
         let pick = |mnk, c: Option<CoopMatShape>, l: &Limits, f: &Forced| {
-            cm_stream_kernel(mnk, DType::BF16, c, l, f).map(|(v, _)| v.shader)
+            cm_stream_kernel(mnk, DType::BF16, staged_only, c, l, f).map(|(v, _)| v.shader)
         };
         let default = Some(CM_STREAM[0].shader);
         // Every variant fits the H200; LLM2Vec's projections take the first by default.
@@ -621,12 +756,20 @@ mod tests {
             }
         }
         // The shape travels with the variant.
-        let (_, shape) =
-            cm_stream_kernel([32, 4096, 4096], DType::BF16, Some(s), &l, &none).unwrap();
+        let (_, shape) = cm_stream_kernel(
+            [32, 4096, 4096],
+            DType::BF16,
+            staged_only,
+            Some(s),
+            &l,
+            &none,
+        )
+        .unwrap();
         assert_eq!(shape, s);
         // f16 weights too; q8_0 (read a value at a time) and f32 stay on linear_stream.comp
         // unless a variant is forced.
-        let dtype = |w, f: &Forced| cm_stream_kernel([32, 4096, 4096], w, Some(s), &l, f);
+        let dtype =
+            |w, f: &Forced| cm_stream_kernel([32, 4096, 4096], w, staged_only, Some(s), &l, f);
         assert_eq!(dtype(DType::F16, &none).map(|(v, _)| v.shader), default);
         assert_eq!(dtype(DType::Q8_0, &none), None);
         assert_eq!(dtype(DType::F32, &none), None);
@@ -683,5 +826,85 @@ mod tests {
         };
         let (splits, ks) = stream_splits([32, 4096, 14336], 28672, 0, grid, &l, &three);
         assert_eq!((splits, ks), (3, 4800));
+    }
+
+    #[test]
+    fn direct_variants_take_the_layouts_they_can_read() {
+        let s = CoopMatShape::f16_16x16x16();
+        let l = h200();
+        let none = Forced::default();
+        let named = |name: &str| Forced {
+            cm_stream: Some(name.into()),
+            ..Forced::default()
+        };
+        let pick = |mnk, w, layout, f: &Forced| {
+            cm_stream_kernel(mnk, w, layout, Some(s), &l, f).map(|(v, _)| v.shader)
+        };
+        // The layout: k and n multiples of 16, the weights on a 16-byte boundary (8 halves),
+        // and whole fragments in every binding's group of rows.
+        let ok = DirectLayout { ok: true };
+        assert_eq!(DirectLayout::of(4096, 14336, 0, usize::MAX), ok);
+        assert_eq!(DirectLayout::of(4096, 4096, 8 * 4096, 4096), ok);
+        assert_eq!(DirectLayout::of(14336, 4096, 0, 8192), ok);
+        let bad = DirectLayout { ok: false };
+        assert_eq!(DirectLayout::of(4104, 4096, 0, usize::MAX), bad);
+        assert_eq!(DirectLayout::of(4096, 4104, 0, usize::MAX), bad);
+        assert_eq!(DirectLayout::of(4096, 4096, 4, usize::MAX), bad);
+        assert_eq!(DirectLayout::of(14336, 4096, 0, 8200), bad);
+        // Every variant fits the H200, and none a device of 8-invocation subgroups or another
+        // shape.
+        let mut sg8 = l.clone();
+        sg8.subgroup_size = 8;
+        let s16x8 = CoopMatShape { n: 8, ..s };
+        for v in CM_DIRECT {
+            assert!(v.fits(&s, &l), "{v:?}");
+            assert!(!v.fits(&s, &sg8), "{v:?}");
+            assert!(!v.fits(&s16x8, &l), "{v:?}");
+        }
+        // By default LLM2Vec's projections take the first direct variant where the layout
+        // allows it, for f16 and bf16 weights; else the staged default.
+        let default = Some(CM_DIRECT[0].shader);
+        let staged = Some(CM_STREAM[0].shader);
+        for n_k in [[4096, 4096], [1024, 4096], [14336, 4096], [4096, 14336]] {
+            for w in [DType::BF16, DType::F16] {
+                assert_eq!(pick([32, n_k[0], n_k[1]], w, ok, &none), default);
+                assert_eq!(pick([32, n_k[0], n_k[1]], w, bad, &none), staged);
+            }
+            for w in [DType::Q8_0, DType::F32] {
+                assert_eq!(pick([32, n_k[0], n_k[1]], w, ok, &none), None);
+            }
+        }
+        assert_eq!(pick([25, 3072, 1024], DType::BF16, ok, &none), None);
+        // Forced: that variant where the layout allows it, else the staged default; q8_0 and
+        // f32 weights (which it cannot read) take the staged default too. `off` never.
+        for v in CM_DIRECT {
+            let f = named(v.shader.info().name);
+            assert_eq!(pick([32, 4096, 4096], DType::BF16, ok, &f), Some(v.shader));
+            assert_eq!(pick([25, 512, 512], DType::F16, ok, &f), Some(v.shader));
+            assert_eq!(pick([32, 4096, 4096], DType::BF16, bad, &f), staged);
+            assert_eq!(pick([32, 4096, 4096], DType::Q8_0, ok, &f), staged);
+            assert_eq!(pick([32, 4096, 4096], DType::F32, ok, &f), staged);
+        }
+        assert_eq!(pick([32, 4096, 4096], DType::BF16, ok, &named("off")), None);
+        // Too little shared memory for a forced direct variant (the 512-k chunk needs 41,472
+        // bytes; a pipelined 256-k tile two chunks, 35,840 bytes with 2 subgroups): the
+        // staged default (33,792) instead.
+        let mut small = l.clone();
+        small.max_shared_memory = 34 * 1024;
+        let wide = *CM_DIRECT.iter().find(|v| v.tile.bk == 512).unwrap();
+        let one_chunk = *CM_DIRECT
+            .iter()
+            .find(|v| v.tile.bk == 256 && !v.pipe)
+            .unwrap();
+        assert!(!wide.fits(&s, &small) && one_chunk.fits(&s, &small));
+        assert!(
+            CM_DIRECT
+                .iter()
+                .filter(|v| v.pipe)
+                .all(|v| !v.fits(&s, &small))
+        );
+        let f = named(wide.shader.info().name);
+        let got = cm_stream_kernel([32, 4096, 4096], DType::BF16, ok, Some(s), &small, &f);
+        assert_eq!(got.map(|(v, _)| v.shader), staged);
     }
 }
