@@ -424,18 +424,10 @@ impl FastCase<'_> {
 
 /// The direct fast-mode streaming variants, by module name
 /// (`gemm_policy::stream::CM_DIRECT`).
-const CM_DIRECT: [&str; 11] = [
-    "linear_cm_direct_32x128x256_32x32_u4_p",
-    "linear_cm_direct_32x128x256_32x16_u4_p",
-    "linear_cm_direct_32x256x256_32x32_u4_p",
-    "linear_cm_direct_32x64x256_32x32_u2_p",
-    "linear_cm_direct_32x128x256_32x32_u2_p",
-    "linear_cm_direct_32x128x256_32x16_u4",
-    "linear_cm_direct_32x128x256_32x16_u8",
+const CM_DIRECT: [&str; 3] = [
     "linear_cm_direct_32x128x256_32x32_u4",
+    "linear_cm_direct_32x128x256_32x16_u4",
     "linear_cm_direct_32x256x256_32x32_u4",
-    "linear_cm_direct_32x64x256_32x16_u8",
-    "linear_cm_direct_32x128x512_32x16_u4",
 ];
 
 /// Fast mode's streaming linear with the weights loaded straight into cooperative matrices

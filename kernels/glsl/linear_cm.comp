@@ -65,11 +65,6 @@
 #if defined(DIRECT) && (!defined(STREAM) || WM != BM || !defined(UNROLL))
 #error "DIRECT is a STREAM tile whose subgroups cover every row, with UNROLL k steps in flight"
 #endif
-#ifdef PIPE
-#if !defined(DIRECT) || BK % (16 * UNROLL) != 0
-#error "PIPE is a DIRECT tile whose x chunk holds whole groups of UNROLL k steps"
-#endif
-#endif
 #if WM % 16 != 0 || WN % 16 != 0 || BK % 16 != 0
 #error "subgroup blocks and the k step must be multiples of the 16 x 16 x 16 shape"
 #endif
@@ -129,11 +124,7 @@ layout(push_constant) uniform Push {
 
 #define Y_INDEX(row, col) (p.y_off + (row) * p.ldy + (col))
 
-#if defined(DIRECT) && defined(PIPE)
-// Two chunks of x (the next is stored while this one is multiplied); the weights bypass
-// shared memory.
-shared f16vec4 as_[2u * BM * ST4];
-#elif defined(DIRECT)
+#ifdef DIRECT
 // One chunk of x; the weights bypass shared memory.
 shared f16vec4 as_[BM * ST4];
 #else
@@ -263,13 +254,12 @@ void store_tile(uint buf) {
 #endif
 
 #ifdef DIRECT
-// The products of k step `kk` (within the x chunk at as_[base]) for the B fragments
-// b[u FN ..] of array `b`.
-#define DIRECT_STEP(b, u, base, kk)                                                            \
+// The products of k step `kk` (within the staged chunk of x) for the B fragments b[u FN ..].
+#define DIRECT_STEP(b, u, kk)                                                                  \
     {                                                                                          \
         coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseA> a[FM];                     \
         [[unroll]] for (uint i = 0u; i < FM; i++) {                                            \
-            coopMatLoad(a[i], as_, (base) + (i * CM) * ST4 + (kk) / 4u, ST4,                   \
+            coopMatLoad(a[i], as_, (i * CM) * ST4 + (kk) / 4u, ST4,                            \
                         gl_CooperativeMatrixLayoutRowMajor);                                   \
         }                                                                                      \
         [[unroll]] for (uint i = 0u; i < FM; i++) {                                            \
@@ -307,70 +297,7 @@ void block(uint m0, uint n0, uint kbeg, uint split) {
         acc[i] = coopmat<float, gl_ScopeSubgroup, CM, CM, gl_MatrixUseAccumulator>(0.0);
     }
 
-#if defined(DIRECT) && defined(PIPE)
-    // Subgroups whose columns are past n (n is a multiple of 16) still stage x with the rest.
-    bool live = n0 + wn < p.n;
-    // The split's k steps in groups of UNROLL (a chunk of x holds a whole number of them),
-    // each group's B fragments loaded while the previous group is multiplied; the next chunk of
-    // x is loaded into registers at a chunk's first group and stored into the other buffer at
-    // its last, behind one barrier.
-    uint steps = (kend - kbeg) / CM;
-    uint groups = steps / UNROLL;
-    const uint PER_CHUNK = BK / (CM * UNROLL);
-    load_a_tile(m0, kbeg);
-    // The previous row block is done with as_.
-    barrier();
-    store_a_tile(0u);
-    barrier();
-    coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseB> b[UNROLL * FN];
-    coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseB> nb[UNROLL * FN];
-    if (live && groups > 0u) {
-        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
-            [[unroll]] for (uint j = 0u; j < FN; j++) {
-                DIRECT_LOAD(b[u * FN + j], n0 + wn + j * CM, kbeg + u * CM)
-            }
-        }
-    }
-    for (uint g = 0u; g < groups; g++) {
-        uint c = g / PER_CHUNK;
-        uint cur = c & 1u;
-        uint gk = g % PER_CHUNK;
-        bool next_chunk = kbeg + (c + 1u) * BK < kend;
-        if (gk == 0u && next_chunk) {
-            load_a_tile(m0, kbeg + (c + 1u) * BK);
-        }
-        if (live) {
-            if (g + 1u < groups) {
-                uint k1 = kbeg + (g + 1u) * UNROLL * CM;
-                [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
-                    [[unroll]] for (uint j = 0u; j < FN; j++) {
-                        DIRECT_LOAD(nb[u * FN + j], n0 + wn + j * CM, k1 + u * CM)
-                    }
-                }
-            }
-            [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
-                DIRECT_STEP(b, u, cur * BM * ST4, (gk * UNROLL + u) * CM)
-            }
-            b = nb;
-        }
-        if (gk + 1u == PER_CHUNK && next_chunk) {
-            // The other buffer was last read before the previous chunk's barrier.
-            store_a_tile(cur ^ 1u);
-            barrier();
-        }
-    }
-    // The last steps (fewer than UNROLL, in the chunk the groups end in).
-    if (live) {
-        uint base = ((groups * UNROLL * CM) / BK & 1u) * BM * ST4;
-        for (uint s = groups * UNROLL; s < steps; s++) {
-            coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseB> t[FN];
-            [[unroll]] for (uint j = 0u; j < FN; j++) {
-                DIRECT_LOAD(t[j], n0 + wn + j * CM, kbeg + s * CM)
-            }
-            DIRECT_STEP(t, 0u, base, (s * CM) % BK)
-        }
-    }
-#elif defined(DIRECT)
+#ifdef DIRECT
     // Subgroups whose columns are past n (n is a multiple of 16) still stage x with the rest.
     bool live = n0 + wn < p.n;
     for (uint kc = kbeg; kc < kend; kc += BK) {
@@ -390,7 +317,7 @@ void block(uint m0, uint n0, uint kbeg, uint split) {
                     }
                 }
                 [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
-                    DIRECT_STEP(b, u, 0u, (s + u) * CM)
+                    DIRECT_STEP(b, u, (s + u) * CM)
                 }
             }
             for (; s < steps; s++) {
@@ -398,7 +325,7 @@ void block(uint m0, uint n0, uint kbeg, uint split) {
                 [[unroll]] for (uint j = 0u; j < FN; j++) {
                     DIRECT_LOAD(b[j], n0 + wn + j * CM, kc + s * CM)
                 }
-                DIRECT_STEP(b, 0u, 0u, s * CM)
+                DIRECT_STEP(b, 0u, s * CM)
             }
         }
     }

@@ -116,17 +116,9 @@ shaders! {
     LinearCmStream32x64x64_32x16 = "linear_cm_stream_32x64x64_32x16", LinearStream, 6;
     LinearCmStream32x128x32_32x16 = "linear_cm_stream_32x128x32_32x16", LinearStream, 6;
     /// The same with the weights loaded straight into cooperative matrices (`DIRECT`).
-    LinearCmDirect32x128x256_32x32U4P = "linear_cm_direct_32x128x256_32x32_u4_p", LinearStream, 6;
-    LinearCmDirect32x128x256_32x16U4P = "linear_cm_direct_32x128x256_32x16_u4_p", LinearStream, 6;
-    LinearCmDirect32x256x256_32x32U4P = "linear_cm_direct_32x256x256_32x32_u4_p", LinearStream, 6;
-    LinearCmDirect32x64x256_32x32U2P = "linear_cm_direct_32x64x256_32x32_u2_p", LinearStream, 6;
-    LinearCmDirect32x128x256_32x32U2P = "linear_cm_direct_32x128x256_32x32_u2_p", LinearStream, 6;
     LinearCmDirect32x128x256_32x16U4 = "linear_cm_direct_32x128x256_32x16_u4", LinearStream, 6;
-    LinearCmDirect32x128x256_32x16U8 = "linear_cm_direct_32x128x256_32x16_u8", LinearStream, 6;
     LinearCmDirect32x128x256_32x32U4 = "linear_cm_direct_32x128x256_32x32_u4", LinearStream, 6;
     LinearCmDirect32x256x256_32x32U4 = "linear_cm_direct_32x256x256_32x32_u4", LinearStream, 6;
-    LinearCmDirect32x64x256_32x16U8 = "linear_cm_direct_32x64x256_32x16_u8", LinearStream, 6;
-    LinearCmDirect32x128x512_32x16U4 = "linear_cm_direct_32x128x512_32x16_u4", LinearStream, 6;
     /// `linear` on workgroup-scope cooperative matrices (`VK_NV_cooperative_matrix2`).
     LinearCm2 = "linear_cm2", Linear, 4;
     /// `linear` for few rows: workgroups of a few output columns split k

@@ -318,11 +318,11 @@ impl CoopTile {
     }
 
     /// As a direct streaming tile (`linear_cm.comp` with `DIRECT`): subgroups that cover
-    /// every row, whole groups of 4 k of the x chunk per invocation, and `buffers` x chunks of
-    /// bm rows of bk + 8 halves beside the staging blocks in shared memory.
-    fn fits_direct(&self, s: &CoopMatShape, l: &Limits, buffers: u32) -> bool {
+    /// every row, whole groups of 4 k of the x chunk per invocation, and one x chunk of bm
+    /// rows of bk + 8 halves beside the staging blocks in shared memory.
+    fn fits_direct(&self, s: &CoopMatShape, l: &Limits) -> bool {
         let wg = self.subgroups() * l.subgroup_size;
-        let shared = buffers * self.bm * (self.bk + 8) * 2 + self.subgroups() * s.m * s.n * 4;
+        let shared = self.bm * (self.bk + 8) * 2 + self.subgroups() * s.m * s.n * 4;
         self.wm == self.bm
             && self.wm.is_multiple_of(s.m)
             && self.wn.is_multiple_of(s.n)
@@ -345,6 +345,11 @@ pub(crate) struct CoopFixed {
 impl CoopFixed {
     fn fits(&self, s: &CoopMatShape, l: &Limits) -> bool {
         l.subgroup_size == 32 && (s.m, s.n, s.k) == (16, 16, 16) && self.tile.fits(s, l, 2)
+    }
+    /// Whether the device runs it as a direct streaming variant
+    /// ([`stream::CM_DIRECT`]).
+    fn fits_direct(&self, s: &CoopMatShape, l: &Limits) -> bool {
+        l.subgroup_size == 32 && (s.m, s.n, s.k) == (16, 16, 16) && self.tile.fits_direct(s, l)
     }
 }
 

@@ -244,103 +244,42 @@ pub(crate) const CM_STREAM: [CoopFixed; 3] = [
 ];
 
 /// The fast-mode streaming variants that load the weights straight into cooperative matrices
-/// (`linear_cm.comp` with `STREAM` and `DIRECT`; the unroll, k steps of B fragments in flight
-/// per subgroup, is in the name), first the default. Each subgroup covers all 32 rows and WN
-/// columns; x goes through shared memory BK k at a time. They need what [`CM_STREAM`] needs,
-/// and k and n multiples of 16 and weights on a 16-byte boundary ([`DirectLayout`]). `_p`
-/// variants (`PIPE`) load each group of UNROLL k steps' fragments while the previous group is
-/// multiplied and double-buffer the x chunks.
+/// (`linear_cm.comp` with `STREAM` and `DIRECT`; 4 k steps of B fragments in flight per
+/// subgroup), first the default, then the default for n <= [`DIRECT_NARROW_N`]. Each subgroup
+/// covers all 32 rows and WN columns; x goes through shared memory 256 k at a time. They need
+/// what [`CM_STREAM`] needs, and k and n multiples of 16 and weights on a 16-byte boundary
+/// ([`DirectLayout`]).
 ///
 /// On the H200 (2026-12-03, `bench kernels --op linear`, bf16, 32 rows, GPU ms for
-/// 4096 x 4096 / 1024 x 4096 / 14336 x 4096 / 4096 x 14336, automatic splits), one x chunk:
-/// 4 subgroups of 32 x 32, 4 k steps in flight 0.043 / 0.025 / 0.130 / 0.133; 8 of 32 x 16
-/// 0.045 / 0.021 / 0.146 / 0.148 (8 steps: 0.047 / 0.021 / 0.152 / 0.152; 512-k chunks
-/// 0.049 / 0.027 / 0.151 / 0.152); 8 of 32 x 32 over 256 columns 0.049 / 0.028 / 0.135 / 0.136;
-/// 4 of 32 x 16 over 64 columns, 8 steps 0.045 / 0.022 / 0.147 / 0.148. The staged
-/// [`CM_STREAM`] default took 0.077 / 0.026 / 0.256 / 0.259 in the same call.
-pub(crate) const CM_DIRECT: [CoopDirect; 11] = [
-    CoopDirect {
+/// 4096 x 4096 / 1024 x 4096 / 14336 x 4096 / 4096 x 14336, automatic splits; two calls):
+/// 4 subgroups of 32 x 32 0.043-0.044 / 0.025 / 0.130 / 0.133-0.134; 8 of 32 x 16 0.045 /
+/// 0.021 / 0.146 / 0.148; 8 of 32 x 32 over 256 columns 0.049 / 0.028 / 0.133-0.135 /
+/// 0.133-0.136. The staged [`CM_STREAM`] default took 0.077 / 0.026 / 0.256 / 0.259. Measured
+/// and dropped: 8 k steps in flight (0.047 / 0.021 / 0.152 / 0.152 with 8 x (32 x 16)), 512-k
+/// chunks of x (0.049 / 0.027 / 0.151 / 0.152), 4 subgroups of 32 x 16 over 64 columns with 8
+/// steps (0.045 / 0.022 / 0.147 / 0.148), and a pipelined form (each group of steps' fragments
+/// loaded while the previous group is multiplied, x chunks double-buffered): 0.062 / 0.026 /
+/// 0.195 / 0.190 with 4 x (32 x 32), no better with 8 x (32 x 16), worse with 2 steps; so more
+/// loads in flight per subgroup do not help (BENCHMARKS.md).
+pub(crate) const CM_DIRECT: [CoopFixed; 3] = [
+    CoopFixed {
         tile: CoopTile::new(32, 128, 256, 32, 32),
-        pipe: false,
         shader: Shader::LinearCmDirect32x128x256_32x32U4,
     },
-    CoopDirect {
-        tile: CoopTile::new(32, 128, 256, 32, 32),
-        pipe: true,
-        shader: Shader::LinearCmDirect32x128x256_32x32U4P,
-    },
-    CoopDirect {
+    CoopFixed {
         tile: CoopTile::new(32, 128, 256, 32, 16),
-        pipe: true,
-        shader: Shader::LinearCmDirect32x128x256_32x16U4P,
-    },
-    CoopDirect {
-        tile: CoopTile::new(32, 256, 256, 32, 32),
-        pipe: true,
-        shader: Shader::LinearCmDirect32x256x256_32x32U4P,
-    },
-    CoopDirect {
-        tile: CoopTile::new(32, 64, 256, 32, 32),
-        pipe: true,
-        shader: Shader::LinearCmDirect32x64x256_32x32U2P,
-    },
-    CoopDirect {
-        tile: CoopTile::new(32, 128, 256, 32, 32),
-        pipe: true,
-        shader: Shader::LinearCmDirect32x128x256_32x32U2P,
-    },
-    CoopDirect {
-        tile: CoopTile::new(32, 128, 256, 32, 16),
-        pipe: false,
         shader: Shader::LinearCmDirect32x128x256_32x16U4,
     },
-    CoopDirect {
-        tile: CoopTile::new(32, 128, 256, 32, 16),
-        pipe: false,
-        shader: Shader::LinearCmDirect32x128x256_32x16U8,
-    },
-    CoopDirect {
+    CoopFixed {
         tile: CoopTile::new(32, 256, 256, 32, 32),
-        pipe: false,
         shader: Shader::LinearCmDirect32x256x256_32x32U4,
-    },
-    CoopDirect {
-        tile: CoopTile::new(32, 64, 256, 32, 16),
-        pipe: false,
-        shader: Shader::LinearCmDirect32x64x256_32x16U8,
-    },
-    CoopDirect {
-        tile: CoopTile::new(32, 128, 512, 32, 16),
-        pipe: false,
-        shader: Shader::LinearCmDirect32x128x512_32x16U4,
     },
 ];
 
-/// One direct streaming variant: its tile, whether it pipelines (`PIPE`), and its module.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct CoopDirect {
-    pub tile: CoopTile,
-    pub pipe: bool,
-    pub shader: Shader,
-}
-
-impl CoopDirect {
-    /// Whether the device runs it: 32-invocation subgroups, the 16 x 16 x 16 shape, and its
-    /// tile's shared memory (two x chunks when it pipelines).
-    pub fn fits(&self, s: &CoopMatShape, l: &Limits) -> bool {
-        let buffers = if self.pipe { 2 } else { 1 };
-        l.subgroup_size == 32
-            && (s.m, s.n, s.k) == (16, 16, 16)
-            && self.tile.fits_direct(s, l, buffers)
-    }
-    /// As the streaming kernel's tile and shader.
-    pub fn fixed(&self) -> CoopFixed {
-        CoopFixed {
-            tile: self.tile,
-            shader: self.shader,
-        }
-    }
-}
+/// Output widths up to which the direct default is [`CM_DIRECT`]'s second variant (8
+/// subgroups of 32 x 16): LLM2Vec's 1024-wide k and v projections took 0.021 against 0.025 ms
+/// on it, where the wider outputs are faster on the first.
+const DIRECT_NARROW_N: usize = 2048;
 
 /// Whether a linear's weights can be read as [`CM_DIRECT`] reads them: 16 x 16 fragments
 /// straight from the buffer through its 16-byte view, so k and n multiples of 16 (no fragment
@@ -386,8 +325,9 @@ impl CoopFixed {
 /// never; `KINEMA_VK_CM_STREAM=<module>` that variant (of [`CM_STREAM`] or [`CM_DIRECT`]) for
 /// every such linear when the device fits it, a direct one only where the layout allows it (else
 /// the first of [`CM_STREAM`] that fits); by default, for f16 and bf16 weights of at least
-/// [`STREAM_MIN_WEIGHTS`] (LLM2Vec's projections), the first of [`CM_DIRECT`] that fits where
-/// the layout allows it, else the first of [`CM_STREAM`]. MotionBricks' narrow linears stay on
+/// [`STREAM_MIN_WEIGHTS`] (LLM2Vec's projections), where the layout allows it the first of
+/// [`CM_DIRECT`] that fits (the second for n up to [`DIRECT_NARROW_N`], when it fits), else the
+/// first of [`CM_STREAM`]. MotionBricks' narrow linears stay on
 /// `linear_stream.comp`, and so do q8_0 weights, which the staged kernel reads a value at a
 /// time (0.428 against 0.362 ms at 32 x 14336 x 4096 on the H200), and f32 weights, which fast
 /// mode narrows to f16 at load anyway. At 32 rows each weight feeds 32 products, and f32 FMA
@@ -404,11 +344,13 @@ pub(crate) fn cm_stream_kernel(
     let s = coopmat?;
     let mut staged = CM_STREAM.iter().copied().filter(|v| v.fits(&s, l));
     let direct_ok = layout.ok && matches!(w, DType::F16 | DType::BF16);
-    let mut direct = CM_DIRECT
+    let direct = CM_DIRECT
         .iter()
         .copied()
-        .filter(|v| direct_ok && v.fits(&s, l))
-        .map(|v| v.fixed());
+        .filter(|v| direct_ok && v.fits_direct(&s, l));
+    // The default's order: the narrow tile first for narrow outputs.
+    let first = usize::from(n <= DIRECT_NARROW_N);
+    let mut direct = direct.clone().skip(first).take(1).chain(direct);
     let named = |name: &str| Some(name) == f.cm_stream.as_deref();
     let v = match f.cm_stream.as_deref() {
         Some("off") => None,
@@ -857,15 +799,16 @@ mod tests {
         sg8.subgroup_size = 8;
         let s16x8 = CoopMatShape { n: 8, ..s };
         for v in CM_DIRECT {
-            assert!(v.fits(&s, &l), "{v:?}");
-            assert!(!v.fits(&s, &sg8), "{v:?}");
-            assert!(!v.fits(&s16x8, &l), "{v:?}");
+            assert!(v.fits_direct(&s, &l), "{v:?}");
+            assert!(!v.fits_direct(&s, &sg8), "{v:?}");
+            assert!(!v.fits_direct(&s16x8, &l), "{v:?}");
         }
         // By default LLM2Vec's projections take the first direct variant where the layout
-        // allows it, for f16 and bf16 weights; else the staged default.
-        let default = Some(CM_DIRECT[0].shader);
+        // allows it, for f16 and bf16 weights (the second for k and v, 1024 wide); else the
+        // staged default.
         let staged = Some(CM_STREAM[0].shader);
         for n_k in [[4096, 4096], [1024, 4096], [14336, 4096], [4096, 14336]] {
+            let default = Some(CM_DIRECT[usize::from(n_k[0] == 1024)].shader);
             for w in [DType::BF16, DType::F16] {
                 assert_eq!(pick([32, n_k[0], n_k[1]], w, ok, &none), default);
                 assert_eq!(pick([32, n_k[0], n_k[1]], w, bad, &none), staged);
@@ -886,25 +829,27 @@ mod tests {
             assert_eq!(pick([32, 4096, 4096], DType::F32, ok, &f), staged);
         }
         assert_eq!(pick([32, 4096, 4096], DType::BF16, ok, &named("off")), None);
-        // Too little shared memory for a forced direct variant (the 512-k chunk needs 41,472
-        // bytes; a pipelined 256-k tile two chunks, 35,840 bytes with 2 subgroups): the
-        // staged default (33,792) instead.
-        let mut small = l.clone();
-        small.max_shared_memory = 34 * 1024;
-        let wide = *CM_DIRECT.iter().find(|v| v.tile.bk == 512).unwrap();
-        let one_chunk = *CM_DIRECT
-            .iter()
-            .find(|v| v.tile.bk == 256 && !v.pipe)
-            .unwrap();
-        assert!(!wide.fits(&s, &small) && one_chunk.fits(&s, &small));
-        assert!(
-            CM_DIRECT
-                .iter()
-                .filter(|v| v.pipe)
-                .all(|v| !v.fits(&s, &small))
+        // The narrow default is 8 subgroups: where the device allows only 128 invocations,
+        // narrow outputs take the first variant that fits instead.
+        assert_eq!(
+            pick([32, 2048, 4096], DType::BF16, ok, &none),
+            Some(CM_DIRECT[1].shader)
         );
-        let f = named(wide.shader.info().name);
-        let got = cm_stream_kernel([32, 4096, 4096], DType::BF16, ok, Some(s), &small, &f);
-        assert_eq!(got.map(|(v, _)| v.shader), staged);
+        assert_eq!(
+            pick([32, 2064, 4096], DType::BF16, ok, &none),
+            Some(CM_DIRECT[0].shader)
+        );
+        let mut narrow = l.clone();
+        narrow.max_workgroup_invocations = 128;
+        assert!(!CM_DIRECT[1].fits_direct(&s, &narrow) && CM_DIRECT[0].fits_direct(&s, &narrow));
+        let got = cm_stream_kernel([32, 1024, 4096], DType::BF16, ok, Some(s), &narrow, &none);
+        assert_eq!(got.map(|(v, _)| v.shader), Some(CM_DIRECT[0].shader));
+        // Too little shared memory for any direct variant (the smallest, 4 subgroups of 32 x
+        // 32 over 256 k, needs 20,992 bytes): none (the staged tiles need more still).
+        let mut small = l.clone();
+        small.max_shared_memory = 20 * 1024;
+        assert!(CM_DIRECT.iter().all(|v| !v.fits_direct(&s, &small)));
+        let got = cm_stream_kernel([32, 4096, 4096], DType::BF16, ok, Some(s), &small, &none);
+        assert_eq!(got, None);
     }
 }

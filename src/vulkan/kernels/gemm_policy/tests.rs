@@ -270,13 +270,10 @@ fn forced_coop_kernels_win_when_they_fit() {
 /// table).
 #[test]
 fn fixed_tiles_match_their_defines() {
-    let streaming = stream::CM_STREAM.iter().map(|v| (*v, true, None));
-    let direct = stream::CM_DIRECT
-        .iter()
-        .map(|v| (v.fixed(), true, Some(v.pipe)));
-    let fixed = COOP_FIXED.iter().map(|v| (*v, false, None));
-    for (v, stream, pipe) in fixed.chain(streaming).chain(direct) {
-        let direct = pipe.is_some();
+    let streaming = stream::CM_STREAM.iter().map(|v| (*v, true, false));
+    let direct = stream::CM_DIRECT.iter().map(|v| (*v, true, true));
+    let fixed = COOP_FIXED.iter().map(|v| (*v, false, false));
+    for (v, stream, direct) in fixed.chain(streaming).chain(direct) {
         let name = v.shader.info().name;
         let variant = super::super::shader_variants::VARIANTS
             .iter()
@@ -285,19 +282,13 @@ fn fixed_tiles_match_their_defines() {
         assert_eq!(variant.source, "linear_cm.comp");
         assert_eq!(variant.define("STREAM").is_some(), stream, "{name}: STREAM");
         assert_eq!(variant.define("DIRECT").is_some(), direct, "{name}: DIRECT");
-        assert_eq!(
-            variant.define("PIPE").is_some(),
-            pipe == Some(true),
-            "{name}: PIPE"
-        );
         if direct {
-            // The unroll ends the name, before `_p` when it pipelines.
+            // The unroll ends the name.
             let unroll = variant
                 .define("UNROLL")
                 .expect("DIRECT variants set UNROLL");
-            let p = if pipe == Some(true) { "_p" } else { "" };
             assert!(
-                name.ends_with(&format!("_u{unroll}{p}")),
+                name.ends_with(&format!("_u{unroll}")),
                 "{name}: UNROLL {unroll}"
             );
         }
