@@ -299,7 +299,6 @@ fn cm_stream_linear_within_f16_rounding(devices: &[kinema::vulkan::DeviceSummary
         (16, 45, 37),
         (2, 200, 1000),
     ];
-    let acts = [Activation::None, Activation::Silu, Activation::Relu];
     let mut r = Rng(79);
     for d in devices {
         let mut o = VulkanOptions::new(Precision::Fast);
@@ -316,71 +315,45 @@ fn cm_stream_linear_within_f16_rounding(devices: &[kinema::vulkan::DeviceSummary
                 fast.device_name()
             );
         }
-        for (si, &(m, n, k)) in shapes.iter().enumerate() {
-            let x = r.vec(m * k + 1, -1.0, 1.0);
-            let wf = r.vec(n * k, -1.0, 1.0);
-            let bias = r.vec(n, -1.0, 1.0);
-            let x0 = si % 2;
-            let xs = &x[x0..][..m * k];
-            for (di, case) in weight_dtypes(&wf, k).iter().enumerate() {
-                let (dt, bytes) = (case.0, &case.1);
-                let mut wref = vec![0f32; n * k];
-                reference_weights(&wf, case).widen_into(0, &mut wref);
-                let act = acts[(si + di) % acts.len()];
-                let with_bias = (si + di) % 2 == 0;
-                let p = LinearParams {
-                    m,
-                    n,
-                    k,
-                    activation: act,
-                };
-                let run = |b: &VulkanBackend| {
-                    let xb = upload_f32(b, &x);
-                    let xr = xb.slice(x0, m * k).unwrap();
-                    let wbuf = upload(b, dt, bytes, n * k);
-                    let bb = upload_f32(b, &bias);
-                    let y = alloc(b, DType::F32, m * n);
-                    let mut rec = b.begin().unwrap();
-                    b.linear(&mut rec, &p, &xr, &wbuf, with_bias.then_some(&bb), &y)
-                        .unwrap();
-                    let shaders: Vec<&str> = rec.shaders().to_vec();
-                    let (got, _) = run_twice(b, &rec, &y, m * n);
-                    (got, shaders)
-                };
-                for variant in CM_STREAM {
-                    set("KINEMA_VK_CM_STREAM", Some(variant));
-                    for splits in [Some("1"), None, Some("3")] {
-                        set("KINEMA_VK_STREAM_SPLITS", splits);
-                        let what = format!(
-                            "fast stream linear {m}x{n}x{k} {dt} {act:?} bias {with_bias} x at \
+        for c in fast_cases(&mut r, shapes, 0) {
+            let FastCase {
+                m,
+                n,
+                k,
+                dt,
+                act,
+                with_bias,
+                x0,
+                ..
+            } = c;
+            let run = |b: &VulkanBackend| c.run(b, 0);
+            for variant in CM_STREAM {
+                set("KINEMA_VK_CM_STREAM", Some(variant));
+                for splits in [Some("1"), None, Some("3")] {
+                    set("KINEMA_VK_STREAM_SPLITS", splits);
+                    let what = format!(
+                        "fast stream linear {m}x{n}x{k} {dt} {act:?} bias {with_bias} x at \
                              {x0} {variant} splits {splits:?} on {}",
-                            fast.device_name()
-                        );
-                        set("KINEMA_VK_STREAM_FOLD", Some("1"));
-                        let (got, shaders) = run(&fast);
-                        set("KINEMA_VK_STREAM_FOLD", None);
-                        let (unfolded, _) = run(&fast);
-                        assert_same_bits(&what, &got, &unfolded);
-                        let (again, _) = run(&fast);
-                        assert_same_bits(&format!("{what}: run again"), &got, &again);
-                        if !coop {
-                            assert_eq!(shaders[0], "linear_stream", "{what}");
-                            let (want, _) = run(&strict);
-                            assert_same_bits(&format!("{what}: strict"), &got, &want);
-                            continue;
-                        }
-                        assert_eq!(shaders[0], variant, "{what}: the kernel that ran");
-                        if splits == Some("1") {
-                            assert_eq!(shaders.len(), 1, "{what}: one split, one dispatch");
-                        }
-                        let case = FastCase {
-                            x: xs,
-                            w: &wref,
-                            bias: with_bias.then_some(&bias[..]),
-                            act,
-                        };
-                        case.check(&what, &got, (m, n, k));
+                        fast.device_name()
+                    );
+                    set("KINEMA_VK_STREAM_FOLD", Some("1"));
+                    let (got, shaders) = run(&fast);
+                    set("KINEMA_VK_STREAM_FOLD", None);
+                    let (unfolded, _) = run(&fast);
+                    assert_same_bits(&what, &got, &unfolded);
+                    let (again, _) = run(&fast);
+                    assert_same_bits(&format!("{what}: run again"), &got, &again);
+                    if !coop {
+                        assert_eq!(shaders[0], "linear_stream", "{what}");
+                        let (want, _) = run(&strict);
+                        assert_same_bits(&format!("{what}: strict"), &got, &want);
+                        continue;
                     }
+                    assert_eq!(shaders[0], variant, "{what}: the kernel that ran");
+                    if splits == Some("1") {
+                        assert_eq!(shaders.len(), 1, "{what}: one split, one dispatch");
+                    }
+                    c.check(&what, &got);
                 }
             }
         }
@@ -388,24 +361,95 @@ fn cm_stream_linear_within_f16_rounding(devices: &[kinema::vulkan::DeviceSummary
     // The caller clears every tuning variable afterwards.
 }
 
-/// One fast-mode linear's operands (x, the widened weights, the bias if any, the activation),
-/// for [`FastCase::check`].
-struct FastCase<'a> {
-    x: &'a [f32],
-    w: &'a [f32],
-    bias: Option<&'a [f32]>,
+/// One case of the fast-mode streaming tests: an m x n x k linear with x read from element x0
+/// of its buffer, weights of dtype `dt` (their bytes, and widened to f32 for the reference), a
+/// bias that is used or not, and an activation.
+struct FastCase {
+    m: usize,
+    n: usize,
+    k: usize,
+    x: Vec<f32>,
+    x0: usize,
+    dt: DType,
+    bytes: Vec<u8>,
+    wref: Vec<f32>,
+    bias: Vec<f32>,
+    with_bias: bool,
     act: Activation,
 }
 
-impl FastCase<'_> {
+/// Every weight dtype of every shape, drawn from `r` shape by shape (x, weights, bias): x at
+/// element `si % 2` for shape si, the activation cycling with shape and dtype, and the bias
+/// used where `(si + di) % 2 == bias_parity` (di the dtype's index).
+fn fast_cases(r: &mut Rng, shapes: &[(usize, usize, usize)], bias_parity: usize) -> Vec<FastCase> {
+    let acts = [Activation::None, Activation::Silu, Activation::Relu];
+    let mut cases = Vec::new();
+    for (si, &(m, n, k)) in shapes.iter().enumerate() {
+        let x = r.vec(m * k + 1, -1.0, 1.0);
+        let wf = r.vec(n * k, -1.0, 1.0);
+        let bias = r.vec(n, -1.0, 1.0);
+        for (di, case) in weight_dtypes(&wf, k).iter().enumerate() {
+            let mut wref = vec![0f32; n * k];
+            reference_weights(&wf, case).widen_into(0, &mut wref);
+            cases.push(FastCase {
+                m,
+                n,
+                k,
+                x: x.clone(),
+                x0: si % 2,
+                dt: case.0,
+                bytes: case.1.clone(),
+                wref,
+                bias: bias.clone(),
+                with_bias: (si + di) % 2 == bias_parity,
+                act: acts[(si + di) % acts.len()],
+            });
+        }
+    }
+    cases
+}
+
+impl FastCase {
+    /// Records and runs the linear on `b` with the weights at element `w0` of their buffer
+    /// (zeros before them), twice ([`run_twice`]): y, and the module of each dispatch.
+    fn run(&self, b: &VulkanBackend, w0: usize) -> (Vec<f32>, Vec<&'static str>) {
+        let (m, n, k, dt) = (self.m, self.n, self.k, self.dt);
+        let p = LinearParams {
+            m,
+            n,
+            k,
+            activation: self.act,
+        };
+        let xb = upload_f32(b, &self.x);
+        let xr = xb.slice(self.x0, m * k).unwrap();
+        let mut padded = vec![0u8; dt.bytes_for(w0).unwrap()];
+        padded.extend_from_slice(&self.bytes);
+        let wbuf = upload(b, dt, &padded, w0 + n * k);
+        let wr = wbuf.slice(w0, n * k).unwrap();
+        let bb = upload_f32(b, &self.bias);
+        let y = alloc(b, DType::F32, m * n);
+        let mut rec = b.begin().unwrap();
+        b.linear(&mut rec, &p, &xr, &wr, self.with_bias.then_some(&bb), &y)
+            .unwrap();
+        let shaders = rec.shaders().to_vec();
+        let (got, _) = run_twice(b, &rec, &y, m * n);
+        (got, shaders)
+    }
+
     /// `got` within the bound of the tiled cooperative-matrix linear: f16 operands, f32 sums
     /// (the f64 reference), times 1.1 for the activation: ReLU is 1-Lipschitz and SiLU's slope
     /// stays within 1.1, and the activation's own rounding (a few ulp of |v|, and |v| is at
     /// most the scale) is far below the rest of that margin.
-    fn check(&self, what: &str, got: &[f32], (m, n, k): (usize, usize, usize)) {
-        let [mut want, mut scale] = gemm_f64(self.x, self.w, (m, n, k), true);
+    fn check(&self, what: &str, got: &[f32]) {
+        let (m, n, k) = (self.m, self.n, self.k);
+        let xs = &self.x[self.x0..][..m * k];
+        let [mut want, mut scale] = gemm_f64(xs, &self.wref, (m, n, k), true);
         for (i, (w, s)) in want.iter_mut().zip(scale.iter_mut()).enumerate() {
-            let b = self.bias.map_or(0.0, |b| f64::from(b[i % n]));
+            let b = if self.with_bias {
+                f64::from(self.bias[i % n])
+            } else {
+                0.0
+            };
             *w = match self.act {
                 Activation::Relu => (*w + b).max(0.0),
                 Activation::Silu => {
@@ -450,7 +494,6 @@ fn cm_direct_linear_matches_the_staged_kernel(devices: &[kinema::vulkan::DeviceS
         (2, 256, 1024),
         (16, 144, 1056),
     ];
-    let acts = [Activation::None, Activation::Silu, Activation::Relu];
     let mut r = Rng(83);
     for d in devices {
         let mut o = VulkanOptions::new(Precision::Fast);
@@ -464,81 +507,50 @@ fn cm_direct_linear_matches_the_staged_kernel(devices: &[kinema::vulkan::DeviceS
             );
             continue;
         }
-        for (si, &(m, n, k)) in shapes.iter().enumerate() {
-            let x = r.vec(m * k + 1, -1.0, 1.0);
-            let wf = r.vec(n * k, -1.0, 1.0);
-            let bias = r.vec(n, -1.0, 1.0);
-            let x0 = si % 2;
-            let xs = &x[x0..][..m * k];
-            for (di, case) in weight_dtypes(&wf, k).iter().enumerate() {
-                let (dt, bytes) = (case.0, &case.1);
-                let mut wref = vec![0f32; n * k];
-                reference_weights(&wf, case).widen_into(0, &mut wref);
-                let act = acts[(si + di) % acts.len()];
-                let with_bias = (si + di) % 2 == 1;
-                let p = LinearParams {
-                    m,
-                    n,
-                    k,
-                    activation: act,
-                };
-                // The weights at element `w0` of their buffer (zeros before them).
-                let run = |b: &VulkanBackend, w0: usize| {
-                    let xb = upload_f32(b, &x);
-                    let xr = xb.slice(x0, m * k).unwrap();
-                    let lead = dt.bytes_for(w0).unwrap();
-                    let mut padded = vec![0u8; lead];
-                    padded.extend_from_slice(bytes);
-                    let wbuf = upload(b, dt, &padded, w0 + n * k);
-                    let wr = wbuf.slice(w0, n * k).unwrap();
-                    let bb = upload_f32(b, &bias);
-                    let y = alloc(b, DType::F32, m * n);
-                    let mut rec = b.begin().unwrap();
-                    b.linear(&mut rec, &p, &xr, &wr, with_bias.then_some(&bb), &y)
-                        .unwrap();
-                    let shaders: Vec<&str> = rec.shaders().to_vec();
-                    let (got, _) = run_twice(b, &rec, &y, m * n);
-                    (got, shaders)
-                };
-                let direct = matches!(dt, DType::F16 | DType::BF16);
-                set("KINEMA_VK_STREAM_SPLITS", Some("1"));
-                set("KINEMA_VK_CM_STREAM", Some(staged));
-                let (want, _) = run(&fast, 0);
-                for variant in CM_DIRECT {
-                    set("KINEMA_VK_CM_STREAM", Some(variant));
-                    for splits in [Some("1"), None, Some("3")] {
-                        set("KINEMA_VK_STREAM_SPLITS", splits);
-                        let what = format!(
-                            "direct stream linear {m}x{n}x{k} {dt} {act:?} bias {with_bias} x \
+        for c in fast_cases(&mut r, shapes, 1) {
+            let FastCase {
+                m,
+                n,
+                k,
+                dt,
+                act,
+                with_bias,
+                x0,
+                ..
+            } = c;
+            let run = |b: &VulkanBackend, w0: usize| c.run(b, w0);
+            let direct = matches!(dt, DType::F16 | DType::BF16);
+            set("KINEMA_VK_STREAM_SPLITS", Some("1"));
+            set("KINEMA_VK_CM_STREAM", Some(staged));
+            let (want, _) = run(&fast, 0);
+            for variant in CM_DIRECT {
+                set("KINEMA_VK_CM_STREAM", Some(variant));
+                for splits in [Some("1"), None, Some("3")] {
+                    set("KINEMA_VK_STREAM_SPLITS", splits);
+                    let what = format!(
+                        "direct stream linear {m}x{n}x{k} {dt} {act:?} bias {with_bias} x \
                              at {x0} {variant} splits {splits:?} on {}",
-                            fast.device_name()
-                        );
-                        set("KINEMA_VK_STREAM_FOLD", Some("1"));
-                        let (got, shaders) = run(&fast, 0);
-                        set("KINEMA_VK_STREAM_FOLD", None);
-                        let (unfolded, _) = run(&fast, 0);
-                        assert_same_bits(&what, &got, &unfolded);
-                        let expect = if direct { variant } else { staged };
-                        assert_eq!(shaders[0], expect, "{what}: the kernel that ran");
-                        if splits == Some("1") {
-                            assert_same_bits(&format!("{what}: the staged kernel"), &got, &want);
-                        }
-                        let case = FastCase {
-                            x: xs,
-                            w: &wref,
-                            bias: with_bias.then_some(&bias[..]),
-                            act,
-                        };
-                        case.check(&what, &got, (m, n, k));
+                        fast.device_name()
+                    );
+                    set("KINEMA_VK_STREAM_FOLD", Some("1"));
+                    let (got, shaders) = run(&fast, 0);
+                    set("KINEMA_VK_STREAM_FOLD", None);
+                    let (unfolded, _) = run(&fast, 0);
+                    assert_same_bits(&what, &got, &unfolded);
+                    let expect = if direct { variant } else { staged };
+                    assert_eq!(shaders[0], expect, "{what}: the kernel that ran");
+                    if splits == Some("1") {
+                        assert_same_bits(&format!("{what}: the staged kernel"), &got, &want);
                     }
-                    // Off a 16-byte boundary (4 halves in): the staged default.
-                    if direct {
-                        set("KINEMA_VK_STREAM_SPLITS", Some("1"));
-                        let (got, shaders) = run(&fast, 4);
-                        let what = format!("{variant} {m}x{n}x{k} {dt}: weights at element 4");
-                        assert_eq!(shaders[0], staged, "{what}");
-                        assert_same_bits(&what, &got, &want);
-                    }
+                    c.check(&what, &got);
+                }
+                // Off a 16-byte boundary (4 halves in): the staged default.
+                if direct {
+                    set("KINEMA_VK_STREAM_SPLITS", Some("1"));
+                    let (got, shaders) = run(&fast, 4);
+                    let what = format!("{variant} {m}x{n}x{k} {dt}: weights at element 4");
+                    assert_eq!(shaders[0], staged, "{what}");
+                    assert_same_bits(&what, &got, &want);
                 }
             }
         }
