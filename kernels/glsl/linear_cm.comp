@@ -37,6 +37,16 @@
 // chunk per split when ks <= BK). bf16 weights are loaded as f16 bit patterns and widened
 // element by element (the same round-to-nearest f16 as the staged path, so the bits agree with
 // it for a given split).
+//
+// With LANE as well (the linear_cm_lane_* variants; UNROLL 4, f16 and bf16 weights) each
+// invocation loads its own B elements instead of coopMatLoad: the host has probed the device's
+// B fragment layout (coopmat_layout.comp) and runs these variants only where it is the one
+// assumed here, NVIDIA's: element e of invocation i holds column (i / 4) + 8 (e / 4) and row
+// 2 (i % 4) + (e % 2) + 8 ((e / 2) % 2). Within each window of 64 k (4 k steps) the k order is
+// permuted so that invocation i's 16 k of a weight row are 32 contiguous bytes: two 16-byte
+// loads per row and window, where coopMatLoad issued eight 4-byte ones. x is staged in shared
+// memory in the same permuted order, so every product pairs the same x and w as before
+// (windows that the k range does not fill keep the plain order and coopMatLoad).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_control_flow_attributes : require
@@ -64,6 +74,9 @@
 #endif
 #if defined(DIRECT) && (!defined(STREAM) || WM != BM || !defined(UNROLL))
 #error "DIRECT is a STREAM tile whose subgroups cover every row, with UNROLL k steps in flight"
+#endif
+#if defined(LANE) && (!defined(DIRECT) || UNROLL != 4)
+#error "LANE is a DIRECT tile with windows of 4 k steps"
 #endif
 #if WM % 16 != 0 || WN % 16 != 0 || BK % 16 != 0
 #error "subgroup blocks and the k step must be multiples of the 16 x 16 x 16 shape"
@@ -228,6 +241,35 @@ void load_a_tile(uint m0, uint k0) {
     }
 }
 
+#ifdef LANE
+// x of the chunk at kc (loaded by load_a_tile) into shared memory, each complete window of 64 k
+// (the chunk holds `steps` k steps) in the permuted order: physical k 16 t + 4 u + c of a window
+// is logical k 16 u + 2 t + c (c = 0, 1) or 16 u + 2 t + 8 + c - 2 (c = 2, 3).
+void store_a_tile_lane(uint steps) {
+    [[unroll]] for (uint l = 0u; l < A_LOADS; l++) {
+        uint i = gl_LocalInvocationID.x + l * NT;
+        uint kr = 4u * (i % KQ);
+        uint row = (i / KQ) * ST4;
+        f16vec4 v = f16vec4(a_reg[l]);
+        if (kr / 64u < steps / 4u) {
+            uint t = (kr % 64u) / 16u;
+            // The window's base + 16 u + 2 t, in halves; the second pair is 8 halves on.
+            uint lo = (kr & ~63u) + 16u * ((kr % 16u) / 4u) + 2u * t;
+            uint hi = lo + 8u;
+            if ((lo & 2u) == 0u) {
+                as_[row + lo / 4u].xy = v.xy;
+                as_[row + hi / 4u].xy = v.zw;
+            } else {
+                as_[row + lo / 4u].zw = v.xy;
+                as_[row + hi / 4u].zw = v.zw;
+            }
+        } else {
+            as_[row + i % KQ] = v;
+        }
+    }
+}
+#endif
+
 void store_a_tile(uint buf) {
     [[unroll]] for (uint l = 0u; l < A_LOADS; l++) {
         uint i = gl_LocalInvocationID.x + l * NT;
@@ -285,6 +327,54 @@ void store_tile(uint buf) {
     }
 #endif
 
+#ifdef LANE
+// Two 16-bit weights (the low half first) as f16: f16 as is, bf16 rounded to the nearest.
+f16vec2 lane_pair(uint bits) {
+    if (W_DTYPE == 2u) {
+        return f16vec2(uintBitsToFloat(uvec2(bits << 16u, bits & 0xffff0000u)));
+    }
+    return unpackFloat2x16(bits);
+}
+
+// This invocation's 32 bytes of weight row `r` in the window at k `kw` (zeros past n).
+void lane_row(uint r, uint kw, out uvec4 q0, out uvec4 q1) {
+    if (r >= p.n) {
+        q0 = uvec4(0u);
+        q1 = uvec4(0u);
+        return;
+    }
+    uint e = (p.w_off + r * p.k + kw + 16u * (gl_SubgroupInvocationID % 4u)) >> 3u;
+    q0 = w4[e];
+    q1 = w4[e + 1u];
+}
+
+// The 4 k steps of B fragments of the window at k `kw` for columns col .. col + 16 into
+// b[u FN + j], u = 0..3, in the window's permuted k order.
+#define LANE_LOAD(b, j, col, kw)                                                               \
+    {                                                                                          \
+        uint g_ = (col) + gl_SubgroupInvocationID / 4u;                                        \
+        uvec4 a0_, a1_, c0_, c1_;                                                              \
+        lane_row(g_, kw, a0_, a1_);                                                            \
+        lane_row(g_ + 8u, kw, c0_, c1_);                                                       \
+        uint wa_[8] = uint[8](a0_.x, a0_.y, a0_.z, a0_.w, a1_.x, a1_.y, a1_.z, a1_.w);         \
+        uint wc_[8] = uint[8](c0_.x, c0_.y, c0_.z, c0_.w, c1_.x, c1_.y, c1_.z, c1_.w);         \
+        [[unroll]] for (uint u_ = 0u; u_ < 4u; u_++) {                                         \
+            f16vec2 p0_ = lane_pair(wa_[2u * u_]);                                             \
+            f16vec2 p1_ = lane_pair(wa_[2u * u_ + 1u]);                                        \
+            f16vec2 p2_ = lane_pair(wc_[2u * u_]);                                             \
+            f16vec2 p3_ = lane_pair(wc_[2u * u_ + 1u]);                                        \
+            b[u_ * FN + (j)][0] = p0_.x;                                                       \
+            b[u_ * FN + (j)][1] = p0_.y;                                                       \
+            b[u_ * FN + (j)][2] = p1_.x;                                                       \
+            b[u_ * FN + (j)][3] = p1_.y;                                                       \
+            b[u_ * FN + (j)][4] = p2_.x;                                                       \
+            b[u_ * FN + (j)][5] = p2_.y;                                                       \
+            b[u_ * FN + (j)][6] = p3_.x;                                                       \
+            b[u_ * FN + (j)][7] = p3_.y;                                                       \
+        }                                                                                      \
+    }
+#endif
+
 // The BM x BN output block at (m0, n0) over k in [kbeg, kend): its products, then the bias
 // and activation into y, or (STREAM, `epilogue` 0) its partial sums for split `split`.
 void block(uint m0, uint n0, uint kbeg, uint split) {
@@ -303,19 +393,29 @@ void block(uint m0, uint n0, uint kbeg, uint split) {
     for (uint kc = kbeg; kc < kend; kc += BK) {
         load_a_tile(m0, kc);
         // The previous chunk's products are done with as_.
+        uint steps = (min(kend, kc + BK) - kc) / CM;
         barrier();
+#ifdef LANE
+        store_a_tile_lane(steps);
+#else
         store_a_tile(0u);
+#endif
         barrier();
         if (live) {
-            uint steps = (min(kend, kc + BK) - kc) / CM;
             uint s = 0u;
             for (; s + UNROLL <= steps; s += UNROLL) {
                 coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseB> b[UNROLL * FN];
+#ifdef LANE
+                [[unroll]] for (uint j = 0u; j < FN; j++) {
+                    LANE_LOAD(b, j, n0 + wn + j * CM, kc + s * CM)
+                }
+#else
                 [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
                     [[unroll]] for (uint j = 0u; j < FN; j++) {
                         DIRECT_LOAD(b[u * FN + j], n0 + wn + j * CM, kc + (s + u) * CM)
                     }
                 }
+#endif
                 [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
                     DIRECT_STEP(b, u, (s + u) * CM)
                 }

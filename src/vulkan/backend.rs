@@ -134,6 +134,9 @@ pub struct VulkanBackend {
     /// The status checks of submitted runs, in submission order, until a host wait sees the
     /// run finish ([`VulkanBackend::take_errors`]).
     pending: Mutex<Vec<PendingRun>>,
+    /// Fast mode on a device whose B fragment layout is the one the lane-loading streaming
+    /// linears assume ([`VulkanBackend::probe_lane_layout`]).
+    lane: bool,
 }
 
 /// A submitted run whose status words are still to be read.
@@ -174,7 +177,7 @@ impl VulkanBackend {
         let memory = Memory::new(ctx.clone(), o.force_staging)?;
         let dummy = memory.alloc(16, true)?;
         let shared_coopmat = ctx.coopmat.is_some();
-        Ok(VulkanBackend {
+        let mut b = VulkanBackend {
             shared: Arc::new(Shared {
                 ctx,
                 pipelines,
@@ -185,7 +188,44 @@ impl VulkanBackend {
             precision: o.precision.resolve(shared_coopmat),
             last_profile: Mutex::new(Vec::new()),
             pending: Mutex::new(Vec::new()),
-        })
+            lane: false,
+        };
+        if b.gemm_coopmat().is_some() {
+            b.lane = b.probe_lane_layout()?;
+        }
+        Ok(b)
+    }
+
+    /// Whether fast-mode linears may run the lane-loading streaming variants here (fast mode,
+    /// and [`VulkanBackend::probe_lane_layout`] agreed when the backend started).
+    pub fn lane_fragment_layout(&self) -> bool {
+        self.lane
+    }
+
+    /// Whether the device's 16 x 16 f16 B fragments keep their elements where the lane-loading
+    /// streaming linears (`linear_cm_lane_*`) assume: `coopmat_layout.comp` loads a fragment
+    /// whose elements are their own positions and the table it writes is checked
+    /// ([`kernels::gemm_policy::lane_layout_matches`]). `false` without the 16 x 16 x 16 shape
+    /// or 32-invocation subgroups. `KINEMA_VK_DEBUG_LAYOUT=1` prints the table.
+    pub fn probe_lane_layout(&self) -> Result<bool> {
+        let ctx = &self.shared.ctx;
+        match ctx.coopmat {
+            Some(s) if (s.m, s.n, s.k) == (16, 16, 16) && ctx.limits.subgroup_size == 32 => {}
+            _ => return Ok(false),
+        }
+        let len = 1 + 256;
+        let y = BufRef::new(self.alloc(DType::F32, len)?, DType::F32, len);
+        let mut rec = self.begin()?;
+        kernels::coopmat_layout(&mut rec, &y)?;
+        self.submit(&rec)?;
+        self.sync()?;
+        let mut bytes = vec![0u8; 4 * len];
+        self.read(&y, &mut bytes)?;
+        let table: Vec<f32> = bytemuck::cast_slice(&bytes).to_vec();
+        if env_flag("KINEMA_VK_DEBUG_LAYOUT") {
+            eprintln!("kinema: B fragment layout (length, then per invocation): {table:?}");
+        }
+        Ok(kernels::gemm_policy::lane_layout_matches(&table))
     }
 
     pub fn device_name(&self) -> &str {
@@ -498,7 +538,8 @@ impl Backend for VulkanBackend {
             Call::Linear { p, x, w, bias, y } => {
                 let coop = self.gemm_coopmat();
                 let coop2 = coop.and(self.shared.ctx.coopmat2);
-                kernels::linear(rec, p, &x, &w, bias.as_ref(), &y, coop, coop2)
+                let lane = self.lane && coop.is_some();
+                kernels::linear(rec, p, &x, &w, bias.as_ref(), &y, coop, coop2, lane)
             }
             Call::BatchedMatmul { p, a, b, c } => kernels::batched_matmul(rec, p, &a, &b, &c),
             Call::LayerNorm {

@@ -98,6 +98,8 @@ shaders! {
     Conv1dStreamReduce = "conv1d_stream_reduce", Conv1dStreamReduce, 3;
     /// The cooperative-matrix multiply-add peak (`kinema bench --op coopmat_peak`).
     CoopmatPeak = "coopmat_peak", CoopmatPeak, 1;
+    /// Where the device keeps a B fragment's elements (`coopmat_layout.comp`).
+    CoopmatLayout = "coopmat_layout", CoopmatLayout, 1;
     Copy = "copy", Copy, 2;
     Ddim = "ddim", Ddim, 4;
     Embedding = "embedding", Embedding, 4;
@@ -119,6 +121,10 @@ shaders! {
     LinearCmDirect32x128x256_32x16U4 = "linear_cm_direct_32x128x256_32x16_u4", LinearStream, 6;
     LinearCmDirect32x128x256_32x32U4 = "linear_cm_direct_32x128x256_32x32_u4", LinearStream, 6;
     LinearCmDirect32x256x256_32x32U4 = "linear_cm_direct_32x256x256_32x32_u4", LinearStream, 6;
+    /// The same with each invocation loading its own B elements (`LANE`; the probed fragment
+    /// layout must be the one the shader assumes).
+    LinearCmLane32x128x256_32x32U4 = "linear_cm_lane_32x128x256_32x32_u4", LinearStream, 6;
+    LinearCmLane32x128x256_32x16U4 = "linear_cm_lane_32x128x256_32x16_u4", LinearStream, 6;
     /// `linear` on workgroup-scope cooperative matrices (`VK_NV_cooperative_matrix2`).
     LinearCm2 = "linear_cm2", Linear, 4;
     /// `linear` for few rows: workgroups of a few output columns split k
@@ -186,6 +192,12 @@ pub(crate) mod push {
     pub struct CoopmatPeak {
         pub off: [u32; 1],
         pub iters: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct CoopmatLayout {
+        pub off: [u32; 1],
     }
 
     #[repr(C)]

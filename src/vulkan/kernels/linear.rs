@@ -23,7 +23,9 @@ use bytemuck::Pod;
 /// given (fast mode on a device that has them), else on the strict f32 kernel
 /// ([`linear_kernel`] decides). When the weight matrix does not fit one storage-buffer binding
 /// (lavapipe allows 128 MiB) it is split into groups of output columns (weight rows), one
-/// dispatch each.
+/// dispatch each. `lane`: the device's B fragment layout is the one the lane-loading
+/// streaming variants assume ([`super::gemm_policy::CM_LANE`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn linear(
     rec: &mut VulkanRecording,
     p: &LinearParams,
@@ -33,6 +35,7 @@ pub(crate) fn linear(
     y: &Ref,
     coopmat: Option<CoopMatShape>,
     coopmat2: Option<Coopmat2>,
+    lane: bool,
 ) -> Result<()> {
     const OP: &str = "linear";
     if p.m == 0 || p.n == 0 {
@@ -45,7 +48,7 @@ pub(crate) fn linear(
         let w_dtype = float_dtype_code(w.dtype);
         let row_bytes = w.dtype.bytes_for(p.k).expect("checked: whole q8_0 blocks") as u64;
         let rows = rows_per_binding(OP, "weight row", limits, row_bytes)?;
-        let layout = DirectLayout::of(p.n, p.k, w.offset, rows);
+        let layout = DirectLayout::of(p.n, p.k, w.offset, rows, lane);
         if let Some((v, shape)) =
             cm_stream_kernel([p.m, p.n, p.k], w.dtype, layout, coopmat, limits, &forced)
         {
@@ -300,5 +303,19 @@ pub(crate) fn coopmat_peak(
             ..Default::default()
         },
         groups: [groups, 1, 1],
+    })
+}
+
+/// `coopmat_layout.comp` on one workgroup of one subgroup: y[0] = the length of a 16 x 16 f16
+/// B fragment per invocation, then each invocation's elements (y needs 1 + 256 floats).
+pub(crate) fn coopmat_layout(rec: &mut VulkanRecording, y: &Ref) -> Result<()> {
+    let wg = rec.limits().subgroup_size;
+    rec.dispatch(Dispatch {
+        op: "coopmat_layout",
+        shader: Shader::CoopmatLayout,
+        spec: &[wg],
+        args: &[Out(y)],
+        push: push::CoopmatLayout::default(),
+        groups: [1, 1, 1],
     })
 }

@@ -156,6 +156,38 @@ pub const VARIANTS: &[Variant] = &[
             ("UNROLL", "4"),
         ],
     },
+    // The same with each invocation loading its own B elements in a permuted k order (LANE),
+    // where the probed fragment layout allows it.
+    Variant {
+        name: "linear_cm_lane_32x128x256_32x32_u4",
+        source: "linear_cm.comp",
+        defines: &[
+            ("STREAM", ""),
+            ("DIRECT", ""),
+            ("LANE", ""),
+            ("BM", "32"),
+            ("BN", "128"),
+            ("BK", "256"),
+            ("WM", "32"),
+            ("WN", "32"),
+            ("UNROLL", "4"),
+        ],
+    },
+    Variant {
+        name: "linear_cm_lane_32x128x256_32x16_u4",
+        source: "linear_cm.comp",
+        defines: &[
+            ("STREAM", ""),
+            ("DIRECT", ""),
+            ("LANE", ""),
+            ("BM", "32"),
+            ("BN", "128"),
+            ("BK", "256"),
+            ("WM", "32"),
+            ("WN", "16"),
+            ("UNROLL", "4"),
+        ],
+    },
     // The weight-streaming linear and its split-k reduce; with CONV, conv1d for few output
     // columns on the same kernel (im2col gathered while staging x, y in conv1d's layout).
     Variant {

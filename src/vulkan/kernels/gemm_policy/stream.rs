@@ -276,6 +276,42 @@ pub(crate) const CM_DIRECT: [CoopFixed; 3] = [
     },
 ];
 
+/// The direct variants with each invocation loading its own B elements (`LANE`: two 16-byte
+/// loads per weight row and window of 64 k, in a permuted k order that x is staged in too),
+/// in [`CM_DIRECT`]'s order of defaults. They run only where the device's B fragment layout,
+/// probed when the backend starts (`coopmat_layout.comp`), is the one the shader assumes
+/// ([`DirectLayout::lane`]).
+pub(crate) const CM_LANE: [CoopFixed; 2] = [
+    CoopFixed {
+        tile: CoopTile::new(32, 128, 256, 32, 32),
+        shader: Shader::LinearCmLane32x128x256_32x32U4,
+    },
+    CoopFixed {
+        tile: CoopTile::new(32, 128, 256, 32, 16),
+        shader: Shader::LinearCmLane32x128x256_32x16U4,
+    },
+];
+
+/// Whether `table`, what `coopmat_layout.comp` wrote for a 32-invocation subgroup (the
+/// fragment length, then each invocation's elements; element (row r, column c) of the probed
+/// fragment holds 16 c + r), is the layout the [`CM_LANE`] variants assume: 8 elements per
+/// invocation, element e of invocation i at column i / 4 + 8 (e / 4) and row 2 (i % 4) + e % 2
+/// + 8 ((e / 2) % 2) (NVIDIA's `mma` B fragment).
+pub(crate) fn lane_layout_matches(table: &[f32]) -> bool {
+    const LANES: usize = 32;
+    const LEN: usize = 8;
+    if table.len() < 1 + LANES * LEN || table[0] != LEN as f32 {
+        return false;
+    }
+    (0..LANES).all(|i| {
+        (0..LEN).all(|e| {
+            let col = i / 4 + 8 * (e / 4);
+            let row = 2 * (i % 4) + e % 2 + 8 * ((e / 2) % 2);
+            table[1 + i * LEN + e] == (16 * col + row) as f32
+        })
+    })
+}
+
 /// Output widths up to which the direct default is [`CM_DIRECT`]'s second variant (8
 /// subgroups of 32 x 16): LLM2Vec's 1024-wide k and v projections took 0.021 against 0.025 ms
 /// on it, where the wider outputs are faster on the first.
@@ -284,20 +320,27 @@ const DIRECT_NARROW_N: usize = 2048;
 /// Whether a linear's weights can be read as [`CM_DIRECT`] reads them: 16 x 16 fragments
 /// straight from the buffer through its 16-byte view, so k and n multiples of 16 (no fragment
 /// past a row's end or past the last row) and the first weight on a 16-byte boundary.
+///
+/// `lane` says whether the [`CM_LANE`] variants may read them too: the same layout on a device
+/// whose probed B fragment layout is the one they assume.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct DirectLayout {
     pub ok: bool,
+    pub lane: bool,
 }
 
 impl DirectLayout {
     /// For an n x k weight matrix of 16-bit values starting at element `offset` of its buffer,
-    /// recorded in groups of `rows` weight rows (one binding each).
-    pub fn of(n: usize, k: usize, offset: usize, rows: usize) -> DirectLayout {
+    /// recorded in groups of `rows` weight rows (one binding each); `lane_device`: the device's
+    /// fragment layout is the one [`CM_LANE`] assumes.
+    pub fn of(n: usize, k: usize, offset: usize, rows: usize, lane_device: bool) -> DirectLayout {
+        let ok = n.is_multiple_of(16)
+            && k.is_multiple_of(16)
+            && offset.is_multiple_of(8)
+            && (rows >= n || rows.is_multiple_of(16));
         DirectLayout {
-            ok: n.is_multiple_of(16)
-                && k.is_multiple_of(16)
-                && offset.is_multiple_of(8)
-                && (rows >= n || rows.is_multiple_of(16)),
+            ok,
+            lane: ok && lane_device,
         }
     }
 }
@@ -343,23 +386,37 @@ pub(crate) fn cm_stream_kernel(
 ) -> Option<(CoopFixed, CoopMatShape)> {
     let s = coopmat?;
     let mut staged = CM_STREAM.iter().copied().filter(|v| v.fits(&s, l));
-    let direct_ok = layout.ok && matches!(w, DType::F16 | DType::BF16);
-    let direct = CM_DIRECT
-        .iter()
-        .copied()
-        .filter(|v| direct_ok && v.fits_direct(&s, l));
+    let sixteen = matches!(w, DType::F16 | DType::BF16);
+    let direct_ok = layout.ok && sixteen;
+    let lane_ok = layout.lane && sixteen;
     // The default's order: the narrow tile first for narrow outputs.
     let first = usize::from(n <= DIRECT_NARROW_N);
-    let mut direct = direct.clone().skip(first).take(1).chain(direct);
+    let ordered = |set: &'static [CoopFixed], ok: bool| {
+        let all = set
+            .iter()
+            .copied()
+            .filter(move |v| ok && v.fits_direct(&s, l));
+        all.clone().skip(first).take(1).chain(all)
+    };
+    let mut direct = ordered(&CM_LANE, lane_ok).chain(ordered(&CM_DIRECT, direct_ok));
     let named = |name: &str| Some(name) == f.cm_stream.as_deref();
     let v = match f.cm_stream.as_deref() {
         Some("off") => None,
         Some(_) if CM_STREAM.iter().any(|v| named(v.shader.info().name)) => {
             staged.find(|v| named(v.shader.info().name))
         }
-        Some(_) if CM_DIRECT.iter().any(|v| named(v.shader.info().name)) => direct
-            .find(|v| named(v.shader.info().name))
-            .or_else(|| staged.next()),
+        Some(_)
+            if CM_DIRECT
+                .iter()
+                .chain(&CM_LANE)
+                .any(|v| named(v.shader.info().name)) =>
+        {
+            let default = direct.clone().next();
+            direct
+                .find(|v| named(v.shader.info().name))
+                .or(default)
+                .or_else(|| staged.next())
+        }
         _ if matches!(w, DType::F16 | DType::BF16) && k.saturating_mul(n) >= STREAM_MIN_WEIGHTS => {
             direct.next().or_else(|| staged.next())
         }
@@ -683,7 +740,10 @@ mod tests {
         let l = h200();
         let none = Forced::default();
         // A layout the direct variants cannot read (their own test is below).
-        let staged_only = DirectLayout { ok: false };
+        let staged_only = DirectLayout {
+            ok: false,
+            lane: false,
+        };
         let pick = |mnk, c: Option<CoopMatShape>, l: &Limits, f: &Forced| {
             cm_stream_kernel(mnk, DType::BF16, staged_only, c, l, f).map(|(v, _)| v.shader)
         };
@@ -784,15 +844,21 @@ mod tests {
         };
         // The layout: k and n multiples of 16, the weights on a 16-byte boundary (8 halves),
         // and whole fragments in every binding's group of rows.
-        let ok = DirectLayout { ok: true };
-        assert_eq!(DirectLayout::of(4096, 14336, 0, usize::MAX), ok);
-        assert_eq!(DirectLayout::of(4096, 4096, 8 * 4096, 4096), ok);
-        assert_eq!(DirectLayout::of(14336, 4096, 0, 8192), ok);
-        let bad = DirectLayout { ok: false };
-        assert_eq!(DirectLayout::of(4104, 4096, 0, usize::MAX), bad);
-        assert_eq!(DirectLayout::of(4096, 4104, 0, usize::MAX), bad);
-        assert_eq!(DirectLayout::of(4096, 4096, 4, usize::MAX), bad);
-        assert_eq!(DirectLayout::of(14336, 4096, 0, 8200), bad);
+        let ok = DirectLayout {
+            ok: true,
+            lane: false,
+        };
+        assert_eq!(DirectLayout::of(4096, 14336, 0, usize::MAX, false), ok);
+        assert_eq!(DirectLayout::of(4096, 4096, 8 * 4096, 4096, false), ok);
+        assert_eq!(DirectLayout::of(14336, 4096, 0, 8192, false), ok);
+        let bad = DirectLayout {
+            ok: false,
+            lane: false,
+        };
+        assert_eq!(DirectLayout::of(4104, 4096, 0, usize::MAX, false), bad);
+        assert_eq!(DirectLayout::of(4096, 4104, 0, usize::MAX, false), bad);
+        assert_eq!(DirectLayout::of(4096, 4096, 4, usize::MAX, false), bad);
+        assert_eq!(DirectLayout::of(14336, 4096, 0, 8200, false), bad);
         // Every variant fits the H200, and none a device of 8-invocation subgroups or another
         // shape.
         let mut sg8 = l.clone();
@@ -851,5 +917,95 @@ mod tests {
         assert!(CM_DIRECT.iter().all(|v| !v.fits_direct(&s, &small)));
         let got = cm_stream_kernel([32, 4096, 4096], DType::BF16, ok, Some(s), &small, &none);
         assert_eq!(got, None);
+    }
+
+    #[test]
+    fn lane_variants_need_the_probed_layout() {
+        let s = CoopMatShape::f16_16x16x16();
+        let l = h200();
+        let none = Forced::default();
+        let pick = |mnk, w, layout, f: &Forced| {
+            cm_stream_kernel(mnk, w, layout, Some(s), &l, f).map(|(v, _)| v.shader)
+        };
+        // The layout a device gets when its probe agrees: lane only where direct is also ok.
+        let lane = DirectLayout::of(4096, 4096, 0, usize::MAX, true);
+        assert_eq!(
+            lane,
+            DirectLayout {
+                ok: true,
+                lane: true
+            }
+        );
+        assert_eq!(
+            DirectLayout::of(4096, 4096, 4, usize::MAX, true),
+            DirectLayout {
+                ok: false,
+                lane: false
+            }
+        );
+        let direct = DirectLayout::of(4096, 4096, 0, usize::MAX, false);
+        for v in CM_LANE {
+            assert!(v.fits_direct(&s, &l), "{v:?}");
+        }
+        // By default the lane variants replace the direct ones, the narrow one for n <= 2048;
+        // without the probed layout the direct ones run; q8_0 and f32 weights neither.
+        for n_k in [[4096, 4096], [1024, 4096], [14336, 4096], [4096, 14336]] {
+            let narrow = usize::from(n_k[0] <= DIRECT_NARROW_N);
+            for w in [DType::BF16, DType::F16] {
+                let mnk = [32, n_k[0], n_k[1]];
+                assert_eq!(pick(mnk, w, lane, &none), Some(CM_LANE[narrow].shader));
+                assert_eq!(pick(mnk, w, direct, &none), Some(CM_DIRECT[narrow].shader));
+            }
+            for w in [DType::Q8_0, DType::F32] {
+                assert_eq!(pick([32, n_k[0], n_k[1]], w, lane, &none), None);
+            }
+        }
+        // Forced: a lane variant where the probe agreed, else the direct default; a direct
+        // variant is still taken on a device that could run the lane ones.
+        for v in CM_LANE {
+            let f = Forced {
+                cm_stream: Some(v.shader.info().name.into()),
+                ..Forced::default()
+            };
+            assert_eq!(
+                pick([32, 4096, 4096], DType::BF16, lane, &f),
+                Some(v.shader)
+            );
+            assert_eq!(
+                pick([32, 4096, 4096], DType::BF16, direct, &f),
+                Some(CM_DIRECT[0].shader)
+            );
+        }
+        let f = Forced {
+            cm_stream: Some(CM_DIRECT[2].shader.info().name.into()),
+            ..Forced::default()
+        };
+        assert_eq!(
+            pick([32, 4096, 4096], DType::BF16, lane, &f),
+            Some(CM_DIRECT[2].shader)
+        );
+    }
+
+    #[test]
+    fn the_lane_layout_is_checked_element_by_element() {
+        // NVIDIA's table, as the probe writes it.
+        let mut table = vec![8.0f32];
+        for i in 0..32 {
+            for e in 0..8 {
+                let col = i / 4 + 8 * (e / 4);
+                let row = 2 * (i % 4) + e % 2 + 8 * ((e / 2) % 2);
+                table.push((16 * col + row) as f32);
+            }
+        }
+        assert!(lane_layout_matches(&table));
+        // Any other layout, length or a short table is refused.
+        let mut swapped = table.clone();
+        swapped.swap(1, 2);
+        assert!(!lane_layout_matches(&swapped));
+        let mut other = table.clone();
+        other[0] = 16.0;
+        assert!(!lane_layout_matches(&other));
+        assert!(!lane_layout_matches(&table[..100]));
+        assert!(!lane_layout_matches(&[]));
     }
 }
