@@ -357,6 +357,25 @@ fn cm_stream_linear_within_f16_rounding(devices: &[kinema::vulkan::DeviceSummary
                 }
             }
         }
+        // The default policy at more rows than the streaming window (Kimodo's linears have 404
+        // and 606): 16-bit weights of 2^20 elements run the lane kernel as a GEMM, one
+        // workgroup per row block, where the probe agreed; every dtype within the bound.
+        set("KINEMA_VK_LINEAR", None);
+        set("KINEMA_VK_CM_STREAM", None);
+        set("KINEMA_VK_STREAM_SPLITS", None);
+        for c in fast_cases(&mut r, &[(200, 1024, 1024)], 0) {
+            let (got, shaders) = c.run(&fast, 0);
+            let what = format!(
+                "default linear 200x1024x1024 {} on {}",
+                c.dt,
+                fast.device_name()
+            );
+            if fast.lane_fragment_layout() && matches!(c.dt, DType::F16 | DType::BF16) {
+                assert_eq!(shaders[0], LANE_GEMM, "{what}: the kernel that ran");
+            }
+            c.check(&what, &got);
+        }
+        set("KINEMA_VK_LINEAR", Some("stream"));
     }
     // The caller clears every tuning variable afterwards.
 }
@@ -477,10 +496,43 @@ const CM_DIRECT: [&str; 3] = [
 /// The lane-loading variants (`gemm_policy::stream::CM_LANE`): they run where the device's
 /// probed fragment layout is the one they assume, and the direct variant the default picks for
 /// these narrow outputs otherwise.
-const CM_LANE: [&str; 2] = [
-    "linear_cm_lane_32x128x256_32x32_u4",
+const CM_LANE: [&str; 5] = [
+    "linear_cm_lane_32x128x256_32x32_u8",
     "linear_cm_lane_32x128x256_32x16_u4",
+    "linear_cm_lane_32x128x256_32x32_u4",
+    "linear_cm_lane_32x256x256_32x32_u4",
+    "linear_cm_lane_64x128x128_64x32_u4",
 ];
+
+/// The lane variants that read q8_0 weights (`gemm_policy::stream::CM_LANE_Q8`), the default
+/// for narrow outputs second.
+const CM_LANE_Q8: [&str; 2] = [CM_LANE[2], CM_LANE[1]];
+
+/// The lane variant the default policy runs as a GEMM for more than 64 rows
+/// (`gemm_policy::stream::lane_gemm_kernel`).
+const LANE_GEMM: &str = CM_LANE[2];
+
+/// The kernel that runs an m x n x k linear of `dt` weights (n <= 2048, at element 0) with
+/// `variant` forced, on a device whose probed fragment layout allows lane loads or not: 16-bit
+/// weights that variant (a lane one only with the probe, else the direct default for narrow
+/// outputs); q8_0 with the probe and k in whole windows of 64 the variant if it reads q8_0
+/// ([`CM_LANE_Q8`]), else the q8_0 lane default for narrow outputs; anything else the staged
+/// default.
+fn expected_kernel(variant: &'static str, dt: DType, k: usize, lane_device: bool) -> &'static str {
+    let lane = CM_LANE.contains(&variant);
+    match dt {
+        DType::F16 | DType::BF16 if lane && !lane_device => CM_DIRECT[1],
+        DType::F16 | DType::BF16 => variant,
+        DType::Q8_0 if lane_device && k.is_multiple_of(64) => {
+            if CM_LANE_Q8.contains(&variant) {
+                variant
+            } else {
+                CM_LANE_Q8[1]
+            }
+        }
+        _ => CM_STREAM[2],
+    }
+}
 
 /// Fast mode's streaming linear with the weights loaded straight into cooperative matrices
 /// (`linear_cm.comp` with `DIRECT`), each variant forced: k and n multiples of 16 (what it
@@ -488,8 +540,9 @@ const CM_LANE: [&str; 2] = [
 /// chunk of x and off the unroll, x at an odd offset, bias and activations. With one split it
 /// must give the staged default's bits (the same products in the same order: k multiples of
 /// 32, so the staged kernel adds no zero steps); with the automatic splits and 3 it must stay
-/// within the cooperative-matrix bound, fold and reduce alike, run again alike. f32 and q8_0
-/// weights, and f16 weights off a 16-byte boundary, must run the staged default instead. The
+/// within the cooperative-matrix bound, fold and reduce alike, run again alike. f32 weights,
+/// q8_0 weights that no lane variant reads ([`expected_kernel`]), and f16 weights off a
+/// 16-byte boundary must run the staged default instead. The
 /// lane-loading variants ([`CM_LANE`]; k permuted within windows of 64) are held to the same
 /// bound, fold and reduce alike, but not to the staged kernel's bits (their products are summed
 /// in another order). On a device without cooperative matrices, `linear_stream` runs (checked
@@ -504,6 +557,7 @@ fn cm_direct_linear_matches_the_staged_kernel(devices: &[kinema::vulkan::DeviceS
         (64, 80, 544),
         (2, 256, 1024),
         (16, 144, 1056),
+        (97, 96, 192),
     ];
     let mut r = Rng(83);
     for d in devices {
@@ -535,13 +589,7 @@ fn cm_direct_linear_matches_the_staged_kernel(devices: &[kinema::vulkan::DeviceS
             set("KINEMA_VK_CM_STREAM", Some(staged));
             let (want, _) = run(&fast, 0);
             for variant in CM_DIRECT.iter().chain(&CM_LANE).copied() {
-                let lane = CM_LANE.contains(&variant);
-                // Where the probe disagreed, the direct default for outputs of n <= 2048.
-                let runs = if lane && !fast.lane_fragment_layout() {
-                    CM_DIRECT[1]
-                } else {
-                    variant
-                };
+                let runs = expected_kernel(variant, dt, k, fast.lane_fragment_layout());
                 set("KINEMA_VK_CM_STREAM", Some(variant));
                 for splits in [Some("1"), None, Some("3")] {
                     set("KINEMA_VK_STREAM_SPLITS", splits);
@@ -555,8 +603,7 @@ fn cm_direct_linear_matches_the_staged_kernel(devices: &[kinema::vulkan::DeviceS
                     set("KINEMA_VK_STREAM_FOLD", None);
                     let (unfolded, _) = run(&fast, 0);
                     assert_same_bits(&what, &got, &unfolded);
-                    let expect = if direct { runs } else { staged };
-                    assert_eq!(shaders[0], expect, "{what}: the kernel that ran");
+                    assert_eq!(shaders[0], runs, "{what}: the kernel that ran");
                     if splits == Some("1") && !CM_LANE.contains(&runs) {
                         assert_same_bits(&format!("{what}: the staged kernel"), &got, &want);
                     }
@@ -572,6 +619,25 @@ fn cm_direct_linear_matches_the_staged_kernel(devices: &[kinema::vulkan::DeviceS
                 }
             }
         }
+        // The default policy at more rows than the streaming window (Kimodo's linears have 404
+        // and 606): 16-bit weights of 2^20 elements run the lane kernel as a GEMM, one
+        // workgroup per row block, where the probe agreed; every dtype within the bound.
+        set("KINEMA_VK_LINEAR", None);
+        set("KINEMA_VK_CM_STREAM", None);
+        set("KINEMA_VK_STREAM_SPLITS", None);
+        for c in fast_cases(&mut r, &[(200, 1024, 1024)], 0) {
+            let (got, shaders) = c.run(&fast, 0);
+            let what = format!(
+                "default linear 200x1024x1024 {} on {}",
+                c.dt,
+                fast.device_name()
+            );
+            if fast.lane_fragment_layout() && matches!(c.dt, DType::F16 | DType::BF16) {
+                assert_eq!(shaders[0], LANE_GEMM, "{what}: the kernel that ran");
+            }
+            c.check(&what, &got);
+        }
+        set("KINEMA_VK_LINEAR", Some("stream"));
     }
     // The caller clears every tuning variable afterwards.
 }

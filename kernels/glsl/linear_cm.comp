@@ -23,7 +23,8 @@
 // the same bindings, push block and split-k contract (workgroup (x, y) = column tile x, split
 // y of k; one split writes y through the epilogue, several write partial sums
 // part[split][m][n] for linear_stream_reduce.comp, or fold them as linear_stream.comp does),
-// and BM is a row block that the workgroup walks over m (m > BM reads the weights again). At
+// and BM is a row block that the workgroup walks over m (m > BM reads the weights again; the
+// DIRECT variants take row block z of the grid's third dimension instead). At
 // 32 rows every weight feeds 32 products: f32 FMA cannot keep up with the memory there (the
 // H200 would need ~140 TFLOP/s to stream bf16 weights at 4.3 TB/s; its f32 peak is ~67), the
 // tensor cores can.
@@ -38,7 +39,8 @@
 // element by element (the same round-to-nearest f16 as the staged path, so the bits agree with
 // it for a given split).
 //
-// With LANE as well (the linear_cm_lane_* variants; UNROLL 4, f16 and bf16 weights) each
+// With LANE as well (the linear_cm_lane_* variants; f16, bf16, and q8_0 where k is a multiple
+// of 16 UNROLL, so that every window is read by lane loads) each
 // invocation loads its own B elements instead of coopMatLoad: the host has probed the device's
 // B fragment layout (coopmat_layout.comp) and runs these variants only where it is the one
 // assumed here, NVIDIA's: element e of invocation i holds column (i / 4) + 8 (e / 4) and row
@@ -75,8 +77,8 @@
 #if defined(DIRECT) && (!defined(STREAM) || WM != BM || !defined(UNROLL))
 #error "DIRECT is a STREAM tile whose subgroups cover every row, with UNROLL k steps in flight"
 #endif
-#if defined(LANE) && (!defined(DIRECT) || UNROLL != 4)
-#error "LANE is a DIRECT tile with windows of 4 k steps"
+#if defined(LANE) && (!defined(DIRECT) || UNROLL % 4 != 0)
+#error "LANE is a DIRECT tile with whole windows of 4 k steps in flight"
 #endif
 #if WM % 16 != 0 || WN % 16 != 0 || BK % 16 != 0
 #error "subgroup blocks and the k step must be multiples of the 16 x 16 x 16 shape"
@@ -242,16 +244,18 @@ void load_a_tile(uint m0, uint k0) {
 }
 
 #ifdef LANE
-// x of the chunk at kc (loaded by load_a_tile) into shared memory, each complete window of 64 k
-// (the chunk holds `steps` k steps) in the permuted order: physical k 16 t + 4 u + c of a window
-// is logical k 16 u + 2 t + c (c = 0, 1) or 16 u + 2 t + 8 + c - 2 (c = 2, 3).
+// x of the chunk at kc (loaded by load_a_tile) into shared memory, each window of 64 k that the
+// lane loads read (whole groups of UNROLL k steps; the chunk holds `steps` k steps) in the
+// permuted order: physical k 16 t + 4 u + c of a window is logical k 16 u + 2 t + c (c = 0, 1)
+// or 16 u + 2 t + 8 + c - 2 (c = 2, 3).
 void store_a_tile_lane(uint steps) {
+    uint windows = (steps / UNROLL) * (UNROLL / 4u);
     [[unroll]] for (uint l = 0u; l < A_LOADS; l++) {
         uint i = gl_LocalInvocationID.x + l * NT;
         uint kr = 4u * (i % KQ);
         uint row = (i / KQ) * ST4;
         f16vec4 v = f16vec4(a_reg[l]);
-        if (kr / 64u < steps / 4u) {
+        if (kr / 64u < windows) {
             uint t = (kr % 64u) / 16u;
             // The window's base + 16 u + 2 t, in halves; the second pair is 8 halves on.
             uint lo = (kr & ~63u) + 16u * ((kr % 16u) / 4u) + 2u * t;
@@ -336,42 +340,71 @@ f16vec2 lane_pair(uint bits) {
     return unpackFloat2x16(bits);
 }
 
-// This invocation's 32 bytes of weight row `r` in the window at k `kw` (zeros past n).
-void lane_row(uint r, uint kw, out uvec4 q0, out uvec4 q1) {
-    if (r >= p.n) {
-        q0 = uvec4(0u);
-        q1 = uvec4(0u);
-        return;
-    }
-    uint e = (p.w_off + r * p.k + kw + 16u * (gl_SubgroupInvocationID % 4u)) >> 3u;
-    q0 = w4[e];
-    q1 = w4[e + 1u];
+// Two q8_0 quants (the low byte first) as f16, times the block's scale d.
+f16vec2 q8_pair(uint bits, float16_t d) {
+    int v = int(bits);
+    return f16vec2(float16_t(bitfieldExtract(v, 0, 8)), float16_t(bitfieldExtract(v, 8, 8))) * d;
 }
 
-// The 4 k steps of B fragments of the window at k `kw` for columns col .. col + 16 into
-// b[u FN + j], u = 0..3, in the window's permuted k order.
-#define LANE_LOAD(b, j, col, kw)                                                               \
-    {                                                                                          \
-        uint g_ = (col) + gl_SubgroupInvocationID / 4u;                                        \
-        uvec4 a0_, a1_, c0_, c1_;                                                              \
-        lane_row(g_, kw, a0_, a1_);                                                            \
-        lane_row(g_ + 8u, kw, c0_, c1_);                                                       \
-        uint wa_[8] = uint[8](a0_.x, a0_.y, a0_.z, a0_.w, a1_.x, a1_.y, a1_.z, a1_.w);         \
-        uint wc_[8] = uint[8](c0_.x, c0_.y, c0_.z, c0_.w, c1_.x, c1_.y, c1_.z, c1_.w);         \
-        [[unroll]] for (uint u_ = 0u; u_ < 4u; u_++) {                                         \
-            f16vec2 p0_ = lane_pair(wa_[2u * u_]);                                             \
-            f16vec2 p1_ = lane_pair(wa_[2u * u_ + 1u]);                                        \
-            f16vec2 p2_ = lane_pair(wc_[2u * u_]);                                             \
-            f16vec2 p3_ = lane_pair(wc_[2u * u_ + 1u]);                                        \
-            b[u_ * FN + (j)][0] = p0_.x;                                                       \
-            b[u_ * FN + (j)][1] = p0_.y;                                                       \
-            b[u_ * FN + (j)][2] = p1_.x;                                                       \
-            b[u_ * FN + (j)][3] = p1_.y;                                                       \
-            b[u_ * FN + (j)][4] = p2_.x;                                                       \
-            b[u_ * FN + (j)][5] = p2_.y;                                                       \
-            b[u_ * FN + (j)][6] = p3_.x;                                                       \
-            b[u_ * FN + (j)][7] = p3_.y;                                                       \
-        }                                                                                      \
+// This invocation's raw words of weight row `r` in the window at k `kw` (zeros past n), loaded
+// before any of them is converted so that every load of a group of windows is in flight at
+// once. 16-bit weights: its 16 k, 32 contiguous bytes, in two 16-byte loads. q8_0 (k a multiple
+// of 64, so a window is two whole blocks): half of a block's 32 quants, 16 bytes on a 2-byte
+// boundary, as the 5 words that hold them (lo, hi.x), the word holding the block's scale
+// (hi.y), and whether the bytes start at the middle of a word (hi.z).
+void lane_load(uint r, uint kw, out uvec4 lo, out uvec4 hi) {
+    lo = uvec4(0u);
+    hi = uvec4(0u);
+    if (r >= p.n) {
+        return;
+    }
+    uint t = gl_SubgroupInvocationID % 4u;
+    if (W_DTYPE == 3u) {
+        uint blk = p.w_off + (r * (p.k / 32u) + kw / 32u + t / 2u) * Q8_0_BLOCK_BYTES;
+        uint a = blk + 2u + 16u * (t % 2u);
+        uint wi = a >> 2u;
+        lo = uvec4(w[wi], w[wi + 1u], w[wi + 2u], w[wi + 3u]);
+        hi = uvec4(w[wi + 4u], w[blk >> 2u] >> ((blk & 2u) << 3u), a & 2u, 0u);
+        return;
+    }
+    uint e = (p.w_off + r * p.k + kw + 16u * t) >> 3u;
+    lo = w4[e];
+    hi = w4[e + 1u];
+}
+
+// The words of lane_load as 8 pairs of f16, pair i holding physical k 2 i and 2 i + 1 of the
+// invocation's 16.
+void lane_convert(uvec4 lo, uvec4 hi, out f16vec2 pr[8]) {
+    if (W_DTYPE == 3u) {
+        uint q[5] = uint[5](lo.x, lo.y, lo.z, lo.w, hi.x);
+        uint qb[4];
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            qb[j] = hi.z != 0u ? (q[j] >> 16u) | (q[j + 1u] << 16u) : q[j];
+        }
+        float16_t d = unpackFloat2x16(hi.y).x;
+        [[unroll]] for (uint i = 0u; i < 8u; i++) {
+            pr[i] = q8_pair(qb[i / 2u] >> (16u * (i % 2u)), d);
+        }
+        return;
+    }
+    uint words[8] = uint[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        pr[i] = lane_pair(words[i]);
+    }
+}
+
+// The B fragments b[base + u FN + j], u = 0..3, of one window (k steps in its permuted order)
+// from the converted pairs of weight rows g (ra) and g + 8 (rc) of fragment column j.
+#define LANE_FILL(b, base, j, ra, rc)                                                          \
+    [[unroll]] for (uint u_ = 0u; u_ < 4u; u_++) {                                             \
+        b[(base) + u_ * FN + (j)][0] = ra[2u * u_].x;                                          \
+        b[(base) + u_ * FN + (j)][1] = ra[2u * u_].y;                                          \
+        b[(base) + u_ * FN + (j)][2] = ra[2u * u_ + 1u].x;                                     \
+        b[(base) + u_ * FN + (j)][3] = ra[2u * u_ + 1u].y;                                     \
+        b[(base) + u_ * FN + (j)][4] = rc[2u * u_].x;                                          \
+        b[(base) + u_ * FN + (j)][5] = rc[2u * u_].y;                                          \
+        b[(base) + u_ * FN + (j)][6] = rc[2u * u_ + 1u].x;                                     \
+        b[(base) + u_ * FN + (j)][7] = rc[2u * u_ + 1u].y;                                     \
     }
 #endif
 
@@ -406,8 +439,26 @@ void block(uint m0, uint n0, uint kbeg, uint split) {
             for (; s + UNROLL <= steps; s += UNROLL) {
                 coopmat<float16_t, gl_ScopeSubgroup, CM, CM, gl_MatrixUseB> b[UNROLL * FN];
 #ifdef LANE
-                [[unroll]] for (uint j = 0u; j < FN; j++) {
-                    LANE_LOAD(b, j, n0 + wn + j * CM, kc + s * CM)
+                // Every load of the UNROLL / 4 windows first, then the conversions.
+                uvec4 raw[UNROLL / 2u * FN * 2u];
+                uint g = n0 + wn + gl_SubgroupInvocationID / 4u;
+                [[unroll]] for (uint v = 0u; v < UNROLL / 4u; v++) {
+                    [[unroll]] for (uint j = 0u; j < FN; j++) {
+                        [[unroll]] for (uint h = 0u; h < 2u; h++) {
+                            uint i = ((v * FN + j) * 2u + h) * 2u;
+                            lane_load(g + j * CM + 8u * h, kc + (s + 4u * v) * CM, raw[i],
+                                      raw[i + 1u]);
+                        }
+                    }
+                }
+                [[unroll]] for (uint v = 0u; v < UNROLL / 4u; v++) {
+                    [[unroll]] for (uint j = 0u; j < FN; j++) {
+                        uint i = (v * FN + j) * 4u;
+                        f16vec2 ra[8], rc[8];
+                        lane_convert(raw[i], raw[i + 1u], ra);
+                        lane_convert(raw[i + 2u], raw[i + 3u], rc);
+                        LANE_FILL(b, 4u * v * FN, j, ra, rc)
+                    }
                 }
 #else
                 [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
@@ -510,10 +561,18 @@ void main() {
     uint split = gl_WorkGroupID.y;
     uint kbeg = split * p.ks;
     kend = min(p.k, kbeg + p.ks);
+#ifdef DIRECT
+    // Row blocks are the grid's third dimension: they run side by side, and read the same
+    // weights at about the same time (from L2 after the first).
+    uint m0 = gl_WorkGroupID.z * BM;
+    block(m0, n0, kbeg, split);
+    fold_splits(n0, BN, m0, min(p.m, m0 + BM));
+#else
     for (uint m0 = 0u; m0 < p.m; m0 += BM) {
         block(m0, n0, kbeg, split);
     }
-    fold_splits(n0, BN);
+    fold_splits(n0, BN, 0u, p.m);
+#endif
 #else
     kend = p.k;
     block(gl_WorkGroupID.y * BM, n0, 0u, 0u);

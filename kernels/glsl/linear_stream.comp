@@ -332,5 +332,5 @@ void main() {
             }
         }
     }
-    fold_splits(n0, NCW);
+    fold_splits(n0, NCW, 0u, p.m);
 }

@@ -13,7 +13,12 @@
 // last (1.0) or not. (A shared variable of its own would push a tile that fills the device's
 // shared memory, as linear_stream.comp's 48 KiB tile on the H200 does, past the limit.)
 
-void fold_splits(uint n0, uint ncw) {
+// Rows r0 .. r1 are this workgroup's (every row where it walks them all; its row block where
+// the grid's third dimension walks the row blocks): the counter is per column group and row
+// block.
+#define FOLD_COUNTER (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x)
+
+void fold_splits(uint n0, uint ncw, uint r0, uint r1) {
     if (p.epilogue != 0u || p.fold == 0u) {
         return;
     }
@@ -23,7 +28,7 @@ void fold_splits(uint n0, uint ncw) {
     memoryBarrierBuffer();
     barrier();
     if (tid == 0u) {
-        uint before = atomicAdd(count[p.count_off + gl_WorkGroupID.x], 1u);
+        uint before = atomicAdd(count[p.count_off + FOLD_COUNTER], 1u);
         FOLD_FLAG = before + 1u == gl_NumWorkGroups.y ? 1.0 : 0.0;
     }
     barrier();
@@ -33,8 +38,8 @@ void fold_splits(uint n0, uint ncw) {
     memoryBarrierBuffer();
     uint splits = gl_NumWorkGroups.y;
     uint cols = min(ncw, p.n - n0);
-    for (uint i = tid; i < p.m * cols; i += WORKGROUP_SIZE) {
-        uint row = i / cols;
+    for (uint i = tid; i < (r1 - r0) * cols; i += WORKGROUP_SIZE) {
+        uint row = r0 + i / cols;
         uint col = n0 + i % cols;
         float v = 0.0;
         for (uint s = 0u; s < splits; s++) {
@@ -46,6 +51,6 @@ void fold_splits(uint n0, uint ncw) {
         y[Y_INDEX(row, col)] = activate(p.act, p.slope, v);
     }
     if (tid == 0u) {
-        count[p.count_off + gl_WorkGroupID.x] = 0u;
+        count[p.count_off + FOLD_COUNTER] = 0u;
     }
 }

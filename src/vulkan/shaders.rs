@@ -125,6 +125,9 @@ shaders! {
     /// layout must be the one the shader assumes).
     LinearCmLane32x128x256_32x32U4 = "linear_cm_lane_32x128x256_32x32_u4", LinearStream, 6;
     LinearCmLane32x128x256_32x16U4 = "linear_cm_lane_32x128x256_32x16_u4", LinearStream, 6;
+    LinearCmLane32x128x256_32x32U8 = "linear_cm_lane_32x128x256_32x32_u8", LinearStream, 6;
+    LinearCmLane32x256x256_32x32U4 = "linear_cm_lane_32x256x256_32x32_u4", LinearStream, 6;
+    LinearCmLane64x128x128_64x32U4 = "linear_cm_lane_64x128x128_64x32_u4", LinearStream, 6;
     /// `linear` on workgroup-scope cooperative matrices (`VK_NV_cooperative_matrix2`).
     LinearCm2 = "linear_cm2", Linear, 4;
     /// `linear` for few rows: workgroups of a few output columns split k

@@ -8,15 +8,17 @@ use super::super::recording::Arg::{Absent, In, Out};
 use super::super::recording::{Dispatch, VulkanRecording};
 use super::super::shaders::{Shader, push};
 use super::gemm_policy::{
-    DirectLayout, Forced, StreamGrid, cm_stream_kernel, linear_kernel, linear_stream_tile,
-    stream_splits, wants_stream,
+    CoopFixed, DirectLayout, Forced, StreamGrid, cm_stream_kernel, lane_gemm_kernel, linear_kernel,
+    linear_stream_tile, stream_splits, wants_stream,
 };
 use super::{Ref, act_code, float_dtype_code, rows_per_binding, tile_groups, u32_of};
 use crate::error::Result;
 use crate::ops::LinearParams;
 use bytemuck::Pod;
 
-/// `x`, `w`, `bias`, `y` as checked by `check::linear`, on the weight-streaming kernel where
+/// `x`, `w`, `bias`, `y` as checked by `check::linear`: in fast mode on the lane-loading
+/// kernel as a GEMM where [`lane_gemm_kernel`] takes it (Kimodo's 404 / 606-row linears), else
+/// on the weight-streaming kernel where
 /// [`wants_stream`] takes it (few rows and large weights, or as `KINEMA_VK_LINEAR` says: on
 /// cooperative matrices in fast mode where [`cm_stream_kernel`] gives a variant), else
 /// on the skinny kernel for few rows, else on cooperative matrices of shape `coopmat` when
@@ -43,21 +45,25 @@ pub(crate) fn linear(
     }
     let limits = rec.limits();
     let forced = Forced::from_env();
-    if wants_stream([p.m, p.n, p.k], &forced) {
-        let vec_ok = u32::from(limits.min_storage_offset_align.is_multiple_of(16));
-        let w_dtype = float_dtype_code(w.dtype);
-        let row_bytes = w.dtype.bytes_for(p.k).expect("checked: whole q8_0 blocks") as u64;
-        let rows = rows_per_binding(OP, "weight row", limits, row_bytes)?;
-        let layout = DirectLayout::of(p.n, p.k, w.offset, rows, lane);
-        if let Some((v, shape)) =
-            cm_stream_kernel([p.m, p.n, p.k], w.dtype, layout, coopmat, limits, &forced)
-        {
-            let k = StreamKernel {
-                shader: v.shader,
-                spec: v.tile.spec(&shape, limits.subgroup_size, w_dtype, vec_ok),
-                grid: v.stream_grid(),
-                free: 0,
-            };
+    let mnk = [p.m, p.n, p.k];
+    let w_dtype = float_dtype_code(w.dtype);
+    let vec_ok = u32::from(limits.min_storage_offset_align.is_multiple_of(16));
+    let row_bytes = w.dtype.bytes_for(p.k).expect("checked: whole q8_0 blocks") as u64;
+    let rows = rows_per_binding(OP, "weight row", limits, row_bytes)?;
+    let layout = DirectLayout::of(p.n, p.k, w.offset, rows, lane);
+    let cm_kernel = |(v, shape): (CoopFixed, CoopMatShape)| StreamKernel {
+        shader: v.shader,
+        spec: v.tile.spec(&shape, limits.subgroup_size, w_dtype, vec_ok),
+        grid: v.stream_grid(),
+        free: 0,
+    };
+    if let Some(v) = lane_gemm_kernel(mnk, w.dtype, layout, coopmat, limits, &forced) {
+        let k = cm_kernel(v);
+        return linear_stream(rec, p, x, w, bias, y, &k, &forced);
+    }
+    if wants_stream(mnk, &forced) {
+        if let Some(v) = cm_stream_kernel(mnk, w.dtype, layout, coopmat, limits, &forced) {
+            let k = cm_kernel(v);
             return linear_stream(rec, p, x, w, bias, y, &k, &forced);
         }
         if let Some((t, free)) = linear_stream_tile([p.m, p.n, p.k], limits, &forced) {
@@ -70,9 +76,7 @@ pub(crate) fn linear(
             return linear_stream(rec, p, x, w, bias, y, &k, &forced);
         }
     }
-    let kernel = linear_kernel([p.m, p.n, p.k], w.dtype, coopmat, coopmat2, limits, &forced);
-    let row_bytes = w.dtype.bytes_for(p.k).expect("checked: whole q8_0 blocks") as u64;
-    let rows = rows_per_binding(OP, "weight row", limits, row_bytes)?;
+    let kernel = linear_kernel(mnk, w.dtype, coopmat, coopmat2, limits, &forced);
     let (act, slope) = act_code(p.activation);
     for_columns(p, rows, w, bias, y, |Columns { nc, ws, bs, ys }| {
         let push = push::Linear {
@@ -101,7 +105,9 @@ pub(crate) fn linear(
 
 /// A split-k streaming kernel with [`push::LinearStream`]'s contract: `linear_stream.comp` on
 /// one of its tiles, or a fast-mode `linear_cm_stream_*` variant; its specialization
-/// constants, its grid, and the partial-sum bytes that count as free for [`stream_splits`].
+/// constants, its grid (workgroups: column groups x splits x row blocks, the last 1 where each
+/// workgroup walks every row block), and the partial-sum bytes that count as free for
+/// [`stream_splits`].
 struct StreamKernel {
     shader: Shader,
     spec: Vec<u32>,
@@ -137,7 +143,7 @@ fn linear_stream(
         let groups = [
             u32_of(OP, "column groups", nc.div_ceil(t.grid.columns))?,
             u32_of(OP, "splits of k", splits)?,
-            1,
+            u32_of(OP, "row blocks", t.grid.row_groups(p.m))?,
         ];
         let push = push::LinearStream {
             m: u32_of(OP, "m", p.m)?,
@@ -213,7 +219,7 @@ pub(super) fn run_stream<P: Pod, R: Pod>(
         .then(|| rec.scratch_f32(r.splits * r.outputs))
         .transpose()?;
     let count = match &part {
-        Some(_) if r.fold => Some(rec.counters(r.groups[0] as usize)?),
+        Some(_) if r.fold => Some(rec.counters(r.groups[0] as usize * r.groups[2] as usize)?),
         _ => None,
     };
     // Without the fold, the main kernel writes only the partial sums and the reduce writes y.

@@ -188,6 +188,51 @@ pub const VARIANTS: &[Variant] = &[
             ("UNROLL", "4"),
         ],
     },
+    Variant {
+        name: "linear_cm_lane_32x128x256_32x32_u8",
+        source: "linear_cm.comp",
+        defines: &[
+            ("STREAM", ""),
+            ("DIRECT", ""),
+            ("LANE", ""),
+            ("BM", "32"),
+            ("BN", "128"),
+            ("BK", "256"),
+            ("WM", "32"),
+            ("WN", "32"),
+            ("UNROLL", "8"),
+        ],
+    },
+    Variant {
+        name: "linear_cm_lane_32x256x256_32x32_u4",
+        source: "linear_cm.comp",
+        defines: &[
+            ("STREAM", ""),
+            ("DIRECT", ""),
+            ("LANE", ""),
+            ("BM", "32"),
+            ("BN", "256"),
+            ("BK", "256"),
+            ("WM", "32"),
+            ("WN", "32"),
+            ("UNROLL", "4"),
+        ],
+    },
+    Variant {
+        name: "linear_cm_lane_64x128x128_64x32_u4",
+        source: "linear_cm.comp",
+        defines: &[
+            ("STREAM", ""),
+            ("DIRECT", ""),
+            ("LANE", ""),
+            ("BM", "64"),
+            ("BN", "128"),
+            ("BK", "128"),
+            ("WM", "64"),
+            ("WN", "32"),
+            ("UNROLL", "4"),
+        ],
+    },
     // The weight-streaming linear and its split-k reduce; with CONV, conv1d for few output
     // columns on the same kernel (im2col gathered while staging x, y in conv1d's layout).
     Variant {

@@ -16,8 +16,8 @@ use crate::tensor::DType;
 mod stream;
 pub(crate) use stream::{
     DirectLayout, NARROW_FREE_PARTIAL_BYTES, StreamGrid, StreamTile, cm_stream_kernel,
-    conv_wants_stream, lane_layout_matches, linear_stream_tile, narrow_stream_tile, stream_splits,
-    wants_stream,
+    conv_wants_stream, lane_gemm_kernel, lane_layout_matches, linear_stream_tile,
+    narrow_stream_tile, stream_splits, wants_stream,
 };
 
 /// Tile shape of a BM x BN output tile per workgroup of (BM / TM) * (BN / TN) invocations,

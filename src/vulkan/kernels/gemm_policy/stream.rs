@@ -82,6 +82,7 @@ impl StreamTile {
             columns: self.columns() as usize,
             kt: self.kt as usize,
             max_ks: None,
+            row_block: None,
         }
     }
     /// The shader's specialization constants 0..=7.
@@ -278,19 +279,47 @@ pub(crate) const CM_DIRECT: [CoopFixed; 3] = [
 
 /// The direct variants with each invocation loading its own B elements (`LANE`: two 16-byte
 /// loads per weight row and window of 64 k, in a permuted k order that x is staged in too),
-/// in [`CM_DIRECT`]'s order of defaults. They run only where the device's B fragment layout,
-/// probed when the backend starts (`coopmat_layout.comp`), is the one the shader assumes
-/// ([`DirectLayout::lane`]).
-pub(crate) const CM_LANE: [CoopFixed; 2] = [
+/// first the default, then the default for n <= [`DIRECT_NARROW_N`]. They run only where the
+/// device's B fragment layout, probed when the backend starts (`coopmat_layout.comp`), is the
+/// one the shader assumes ([`DirectLayout::lane`]).
+///
+/// On the H200 (2026-12-03, `bench kernels --op linear`, bf16, 32 rows, GPU ms for
+/// 32x14336x4096 / 32x4096x4096, one call): 4 x (32 x 32) with two windows in flight 0.080-0.081
+/// / 0.028-0.029, one window 0.086-0.087 / 0.028-0.029, the direct default (coopMatLoad) 0.127 /
+/// 0.042-0.043; in an earlier call 8 x (32 x 16) 0.102 / 0.033 and 0.017 ms at 32x1024x4096
+/// (4 x (32 x 32): 0.021). 8 x (32 x 32) over 256 columns was within 10% of one window either
+/// way. The 64-row tile is for [`lane_gemm_kernel`]'s larger m.
+pub(crate) const CM_LANE: [CoopFixed; 5] = [
     CoopFixed {
         tile: CoopTile::new(32, 128, 256, 32, 32),
-        shader: Shader::LinearCmLane32x128x256_32x32U4,
+        shader: Shader::LinearCmLane32x128x256_32x32U8,
     },
     CoopFixed {
         tile: CoopTile::new(32, 128, 256, 32, 16),
         shader: Shader::LinearCmLane32x128x256_32x16U4,
     },
+    CoopFixed {
+        tile: CoopTile::new(32, 128, 256, 32, 32),
+        shader: Shader::LinearCmLane32x128x256_32x32U4,
+    },
+    CoopFixed {
+        tile: CoopTile::new(32, 256, 256, 32, 32),
+        shader: Shader::LinearCmLane32x256x256_32x32U4,
+    },
+    CoopFixed {
+        tile: CoopTile::new(64, 128, 128, 64, 32),
+        shader: Shader::LinearCmLane64x128x128_64x32U4,
+    },
 ];
+
+/// The [`CM_LANE`] variants that read q8_0 weights (32-row blocks, windows of 64 k one at a
+/// time), in the same order of defaults: 4 x (32 x 32) for wide outputs, 8 x (32 x 16) for
+/// n <= [`DIRECT_NARROW_N`].
+pub(crate) const CM_LANE_Q8: [CoopFixed; 2] = [CM_LANE[2], CM_LANE[1]];
+
+/// The [`CM_LANE`] variant [`lane_gemm_kernel`] runs unless `KINEMA_VK_CM_STREAM` names
+/// another.
+const LANE_GEMM: usize = 2;
 
 /// Whether `table`, what `coopmat_layout.comp` wrote for a 32-invocation subgroup (the
 /// fragment length, then each invocation's elements; element (row r, column c) of the probed
@@ -322,25 +351,28 @@ const DIRECT_NARROW_N: usize = 2048;
 /// past a row's end or past the last row) and the first weight on a 16-byte boundary.
 ///
 /// `lane` says whether the [`CM_LANE`] variants may read them too: the same layout on a device
-/// whose probed B fragment layout is the one they assume.
+/// whose probed B fragment layout is the one they assume. `lane_q8` whether the first two
+/// [`CM_LANE`] variants (windows of 64 k, one at a time) may read them as q8_0 weights: on
+/// such a device, n a multiple of 16, k of 64 (every window two whole blocks, which the lane
+/// loads read at any 2-byte boundary), whole fragments in every binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct DirectLayout {
     pub ok: bool,
     pub lane: bool,
+    pub lane_q8: bool,
 }
 
 impl DirectLayout {
-    /// For an n x k weight matrix of 16-bit values starting at element `offset` of its buffer,
+    /// For an n x k weight matrix starting at element `offset` of its buffer (16-bit weights),
     /// recorded in groups of `rows` weight rows (one binding each); `lane_device`: the device's
     /// fragment layout is the one [`CM_LANE`] assumes.
     pub fn of(n: usize, k: usize, offset: usize, rows: usize, lane_device: bool) -> DirectLayout {
-        let ok = n.is_multiple_of(16)
-            && k.is_multiple_of(16)
-            && offset.is_multiple_of(8)
-            && (rows >= n || rows.is_multiple_of(16));
+        let rows_ok = n.is_multiple_of(16) && (rows >= n || rows.is_multiple_of(16));
+        let ok = rows_ok && k.is_multiple_of(16) && offset.is_multiple_of(8);
         DirectLayout {
             ok,
             lane: ok && lane_device,
+            lane_q8: rows_ok && lane_device && k.is_multiple_of(64),
         }
     }
 }
@@ -354,10 +386,15 @@ impl CoopFixed {
     /// The grid of a fast-mode streaming variant: its columns, its k step, and at most
     /// [`CM_STREAM_MAX_KS`] k per split.
     pub fn stream_grid(&self) -> StreamGrid {
+        let direct = CM_DIRECT
+            .iter()
+            .chain(&CM_LANE)
+            .any(|v| v.shader == self.shader);
         StreamGrid {
             columns: self.tile.bn as usize,
             kt: self.tile.bk as usize,
             max_ks: Some(CM_STREAM_MAX_KS),
+            row_block: direct.then_some(self.tile.bm as usize),
         }
     }
 }
@@ -387,6 +424,7 @@ pub(crate) fn cm_stream_kernel(
     let s = coopmat?;
     let mut staged = CM_STREAM.iter().copied().filter(|v| v.fits(&s, l));
     let sixteen = matches!(w, DType::F16 | DType::BF16);
+    let q8 = w == DType::Q8_0 && layout.lane_q8;
     let direct_ok = layout.ok && sixteen;
     let lane_ok = layout.lane && sixteen;
     // The default's order: the narrow tile first for narrow outputs.
@@ -398,7 +436,9 @@ pub(crate) fn cm_stream_kernel(
             .filter(move |v| ok && v.fits_direct(&s, l));
         all.clone().skip(first).take(1).chain(all)
     };
-    let mut direct = ordered(&CM_LANE, lane_ok).chain(ordered(&CM_DIRECT, direct_ok));
+    let mut direct = ordered(&CM_LANE, lane_ok)
+        .chain(ordered(&CM_LANE_Q8, q8))
+        .chain(ordered(&CM_DIRECT, direct_ok));
     let named = |name: &str| Some(name) == f.cm_stream.as_deref();
     let v = match f.cm_stream.as_deref() {
         Some("off") => None,
@@ -417,12 +457,76 @@ pub(crate) fn cm_stream_kernel(
                 .or(default)
                 .or_else(|| staged.next())
         }
-        _ if matches!(w, DType::F16 | DType::BF16) && k.saturating_mul(n) >= STREAM_MIN_WEIGHTS => {
+        _ if sixteen && k.saturating_mul(n) >= STREAM_MIN_WEIGHTS => {
             direct.next().or_else(|| staged.next())
         }
+        _ if q8 && k.saturating_mul(n) >= STREAM_MIN_WEIGHTS => direct.next(),
         _ => None,
     };
     v.map(|v| (v, s))
+}
+
+/// Rows above [`STREAM_MAX_M`] up to which fast mode runs 16-bit linears with weights of
+/// [`LANE_GEMM_MIN_WEIGHTS`]..=[`LANE_GEMM_MAX_WEIGHTS`] on the lane-loading kernel as a GEMM
+/// ([`lane_gemm_kernel`]): Kimodo's 404 and 606 rows.
+pub(crate) const LANE_GEMM_MAX_M: usize = 1024;
+
+/// Weight elements (k n) from which [`lane_gemm_kernel`] takes a linear: Kimodo's 1024 x 1024
+/// projections (2^20) are the smallest of its linears.
+pub(crate) const LANE_GEMM_MIN_WEIGHTS: usize = 1 << 20;
+
+/// Weight elements up to which [`lane_gemm_kernel`] runs its 32-row tile; larger weights (LLM2Vec
+/// at batches of 3 to 32 prompts) run the 64-row tile, which reads each weight half as often
+/// from L2. At 512 rows (batch 16) on the H200 (2026-12-03, f16, GPU ms; tiled / 32-row /
+/// 64-row): 512x4096x4096 0.247 / 0.244 / 0.221, 512x14336x4096 0.909 / 0.907 / 0.727,
+/// 512x4096x14336 0.757 / 0.744 / 0.733; at Kimodo's shapes the 64-row tile was within 6% of
+/// the 32-row one except 606x1024x1024 (0.046 against 0.031), and the whole generation slower
+/// (0.897 against 0.720 s).
+pub(crate) const LANE_GEMM_MAX_WEIGHTS: usize = 1 << 23;
+
+/// The [`CM_LANE`] variant for weights over [`LANE_GEMM_MAX_WEIGHTS`] (64-row blocks).
+const LANE_GEMM_WIDE: usize = 4;
+
+/// The lane-loading variant that runs an m x n x k linear of `w` weights laid out as `layout`
+/// says as a GEMM in fast mode (every row block of 32 a workgroup of its own along the grid's
+/// third dimension, the weights read from L2 after the first), given the device's
+/// cooperative-matrix shape: for 16-bit weights that the lane variants may read, m in
+/// ([`STREAM_MAX_M`], [`LANE_GEMM_MAX_M`]] and at least [`LANE_GEMM_MIN_WEIGHTS`] weights,
+/// unless `KINEMA_VK_LINEAR` names another kernel (`stream-window` is the default). The variant
+/// `KINEMA_VK_CM_STREAM` names if it is one of [`CM_LANE`], else up to
+/// [`LANE_GEMM_MAX_WEIGHTS`] weights 4 subgroups of 32 x 32 over 128 columns (one window of
+/// 64 k at a time), and above it 4 subgroups of 64 x 32. On the
+/// H200 (2026-12-03, `bench kernels --op linear`, f16 weights, GPU ms; tiled / this):
+/// 606x3072x1024 0.069 / 0.055, 606x1024x1024 0.057 / 0.031, 606x1024x2048 0.096 / 0.058,
+/// 404x3072x1024 0.070 / 0.054 (8 subgroups of 32 x 16: 0.065 / 0.034 / 0.054 / 0.050).
+pub(crate) fn lane_gemm_kernel(
+    [m, n, k]: [usize; 3],
+    w: DType,
+    layout: DirectLayout,
+    coopmat: Option<CoopMatShape>,
+    l: &Limits,
+    f: &Forced,
+) -> Option<(CoopFixed, CoopMatShape)> {
+    let s = coopmat?;
+    let window = matches!(f.linear.as_deref(), None | Some("stream-window"));
+    let weights = k.saturating_mul(n);
+    let named = CM_LANE
+        .iter()
+        .find(|v| Some(v.shader.info().name) == f.cm_stream.as_deref());
+    let default = if weights > LANE_GEMM_MAX_WEIGHTS {
+        LANE_GEMM_WIDE
+    } else {
+        LANE_GEMM
+    };
+    let v = named.copied().unwrap_or(CM_LANE[default]);
+    (window
+        && layout.lane
+        && matches!(w, DType::F16 | DType::BF16)
+        && m > STREAM_MAX_M
+        && m <= LANE_GEMM_MAX_M
+        && weights >= LANE_GEMM_MIN_WEIGHTS
+        && v.fits_direct(&s, l))
+    .then_some((v, s))
 }
 
 /// Partial sums of the narrow tile's splits (written and read back once) that count as free
@@ -440,6 +544,16 @@ pub(crate) struct StreamGrid {
     pub columns: usize,
     pub kt: usize,
     pub max_ks: Option<usize>,
+    /// Rows per workgroup where the grid's third dimension walks the row blocks (the direct
+    /// and lane variants); `None` where each workgroup walks every row block in turn.
+    pub row_block: Option<usize>,
+}
+
+impl StreamGrid {
+    /// Workgroups along the grid's third dimension for m rows.
+    pub fn row_groups(&self, m: usize) -> usize {
+        self.row_block.map_or(1, |b| m.div_ceil(b).max(1))
+    }
 }
 
 /// Splits of k for an m x n x k linear on a streaming kernel of grid `t` with weight rows of
@@ -458,7 +572,7 @@ pub(crate) fn stream_splits(
     l: &Limits,
     f: &Forced,
 ) -> (usize, usize) {
-    let groups = n.div_ceil(t.columns);
+    let groups = n.div_ceil(t.columns) * t.row_groups(m);
     let forced = f
         .stream_splits
         .as_deref()
@@ -743,6 +857,7 @@ mod tests {
         let staged_only = DirectLayout {
             ok: false,
             lane: false,
+            lane_q8: false,
         };
         let pick = |mnk, c: Option<CoopMatShape>, l: &Limits, f: &Forced| {
             cm_stream_kernel(mnk, DType::BF16, staged_only, c, l, f).map(|(v, _)| v.shader)
@@ -847,6 +962,7 @@ mod tests {
         let ok = DirectLayout {
             ok: true,
             lane: false,
+            lane_q8: false,
         };
         assert_eq!(DirectLayout::of(4096, 14336, 0, usize::MAX, false), ok);
         assert_eq!(DirectLayout::of(4096, 4096, 8 * 4096, 4096, false), ok);
@@ -854,6 +970,7 @@ mod tests {
         let bad = DirectLayout {
             ok: false,
             lane: false,
+            lane_q8: false,
         };
         assert_eq!(DirectLayout::of(4104, 4096, 0, usize::MAX, false), bad);
         assert_eq!(DirectLayout::of(4096, 4104, 0, usize::MAX, false), bad);
@@ -929,36 +1046,74 @@ mod tests {
         };
         // The layout a device gets when its probe agrees: lane only where direct is also ok.
         let lane = DirectLayout::of(4096, 4096, 0, usize::MAX, true);
-        assert_eq!(
-            lane,
-            DirectLayout {
-                ok: true,
-                lane: true
-            }
-        );
-        assert_eq!(
-            DirectLayout::of(4096, 4096, 4, usize::MAX, true),
-            DirectLayout {
-                ok: false,
-                lane: false
-            }
-        );
-        let direct = DirectLayout::of(4096, 4096, 0, usize::MAX, false);
+        let all = DirectLayout {
+            ok: true,
+            lane: true,
+            lane_q8: true,
+        };
+        assert_eq!(lane, all);
+        // q8_0 blocks may start anywhere; 16-bit weights need a 16-byte boundary.
+        let q8_only = DirectLayout {
+            ok: false,
+            lane: false,
+            lane_q8: true,
+        };
+        assert_eq!(DirectLayout::of(4096, 4096, 4, usize::MAX, true), q8_only);
+        // q8_0 needs k in whole windows of 64; nothing runs lane loads without the probe.
+        let no_q8 = DirectLayout {
+            lane_q8: false,
+            ..all
+        };
+        assert_eq!(DirectLayout::of(4096, 4128, 0, usize::MAX, true), no_q8);
+        let direct = DirectLayout {
+            lane: false,
+            lane_q8: false,
+            ..all
+        };
+        assert_eq!(DirectLayout::of(4096, 4096, 0, usize::MAX, false), direct);
         for v in CM_LANE {
             assert!(v.fits_direct(&s, &l), "{v:?}");
         }
-        // By default the lane variants replace the direct ones, the narrow one for n <= 2048;
-        // without the probed layout the direct ones run; q8_0 and f32 weights neither.
+        // By default the lane variants replace the direct ones, the narrow one for n <= 2048,
+        // for 16-bit and q8_0 weights; without the probed layout the direct ones run (q8_0 on
+        // linear_stream: none here); f32 weights never.
         for n_k in [[4096, 4096], [1024, 4096], [14336, 4096], [4096, 14336]] {
             let narrow = usize::from(n_k[0] <= DIRECT_NARROW_N);
+            let mnk = [32, n_k[0], n_k[1]];
             for w in [DType::BF16, DType::F16] {
-                let mnk = [32, n_k[0], n_k[1]];
                 assert_eq!(pick(mnk, w, lane, &none), Some(CM_LANE[narrow].shader));
                 assert_eq!(pick(mnk, w, direct, &none), Some(CM_DIRECT[narrow].shader));
             }
-            for w in [DType::Q8_0, DType::F32] {
-                assert_eq!(pick([32, n_k[0], n_k[1]], w, lane, &none), None);
-            }
+            let q8 = Some(CM_LANE_Q8[narrow].shader);
+            assert_eq!(pick(mnk, DType::Q8_0, lane, &none), q8);
+            assert_eq!(pick(mnk, DType::Q8_0, q8_only, &none), q8);
+            assert_eq!(pick(mnk, DType::Q8_0, no_q8, &none), None);
+            assert_eq!(pick(mnk, DType::Q8_0, direct, &none), None);
+            assert_eq!(pick(mnk, DType::F32, lane, &none), None);
+        }
+        // q8_0 forced onto a lane variant that does not read it (two windows in flight, 64
+        // rows) takes the q8_0 default; one that does is taken.
+        for v in [CM_LANE[0], CM_LANE[4]] {
+            let f = Forced {
+                cm_stream: Some(v.shader.info().name.into()),
+                ..Forced::default()
+            };
+            let got = pick([32, 4096, 4096], DType::Q8_0, lane, &f);
+            assert_eq!(got, Some(CM_LANE_Q8[0].shader));
+            assert_eq!(
+                pick([32, 4096, 4096], DType::BF16, lane, &f),
+                Some(v.shader)
+            );
+        }
+        for v in CM_LANE_Q8 {
+            let f = Forced {
+                cm_stream: Some(v.shader.info().name.into()),
+                ..Forced::default()
+            };
+            assert_eq!(
+                pick([32, 4096, 4096], DType::Q8_0, lane, &f),
+                Some(v.shader)
+            );
         }
         // Forced: a lane variant where the probe agreed, else the direct default; a direct
         // variant is still taken on a device that could run the lane ones.
@@ -1007,5 +1162,93 @@ mod tests {
         assert!(!lane_layout_matches(&other));
         assert!(!lane_layout_matches(&table[..100]));
         assert!(!lane_layout_matches(&[]));
+    }
+
+    #[test]
+    fn kimodo_shapes_run_the_lane_kernel_as_a_gemm() {
+        let s = CoopMatShape::f16_16x16x16();
+        let l = h200();
+        let none = Forced::default();
+        let lane = DirectLayout::of(3072, 1024, 0, usize::MAX, true);
+        let direct = DirectLayout::of(3072, 1024, 0, usize::MAX, false);
+        let pick = |mnk, w, layout, f: &Forced| {
+            lane_gemm_kernel(mnk, w, layout, Some(s), &l, f).map(|(v, _)| v.shader)
+        };
+        let want = Some(CM_LANE[LANE_GEMM].shader);
+        // Kimodo's linears at 404 and 606 rows, f16 (fast mode narrows its f32 weights) or
+        // bf16.
+        for m in [404, 606, 65, 1024] {
+            for n_k in [[3072, 1024], [1024, 1024], [2048, 1024], [1024, 2048]] {
+                for w in [DType::F16, DType::BF16] {
+                    assert_eq!(
+                        pick([m, n_k[0], n_k[1]], w, lane, &none),
+                        want,
+                        "{m} {n_k:?}"
+                    );
+                }
+            }
+        }
+        // Not: few rows (the streaming window's), too many, weights out of range, other
+        // dtypes, a device or layout without lane loads, no cooperative matrices, or a
+        // KINEMA_VK_LINEAR naming another kernel.
+        assert_eq!(pick([64, 3072, 1024], DType::F16, lane, &none), None);
+        assert_eq!(pick([1025, 3072, 1024], DType::F16, lane, &none), None);
+        assert_eq!(pick([606, 1024, 1023], DType::F16, lane, &none), None);
+        // Larger weights (LLM2Vec at batch 16) take the 64-row tile.
+        for n_k in [[4096, 4096], [14336, 4096], [4096, 14336], [8192, 1025]] {
+            let got = pick([512, n_k[0], n_k[1]], DType::BF16, lane, &none);
+            assert_eq!(got, Some(CM_LANE[LANE_GEMM_WIDE].shader), "{n_k:?}");
+        }
+        assert_eq!(pick([512, 8192, 1024], DType::BF16, lane, &none), want);
+        assert_eq!(pick([606, 8192, 1024], DType::F16, lane, &none), want);
+        for w in [DType::F32, DType::Q8_0] {
+            assert_eq!(pick([606, 3072, 1024], w, lane, &none), None);
+        }
+        assert_eq!(pick([606, 3072, 1024], DType::F16, direct, &none), None);
+        assert_eq!(
+            lane_gemm_kernel([606, 3072, 1024], DType::F16, lane, None, &l, &none),
+            None
+        );
+        for v in ["tiled", "stream", "skinny"] {
+            let f = Forced {
+                linear: Some(v.into()),
+                ..Forced::default()
+            };
+            assert_eq!(pick([606, 3072, 1024], DType::F16, lane, &f), None, "{v}");
+        }
+        let window = Forced {
+            linear: Some("stream-window".into()),
+            ..Forced::default()
+        };
+        assert_eq!(pick([606, 3072, 1024], DType::F16, lane, &window), want);
+        // KINEMA_VK_CM_STREAM picks another lane variant; any other name is ignored here.
+        for v in CM_LANE {
+            let f = Forced {
+                cm_stream: Some(v.shader.info().name.into()),
+                ..Forced::default()
+            };
+            assert_eq!(
+                pick([606, 3072, 1024], DType::F16, lane, &f),
+                Some(v.shader)
+            );
+        }
+        let f = Forced {
+            cm_stream: Some(CM_DIRECT[0].shader.info().name.into()),
+            ..Forced::default()
+        };
+        assert_eq!(pick([606, 3072, 1024], DType::F16, lane, &f), want);
+        // Row blocks are the grid's third dimension: 24 column groups x 19 row blocks fill
+        // the H200 with one split.
+        let grid = CM_LANE[LANE_GEMM].stream_grid();
+        assert_eq!(grid.row_groups(606), 19);
+        assert_eq!(CM_LANE[4].stream_grid().row_groups(606), 10);
+        assert_eq!(grid.row_groups(0), 1);
+        assert_eq!(CM_STREAM[0].stream_grid().row_groups(606), 1);
+        assert_eq!(
+            stream_splits([606, 3072, 1024], 2048, 0, grid, &l, &none),
+            (1, 1024)
+        );
+        // With one row block, 24 column groups ask for splits.
+        assert!(stream_splits([32, 3072, 1024], 2048, 0, grid, &l, &none).0 > 1);
     }
 }
