@@ -270,10 +270,11 @@ fn forced_coop_kernels_win_when_they_fit() {
 /// table).
 #[test]
 fn fixed_tiles_match_their_defines() {
-    let streaming = stream::CM_STREAM.iter().map(|v| (*v, true, false));
-    let direct = stream::CM_DIRECT.iter().map(|v| (*v, true, true));
-    let fixed = COOP_FIXED.iter().map(|v| (*v, false, false));
-    for (v, stream, direct) in fixed.chain(streaming).chain(direct) {
+    let streaming = stream::CM_STREAM.iter().map(|v| (*v, true, false, false));
+    let direct = stream::CM_DIRECT.iter().map(|v| (*v, true, true, false));
+    let lane = stream::CM_LANE.iter().map(|v| (*v, true, true, true));
+    let fixed = COOP_FIXED.iter().map(|v| (*v, false, false, false));
+    for (v, stream, direct, lane) in fixed.chain(streaming).chain(direct).chain(lane) {
         let name = v.shader.info().name;
         let variant = super::super::shader_variants::VARIANTS
             .iter()
@@ -282,6 +283,12 @@ fn fixed_tiles_match_their_defines() {
         assert_eq!(variant.source, "linear_cm.comp");
         assert_eq!(variant.define("STREAM").is_some(), stream, "{name}: STREAM");
         assert_eq!(variant.define("DIRECT").is_some(), direct, "{name}: DIRECT");
+        assert_eq!(variant.define("LANE").is_some(), lane, "{name}: LANE");
+        // The q8_0 lane variants read one window of 64 k at a time over 32-row blocks.
+        if stream::CM_LANE_Q8.iter().any(|q| q.shader == v.shader) {
+            assert_eq!(variant.define("UNROLL"), Some("4"), "{name}");
+            assert_eq!(v.tile.bm, 32, "{name}");
+        }
         if direct {
             // The unroll ends the name.
             let unroll = variant
