@@ -205,7 +205,7 @@ impl VulkanBackend {
     /// Whether the device's 16 x 16 f16 B fragments keep their elements where the lane-loading
     /// streaming linears (`linear_cm_lane_*`) assume: `coopmat_layout.comp` loads a fragment
     /// whose elements are their own positions and the table it writes is checked
-    /// ([`kernels::gemm_policy::lane_layout_matches`]). `false` without the 16 x 16 x 16 shape
+    /// (`lane_layout_matches` in the GEMM policy). `false` without the 16 x 16 x 16 shape
     /// or 32-invocation subgroups. `KINEMA_VK_DEBUG_LAYOUT=1` prints the table.
     pub fn probe_lane_layout(&self) -> Result<bool> {
         let ctx = &self.shared.ctx;
