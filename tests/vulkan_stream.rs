@@ -357,25 +357,6 @@ fn cm_stream_linear_within_f16_rounding(devices: &[kinema::vulkan::DeviceSummary
                 }
             }
         }
-        // The default policy at more rows than the streaming window (Kimodo's linears have 404
-        // and 606): 16-bit weights of 2^20 elements run the lane kernel as a GEMM, one
-        // workgroup per row block, where the probe agreed; every dtype within the bound.
-        set("KINEMA_VK_LINEAR", None);
-        set("KINEMA_VK_CM_STREAM", None);
-        set("KINEMA_VK_STREAM_SPLITS", None);
-        for c in fast_cases(&mut r, &[(200, 1024, 1024)], 0) {
-            let (got, shaders) = c.run(&fast, 0);
-            let what = format!(
-                "default linear 200x1024x1024 {} on {}",
-                c.dt,
-                fast.device_name()
-            );
-            if fast.lane_fragment_layout() && matches!(c.dt, DType::F16 | DType::BF16) {
-                assert_eq!(shaders[0], LANE_GEMM, "{what}: the kernel that ran");
-            }
-            c.check(&what, &got);
-        }
-        set("KINEMA_VK_LINEAR", Some("stream"));
     }
     // The caller clears every tuning variable afterwards.
 }

@@ -618,6 +618,14 @@ mod tests {
         }
     }
 
+    /// `KINEMA_VK_CM_STREAM` naming `v`.
+    fn cm_forced(v: CoopFixed) -> Forced {
+        Forced {
+            cm_stream: Some(v.shader.info().name.into()),
+            ..Forced::default()
+        }
+    }
+
     fn forced(linear: Option<&str>, tile: Option<&str>, splits: Option<&str>) -> Forced {
         Forced {
             linear: linear.map(Into::into),
@@ -890,10 +898,7 @@ mod tests {
         assert_eq!(dtype(DType::F16, &none).map(|(v, _)| v.shader), default);
         assert_eq!(dtype(DType::Q8_0, &none), None);
         assert_eq!(dtype(DType::F32, &none), None);
-        let first = Forced {
-            cm_stream: Some(CM_STREAM[0].shader.info().name.into()),
-            ..Forced::default()
-        };
+        let first = cm_forced(CM_STREAM[0]);
         for w in [DType::Q8_0, DType::F32] {
             assert_eq!(dtype(w, &first).map(|(v, _)| v.shader), default);
         }
@@ -1094,10 +1099,7 @@ mod tests {
         // q8_0 forced onto a lane variant that does not read it (two windows in flight, 64
         // rows) takes the q8_0 default; one that does is taken.
         for v in [CM_LANE[0], CM_LANE[4]] {
-            let f = Forced {
-                cm_stream: Some(v.shader.info().name.into()),
-                ..Forced::default()
-            };
+            let f = cm_forced(v);
             let got = pick([32, 4096, 4096], DType::Q8_0, lane, &f);
             assert_eq!(got, Some(CM_LANE_Q8[0].shader));
             assert_eq!(
@@ -1106,10 +1108,7 @@ mod tests {
             );
         }
         for v in CM_LANE_Q8 {
-            let f = Forced {
-                cm_stream: Some(v.shader.info().name.into()),
-                ..Forced::default()
-            };
+            let f = cm_forced(v);
             assert_eq!(
                 pick([32, 4096, 4096], DType::Q8_0, lane, &f),
                 Some(v.shader)
@@ -1118,10 +1117,7 @@ mod tests {
         // Forced: a lane variant where the probe agreed, else the direct default; a direct
         // variant is still taken on a device that could run the lane ones.
         for v in CM_LANE {
-            let f = Forced {
-                cm_stream: Some(v.shader.info().name.into()),
-                ..Forced::default()
-            };
+            let f = cm_forced(v);
             assert_eq!(
                 pick([32, 4096, 4096], DType::BF16, lane, &f),
                 Some(v.shader)
@@ -1131,10 +1127,7 @@ mod tests {
                 Some(CM_DIRECT[0].shader)
             );
         }
-        let f = Forced {
-            cm_stream: Some(CM_DIRECT[2].shader.info().name.into()),
-            ..Forced::default()
-        };
+        let f = cm_forced(CM_DIRECT[2]);
         assert_eq!(
             pick([32, 4096, 4096], DType::BF16, lane, &f),
             Some(CM_DIRECT[2].shader)
@@ -1223,19 +1216,13 @@ mod tests {
         assert_eq!(pick([606, 3072, 1024], DType::F16, lane, &window), want);
         // KINEMA_VK_CM_STREAM picks another lane variant; any other name is ignored here.
         for v in CM_LANE {
-            let f = Forced {
-                cm_stream: Some(v.shader.info().name.into()),
-                ..Forced::default()
-            };
+            let f = cm_forced(v);
             assert_eq!(
                 pick([606, 3072, 1024], DType::F16, lane, &f),
                 Some(v.shader)
             );
         }
-        let f = Forced {
-            cm_stream: Some(CM_DIRECT[0].shader.info().name.into()),
-            ..Forced::default()
-        };
+        let f = cm_forced(CM_DIRECT[0]);
         assert_eq!(pick([606, 3072, 1024], DType::F16, lane, &f), want);
         // Row blocks are the grid's third dimension: 24 column groups x 19 row blocks fill
         // the H200 with one split.
