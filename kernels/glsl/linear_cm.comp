@@ -364,7 +364,10 @@ void lane_load(uint r, uint kw, out uvec4 lo, out uvec4 hi) {
         uint a = blk + 2u + 16u * (t % 2u);
         uint wi = a >> 2u;
         lo = uvec4(w[wi], w[wi + 1u], w[wi + 2u], w[wi + 3u]);
-        hi = uvec4(w[wi + 4u], w[blk >> 2u] >> ((blk & 2u) << 3u), a & 2u, 0u);
+        // The fifth word only where the bytes start mid-word (else it may lie past the
+        // tensor's last block).
+        uint tail = (a & 2u) != 0u ? w[wi + 4u] : 0u;
+        hi = uvec4(tail, w[blk >> 2u] >> ((blk & 2u) << 3u), a & 2u, 0u);
         return;
     }
     uint e = (p.w_off + r * p.k + kw + 16u * t) >> 3u;
