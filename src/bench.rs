@@ -95,6 +95,10 @@ pub const OPS: &[(&str, &str)] = &[
         "coopmat_peak",
         "(none, Vulkan: register-only 16x16x16 f16 cooperative-matrix products, the ceiling of fast mode)",
     ),
+    (
+        "read_peak",
+        "(none, Vulkan: 16-byte reads of a buffer of up to 512 MiB, the ceiling of the weight-streaming linears)",
+    ),
 ];
 
 /// Default (op, shape, dtype) list: the shapes the models run.

@@ -1347,3 +1347,19 @@ fn coopmat_peak_runs_where_the_shape_exists() {
         }
     }
 }
+
+/// `read_peak` (the read-bandwidth probe behind `kinema bench --op read_peak`) runs on every
+/// device, reads whole 16-byte words within one binding, and gives a finite positive rate.
+#[test]
+fn read_peak_runs_everywhere() {
+    for o in devices() {
+        let b = VulkanBackend::with_options(o).unwrap();
+        let (bytes, g) = b.read_peak_gbps().unwrap();
+        assert!(
+            bytes > 0 && bytes % 16 == 0 && bytes <= 512 << 20,
+            "{bytes}"
+        );
+        assert!(g.is_finite() && g > 0.0, "{}: {g}", b.device_name());
+        eprintln!("{}: read {bytes} bytes at {g:.1} GB/s", b.device_name());
+    }
+}

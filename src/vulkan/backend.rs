@@ -323,6 +323,34 @@ impl VulkanBackend {
         Ok(Some(flops / best / 1e9))
     }
 
+    /// The bytes read and the device's global-memory read bandwidth in GB/s: `read_peak.comp`
+    /// reading a buffer of
+    /// up to 512 MiB (the largest binding allows, far past the last-level cache of today's
+    /// GPUs) in 16-byte words with 4 loads in flight per invocation, the best of 5 timed runs.
+    /// The ceiling for the weight-streaming linears.
+    pub fn read_peak_gbps(&self) -> Result<(u64, f64)> {
+        const GROUPS: u32 = 8192;
+        let max = self.shared.ctx.limits.max_binding;
+        let bytes = (512u64 << 20).min(max & !15).max(16);
+        let len = (bytes / 4) as usize;
+        let s = BufRef::new(self.alloc(DType::F32, len)?, DType::F32, len);
+        // Zeros: the fold is 0, never the value that would make the shader write.
+        self.write(&s, &vec![0u8; bytes as usize])?;
+        let y = BufRef::new(self.alloc(DType::F32, 1)?, DType::F32, 1);
+        let mut rec = self.begin()?;
+        kernels::read_peak(&mut rec, &s, &y, (bytes / 16) as u32, GROUPS)?;
+        self.submit(&rec)?;
+        self.sync()?;
+        let mut best = f64::INFINITY;
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            self.submit(&rec)?;
+            self.sync()?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        Ok((bytes, bytes as f64 / best / 1e9))
+    }
+
     /// Compute pipelines created so far (they are created on first use).
     pub fn pipelines_created(&self) -> usize {
         self.shared.pipelines.count()

@@ -98,6 +98,8 @@ shaders! {
     Conv1dStreamReduce = "conv1d_stream_reduce", Conv1dStreamReduce, 3;
     /// The cooperative-matrix multiply-add peak (`kinema bench --op coopmat_peak`).
     CoopmatPeak = "coopmat_peak", CoopmatPeak, 1;
+    /// The global-memory read bandwidth (`kinema bench --op read_peak`).
+    ReadPeak = "read_peak", ReadPeak, 2;
     /// Where the device keeps a B fragment's elements (`coopmat_layout.comp`).
     CoopmatLayout = "coopmat_layout", CoopmatLayout, 1;
     Copy = "copy", Copy, 2;
@@ -195,6 +197,13 @@ pub(crate) mod push {
     pub struct CoopmatPeak {
         pub off: [u32; 1],
         pub iters: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct ReadPeak {
+        pub off: [u32; 2],
+        pub words: u32,
     }
 
     #[repr(C)]

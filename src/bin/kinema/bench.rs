@@ -17,6 +17,9 @@ use kinema::vulkan::{VulkanBackend, VulkanOptions};
 use crate::args::{RunArgs, op_dtype};
 use crate::peaks;
 
+/// The ops that measure a ceiling rather than a kernel (no shape).
+const PEAKS: [&str; 3] = ["fma_peak", "coopmat_peak", "read_peak"];
+
 /// The kernel table's options (also those of `kinema bench` without a subcommand).
 #[derive(Args, Clone)]
 pub struct KernelOpts {
@@ -93,7 +96,7 @@ fn kernels_on(o: &KernelOpts, selection: &Selection) -> kinema::Result<()> {
     };
     let dtype = op_dtype(o.dtype.as_deref())?;
     let cases: Vec<(String, String, DType)> = match (&o.op, &o.shape) {
-        (Some(op), _) if op == "fma_peak" || op == "coopmat_peak" => Vec::new(),
+        (Some(op), _) if PEAKS.contains(&op.as_str()) => Vec::new(),
         (Some(op), Some(shape)) => vec![(op.clone(), shape.clone(), dtype.unwrap_or(DType::F32))],
         (op, shape) => bench::default_cases()
             .into_iter()
@@ -105,7 +108,7 @@ fn kernels_on(o: &KernelOpts, selection: &Selection) -> kinema::Result<()> {
             .map(|(c, s, d)| (c.to_string(), s, d))
             .collect(),
     };
-    let peak_only = matches!(o.op.as_deref(), Some("fma_peak" | "coopmat_peak"));
+    let peak_only = o.op.as_deref().is_some_and(|op| PEAKS.contains(&op));
     if cases.is_empty() && !peak_only {
         return Err(kinema::Error::InvalidArgument(
             "no benchmark matches; give --op and --shape, or see --list".into(),
@@ -125,6 +128,9 @@ fn kernels_on(o: &KernelOpts, selection: &Selection) -> kinema::Result<()> {
                 None => {}
             }
         }
+        if o.op.is_none() || o.op.as_deref() == Some("read_peak") {
+            show(&peaks::read_peak(b)?, o.run.json);
+        }
         if cases.is_empty() {
             return Ok(());
         }
@@ -143,6 +149,11 @@ fn kernels_on(o: &KernelOpts, selection: &Selection) -> kinema::Result<()> {
         return Err(kinema::Error::InvalidArgument(
             "coopmat_peak measures a Vulkan device's cooperative matrices: use --backend vulkan"
                 .into(),
+        ));
+    }
+    if o.op.as_deref() == Some("read_peak") {
+        return Err(kinema::Error::InvalidArgument(
+            "read_peak measures a Vulkan device's memory: use --backend vulkan".into(),
         ));
     }
     let with_peak = o.op.is_none() || o.op.as_deref() == Some("fma_peak");

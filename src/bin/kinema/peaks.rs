@@ -102,3 +102,28 @@ pub fn coopmat_peak(b: &VulkanBackend) -> kinema::Result<Option<Measurement>> {
         gpu_gflops: None,
     }))
 }
+
+/// The Vulkan device's global-memory read bandwidth ([`VulkanBackend::read_peak_gbps`]) as a
+/// measurement with op `read_peak`.
+pub fn read_peak(b: &VulkanBackend) -> kinema::Result<Measurement> {
+    let (bytes, g) = b.read_peak_gbps()?;
+    let info = b.info();
+    Ok(Measurement {
+        op: "read_peak".to_string(),
+        shape: format!("{}MiB", bytes >> 20),
+        dtype: "u32".to_string(),
+        backend: info.kind.to_string(),
+        isa: info.device,
+        threads: 1,
+        precision: info.precision.name().to_string(),
+        cooperative_matrix: info.cooperative_matrix,
+        median_s: 0.0,
+        min_s: 0.0,
+        samples: 5,
+        iters_per_sample: 1,
+        gflops: None,
+        gbps: Some(g),
+        gpu_s: None,
+        gpu_gflops: None,
+    })
+}

@@ -312,6 +312,28 @@ pub(crate) fn coopmat_peak(
     })
 }
 
+/// `read_peak.comp` on `groups` workgroups of 256 invocations: reads the first `words`
+/// 16-byte words of `s` (an f32 view starting on a 16-byte boundary); `y` takes one float.
+pub(crate) fn read_peak(
+    rec: &mut VulkanRecording,
+    s: &Ref,
+    y: &Ref,
+    words: u32,
+    groups: u32,
+) -> Result<()> {
+    rec.dispatch(Dispatch {
+        op: "read_peak",
+        shader: Shader::ReadPeak,
+        spec: &[256],
+        args: &[In(s), Out(y)],
+        push: push::ReadPeak {
+            words,
+            ..Default::default()
+        },
+        groups: [groups, 1, 1],
+    })
+}
+
 /// `coopmat_layout.comp` on one workgroup of one subgroup: y[0] = the length of a 16 x 16 f16
 /// B fragment per invocation, then each invocation's elements (y needs 1 + 256 floats).
 pub(crate) fn coopmat_layout(rec: &mut VulkanRecording, y: &Ref) -> Result<()> {
