@@ -205,12 +205,18 @@ impl VulkanBackend {
     /// Whether the device's 16 x 16 f16 B fragments keep their elements where the lane-loading
     /// streaming linears (`linear_cm_lane_*`) assume: `coopmat_layout.comp` loads a fragment
     /// whose elements are their own positions and the table it writes is checked
-    /// (`lane_layout_matches` in the GEMM policy). `false` without the 16 x 16 x 16 shape
-    /// or 32-invocation subgroups. `KINEMA_VK_DEBUG_LAYOUT=1` prints the table.
+    /// (`lane_layout_matches` in the GEMM policy). `false` without the 16 x 16 x 16 shape,
+    /// 32-invocation subgroups, or bindings that start on 16-byte boundaries (the lane loads
+    /// read every weight dtype through 16-byte views). `KINEMA_VK_DEBUG_LAYOUT=1` prints the
+    /// table.
     pub fn probe_lane_layout(&self) -> Result<bool> {
         let ctx = &self.shared.ctx;
+        let l = &ctx.limits;
         match ctx.coopmat {
-            Some(s) if (s.m, s.n, s.k) == (16, 16, 16) && ctx.limits.subgroup_size == 32 => {}
+            Some(s)
+                if (s.m, s.n, s.k) == (16, 16, 16)
+                    && l.subgroup_size == 32
+                    && l.min_storage_offset_align.is_multiple_of(16) => {}
             _ => return Ok(false),
         }
         let len = 1 + 256;
