@@ -317,9 +317,14 @@ pub(crate) const CM_LANE: [CoopFixed; 5] = [
 /// n <= [`DIRECT_NARROW_N`].
 pub(crate) const CM_LANE_Q8: [CoopFixed; 2] = [CM_LANE[2], CM_LANE[1]];
 
-/// The [`CM_LANE`] variant [`lane_gemm_kernel`] runs unless `KINEMA_VK_CM_STREAM` names
-/// another.
-const LANE_GEMM: usize = 2;
+/// The [`CM_LANE`] variant [`lane_gemm_kernel`] runs up to [`LANE_GEMM_MAX_WEIGHTS`] weights
+/// unless `KINEMA_VK_CM_STREAM` names another: 4 subgroups of 32 x 32 over 256 columns. On the
+/// H200 (2026-12-03 17:10 UTC, one call, f16, GPU ms; 128 columns / 256 columns, the same in two
+/// runs each): 606x3072x1024 0.055 / 0.048, 606x1024x1024 0.031 / 0.027, 606x1024x2048 0.058
+/// / 0.052, 606x2048x1024 0.054 / 0.047, 404x3072x1024 0.054 / 0.048, 404x1024x1024 0.028 /
+/// 0.026, 404x1024x2048 0.036 / 0.032. Each B fragment still feeds two products; the wider
+/// tile halves how often each row block's x is staged per weight read.
+const LANE_GEMM: usize = 3;
 
 /// Whether `table`, what `coopmat_layout.comp` wrote for a 32-invocation subgroup (the
 /// fragment length, then each invocation's elements; element (row r, column c) of the probed
@@ -494,11 +499,12 @@ const LANE_GEMM_WIDE: usize = 4;
 /// ([`STREAM_MAX_M`], [`LANE_GEMM_MAX_M`]] and at least [`LANE_GEMM_MIN_WEIGHTS`] weights,
 /// unless `KINEMA_VK_LINEAR` names another kernel (`stream-window` is the default). The variant
 /// `KINEMA_VK_CM_STREAM` names if it is one of [`CM_LANE`], else up to
-/// [`LANE_GEMM_MAX_WEIGHTS`] weights 4 subgroups of 32 x 32 over 128 columns (one window of
-/// 64 k at a time), and above it 4 subgroups of 64 x 32. On the
-/// H200 (2026-12-03, `bench kernels --op linear`, f16 weights, GPU ms; tiled / this):
-/// 606x3072x1024 0.069 / 0.055, 606x1024x1024 0.057 / 0.031, 606x1024x2048 0.096 / 0.058,
-/// 404x3072x1024 0.070 / 0.054 (8 subgroups of 32 x 16: 0.065 / 0.034 / 0.054 / 0.050).
+/// [`LANE_GEMM_MAX_WEIGHTS`] weights [`LANE_GEMM`] (4 subgroups of 32 x 32 over 256 columns,
+/// one window of 64 k at a time), and above it 4 subgroups of 64 x 32. On the
+/// H200 (2026-12-03, `bench kernels --op linear`, f16 weights, GPU ms; tiled / 32 x 32 over
+/// 128 columns): 606x3072x1024 0.069 / 0.055, 606x1024x1024 0.057 / 0.031, 606x1024x2048 0.096
+/// / 0.058, 404x3072x1024 0.070 / 0.054 (8 subgroups of 32 x 16: 0.065 / 0.034 / 0.054 /
+/// 0.050); 256 columns took another 10-13% off ([`LANE_GEMM`]).
 pub(crate) fn lane_gemm_kernel(
     [m, n, k]: [usize; 3],
     w: DType,
@@ -1224,8 +1230,8 @@ mod tests {
         }
         let f = cm_forced(CM_DIRECT[0]);
         assert_eq!(pick([606, 3072, 1024], DType::F16, lane, &f), want);
-        // Row blocks are the grid's third dimension: 24 column groups x 19 row blocks fill
-        // the H200 with one split.
+        // Row blocks are the grid's third dimension: 12 column groups x 19 row blocks, one
+        // split (too little k per weight row for partial sums to pay).
         let grid = CM_LANE[LANE_GEMM].stream_grid();
         assert_eq!(grid.row_groups(606), 19);
         assert_eq!(CM_LANE[4].stream_grid().row_groups(606), 10);
@@ -1235,7 +1241,7 @@ mod tests {
             stream_splits([606, 3072, 1024], 2048, 0, grid, &l, &none),
             (1, 1024)
         );
-        // With one row block, 24 column groups ask for splits.
+        // With one row block, 12 column groups ask for splits.
         assert!(stream_splits([32, 3072, 1024], 2048, 0, grid, &l, &none).0 > 1);
     }
 }
