@@ -1363,3 +1363,42 @@ fn read_peak_runs_everywhere() {
         eprintln!("{}: read {bytes} bytes at {g:.1} GB/s", b.device_name());
     }
 }
+
+/// `KINEMA_VK_PIPELINE_STATS=1` prints each new pipeline's driver statistics exactly where the
+/// device offers `VK_KHR_pipeline_executable_properties` (the H200 does, lavapipe does not), and
+/// never stops a run. End to end in the command-line tool, so the variable reaches only it.
+#[test]
+fn pipeline_statistics_follow_the_extension() {
+    let Ok(ds) = kinema::vulkan::probe() else {
+        return;
+    };
+    for d in ds {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinema"))
+            .args([
+                "bench",
+                "--backend",
+                "vulkan",
+                "--op",
+                "add",
+                "--shape",
+                "64",
+                "--samples",
+                "1",
+            ])
+            .env("KINEMA_VK_DEVICE", d.index.to_string())
+            .env("KINEMA_VK_PIPELINE_STATS", "1")
+            .env("KINEMA_VK_PIPELINE_CACHE", "off")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}: {err}", d.name);
+        let offered = d
+            .extensions
+            .iter()
+            .any(|e| e == "VK_KHR_pipeline_executable_properties");
+        let printed = err
+            .lines()
+            .any(|l| l.starts_with("kinema: pipeline binary (spec constants"));
+        assert_eq!(printed, offered, "{}: {err}", d.name);
+    }
+}

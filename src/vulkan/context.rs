@@ -84,6 +84,11 @@ pub(crate) struct Context {
     /// vendor, device, driver version and pipeline-cache UUID: what a pipeline cache is
     /// valid for.
     pub cache_key: String,
+    /// `VK_KHR_pipeline_executable_properties`, enabled only under
+    /// `KINEMA_VK_PIPELINE_STATS=1` on a device that offers it: every pipeline is then created
+    /// with its statistics captured, and they are printed (registers, spills, shared memory,
+    /// as the driver names them).
+    pub pipeline_stats: Option<ash::khr::pipeline_executable_properties::Device>,
 }
 
 /// What the device allows workgroup-scope cooperative matrices.
@@ -302,6 +307,16 @@ impl Context {
             .map_err(|e| vk_error("listing device extensions", e))?;
         let has = |n: &CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
         let push = use_push_descriptor && has(ash::khr::push_descriptor::NAME);
+        let stats = std::env::var("KINEMA_VK_PIPELINE_STATS")
+            .is_ok_and(|v| !v.is_empty() && v != "0")
+            && has(ash::khr::pipeline_executable_properties::NAME)
+            && {
+                let mut fp = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
+                let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut fp);
+                // SAFETY: as above; the extension is listed, so its feature struct is known.
+                unsafe { instance.get_physical_device_features2(physical, &mut f2) };
+                fp.pipeline_executable_info == vk::TRUE
+            };
         let coopmat =
             if props[index].api_version >= vk::API_VERSION_1_3 && f12.shader_float16 == vk::TRUE {
                 let mut fc = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
@@ -349,6 +364,9 @@ impl Context {
         if coopmat2.is_some() {
             ext_names.push(COOPMAT2_NAME.as_ptr());
         }
+        if stats {
+            ext_names.push(ash::khr::pipeline_executable_properties::NAME.as_ptr());
+        }
         let mut enable11 = vk::PhysicalDeviceVulkan11Features::default()
             .storage_buffer16_bit_access(coopmat2.is_some());
         // The cooperative-matrix shaders declare the Vulkan memory model (their scopes and
@@ -370,6 +388,11 @@ impl Context {
         }
         if coopmat2.is_some() {
             dci = dci.push_next(&mut enable_coop2);
+        }
+        let mut enable_stats = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
+            .pipeline_executable_info(true);
+        if stats {
+            dci = dci.push_next(&mut enable_stats);
         }
         // SAFETY: the create info and what it points to outlive the call.
         let device = unsafe { instance.create_device(physical, &dci, None) }
@@ -407,6 +430,9 @@ impl Context {
                     _entry: entry.clone(),
                     push_descriptor: push
                         .then(|| ash::khr::push_descriptor::Device::new(&instance, &device)),
+                    pipeline_stats: stats.then(|| {
+                        ash::khr::pipeline_executable_properties::Device::new(&instance, &device)
+                    }),
                     instance,
                     device,
                     queue: Mutex::new(queue),

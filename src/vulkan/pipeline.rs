@@ -231,7 +231,13 @@ impl Pipelines {
             .module(module)
             .name(c"main")
             .specialization_info(&si);
+        let flags = if self.ctx.pipeline_stats.is_some() {
+            vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR
+        } else {
+            vk::PipelineCreateFlags::empty()
+        };
         let ci = [vk::ComputePipelineCreateInfo::default()
+            .flags(flags)
             .stage(stage)
             .layout(layout.raw)];
         // SAFETY: the module, layout and cache are valid; the module is destroyed after the
@@ -248,6 +254,12 @@ impl Pipelines {
                 e,
             )
         })?[0];
+        if let Some(pe) = &self.ctx.pipeline_stats {
+            // SAFETY: `raw` was just created with its statistics captured.
+            eprintln!("{}", unsafe {
+                describe_statistics(pe, raw, info.name, spec)
+            });
+        }
         let p = Arc::new(Pipeline {
             ctx: self.ctx.clone(),
             raw,
@@ -310,4 +322,65 @@ mod cache_file_tests {
         assert_eq!(read_cache_file(&dir.join("missing.bin")), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
+}
+
+/// One line per executable of `pipeline` (a compute pipeline has one): `name` and its
+/// specialization constants, then every statistic the driver reports for it, or why none could
+/// be read.
+///
+/// # Safety
+/// `pipeline` must be a live pipeline of `pe`'s device created with
+/// `CAPTURE_STATISTICS_KHR`.
+unsafe fn describe_statistics(
+    pe: &ash::khr::pipeline_executable_properties::Device,
+    pipeline: vk::Pipeline,
+    name: &str,
+    spec: &[u32],
+) -> String {
+    let head = format!("kinema: pipeline {name} (spec constants {spec:?})");
+    let info = vk::PipelineInfoKHR::default().pipeline(pipeline);
+    // SAFETY: as the caller promises.
+    let execs = match unsafe { pe.get_pipeline_executable_properties(&info) } {
+        Ok(e) => e.len(),
+        Err(e) => return format!("{head}: no executables ({e})"),
+    };
+    let mut out = Vec::new();
+    for index in 0..execs as u32 {
+        let ei = vk::PipelineExecutableInfoKHR::default()
+            .pipeline(pipeline)
+            .executable_index(index);
+        // SAFETY: as the caller promises; `index` is below the executable count.
+        let stats = match unsafe { pe.get_pipeline_executable_statistics(&ei) } {
+            Ok(s) => s,
+            Err(e) => {
+                out.push(format!("{head}: executable {index}: no statistics ({e})"));
+                continue;
+            }
+        };
+        let items: Vec<String> = stats
+            .iter()
+            .map(|s| {
+                let n = s
+                    .name_as_c_str()
+                    .map_or_else(|_| "?".to_string(), |c| c.to_string_lossy().into_owned());
+                // SAFETY: the union member read is the one `format` names.
+                let v = unsafe {
+                    match s.format {
+                        vk::PipelineExecutableStatisticFormatKHR::BOOL32 => {
+                            (s.value.b32 != 0).to_string()
+                        }
+                        vk::PipelineExecutableStatisticFormatKHR::INT64 => s.value.i64.to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::UINT64 => s.value.u64.to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::FLOAT64 => {
+                            format!("{:.3}", s.value.f64)
+                        }
+                        f => format!("(format {})", f.as_raw()),
+                    }
+                };
+                format!("{n} = {v}")
+            })
+            .collect();
+        out.push(format!("{head}: {}", items.join(", ")));
+    }
+    out.join("\n")
 }
