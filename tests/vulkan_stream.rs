@@ -489,9 +489,9 @@ const CM_LANE: [&str; 5] = [
 /// for narrow outputs second.
 const CM_LANE_Q8: [&str; 2] = [CM_LANE[2], CM_LANE[1]];
 
-/// The lane variant the default policy runs as a GEMM for more than 64 rows
-/// (`gemm_policy::stream::lane_gemm_kernel`).
-const LANE_GEMM: &str = CM_LANE[2];
+/// The lane variant the default policy runs as a GEMM for more than 64 rows and at most 2^23
+/// weights (`gemm_policy::stream::lane_gemm_kernel`): 4 subgroups of 32 x 32 over 256 columns.
+const LANE_GEMM: &str = CM_LANE[3];
 
 /// The kernel that runs an m x n x k linear of `dt` weights (n <= 2048, at element 0) with
 /// `variant` forced, on a device whose probed fragment layout allows lane loads or not: 16-bit
