@@ -299,31 +299,6 @@ impl Drop for Pipelines {
     }
 }
 
-#[cfg(test)]
-mod cache_file_tests {
-    use super::{MAX_PIPELINE_CACHE_BYTES, read_cache_file};
-
-    #[test]
-    fn reads_a_small_regular_file_and_ignores_oversized_or_special_ones() {
-        let dir = std::env::temp_dir().join(format!("kinema-pcache-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let small = dir.join("small.bin");
-        std::fs::write(&small, [1u8, 2, 3]).unwrap();
-        assert_eq!(read_cache_file(&small), Some(vec![1, 2, 3]));
-        // A sparse file one byte over the cap is never read.
-        let big = dir.join("big.bin");
-        std::fs::File::create(&big)
-            .unwrap()
-            .set_len(MAX_PIPELINE_CACHE_BYTES + 1)
-            .unwrap();
-        assert_eq!(read_cache_file(&big), None);
-        // A directory (and likewise a FIFO or a device) is a cold cache.
-        assert_eq!(read_cache_file(&dir), None);
-        assert_eq!(read_cache_file(&dir.join("missing.bin")), None);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
-
 /// One line per executable of `pipeline` (a compute pipeline has one): `name` and its
 /// specialization constants, then every statistic the driver reports for it, or why none could
 /// be read.
@@ -383,4 +358,29 @@ unsafe fn describe_statistics(
         out.push(format!("{head}: {}", items.join(", ")));
     }
     out.join("\n")
+}
+
+#[cfg(test)]
+mod cache_file_tests {
+    use super::{MAX_PIPELINE_CACHE_BYTES, read_cache_file};
+
+    #[test]
+    fn reads_a_small_regular_file_and_ignores_oversized_or_special_ones() {
+        let dir = std::env::temp_dir().join(format!("kinema-pcache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let small = dir.join("small.bin");
+        std::fs::write(&small, [1u8, 2, 3]).unwrap();
+        assert_eq!(read_cache_file(&small), Some(vec![1, 2, 3]));
+        // A sparse file one byte over the cap is never read.
+        let big = dir.join("big.bin");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_PIPELINE_CACHE_BYTES + 1)
+            .unwrap();
+        assert_eq!(read_cache_file(&big), None);
+        // A directory (and likewise a FIFO or a device) is a cold cache.
+        assert_eq!(read_cache_file(&dir), None);
+        assert_eq!(read_cache_file(&dir.join("missing.bin")), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
