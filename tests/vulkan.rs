@@ -1349,18 +1349,33 @@ fn coopmat_peak_runs_where_the_shape_exists() {
 }
 
 /// `read_peak` (the read-bandwidth probe behind `kinema bench --op read_peak`) runs on every
-/// device, reads whole 16-byte words within one binding, and gives a finite positive rate.
+/// device in both patterns, reads whole 16-byte words (whole groups of 8 rows) within one
+/// binding, gives a finite positive rate, and refuses rows it cannot walk.
 #[test]
 fn read_peak_runs_everywhere() {
     for o in devices() {
         let b = VulkanBackend::with_options(o).unwrap();
-        let (bytes, g) = b.read_peak_gbps().unwrap();
-        assert!(
-            bytes > 0 && bytes % 16 == 0 && bytes <= 512 << 20,
-            "{bytes}"
-        );
-        assert!(g.is_finite() && g > 0.0, "{}: {g}", b.device_name());
-        eprintln!("{}: read {bytes} bytes at {g:.1} GB/s", b.device_name());
+        for rows in [None, Some(8192), Some(64)] {
+            let (bytes, g) = b.read_peak_gbps(rows).unwrap();
+            let whole = rows.map_or(16, |r| 8 * r);
+            assert!(
+                bytes > 0 && bytes % whole == 0 && bytes <= 512 << 20,
+                "{bytes}"
+            );
+            assert!(g.is_finite() && g > 0.0, "{}: {g}", b.device_name());
+            eprintln!(
+                "{}: {rows:?}: {bytes} bytes at {g:.1} GB/s",
+                b.device_name()
+            );
+        }
+        // Rows the shader cannot walk are refused, naming the problem.
+        for bad in [0, 48, 100, 2 << 20] {
+            let e = b.read_peak_gbps(Some(bad)).unwrap_err().to_string();
+            assert!(
+                e.contains("read_peak") && e.contains("multiple of 64"),
+                "{e}"
+            );
+        }
     }
 }
 

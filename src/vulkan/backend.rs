@@ -330,21 +330,53 @@ impl VulkanBackend {
     }
 
     /// The bytes read and the device's global-memory read bandwidth in GB/s: `read_peak.comp`
-    /// reading a buffer of
-    /// up to 512 MiB (the largest binding allows, far past the last-level cache of today's
-    /// GPUs) in 16-byte words with 4 loads in flight per invocation, the best of 5 timed runs.
-    /// The ceiling for the weight-streaming linears.
-    pub fn read_peak_gbps(&self) -> Result<(u64, f64)> {
-        const GROUPS: u32 = 8192;
+    /// reading a buffer of up to 512 MiB (the largest binding allows, far past the last-level
+    /// cache of today's GPUs) in 16-byte words with 4 loads in flight per invocation, the best
+    /// of 5 timed runs. `row_bytes` `None`: contiguously (each warp-wide load 512 bytes), the
+    /// ceiling for the weight-streaming linears; `Some(b)`: as rows of `b` bytes (a multiple
+    /// of 64), 64 contiguous bytes from each of 8 rows per load of 32 invocations, the access
+    /// pattern of the lane-loading linears over a weight matrix with rows of `b` bytes.
+    pub fn read_peak_gbps(&self, row_bytes: Option<u64>) -> Result<(u64, f64)> {
+        let row_words = match row_bytes {
+            None => 0,
+            Some(b) if b >= 64 && b % 64 == 0 && b <= 1 << 20 => b / 16,
+            Some(b) => {
+                return Err(Error::InvalidArgument(format!(
+                    "read_peak: rows of {b} bytes: a multiple of 64 up to 1 MiB"
+                )));
+            }
+        };
         let max = self.shared.ctx.limits.max_binding;
-        let bytes = (512u64 << 20).min(max & !15).max(16);
+        let mut bytes = (512u64 << 20).min(max & !15).max(16);
+        if row_words > 0 {
+            // Whole groups of 8 rows.
+            bytes -= bytes % (128 * row_words);
+            if bytes == 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "read_peak: 8 rows of {} bytes exceed a binding of {max}",
+                    16 * row_words
+                )));
+            }
+        }
         let len = (bytes / 4) as usize;
         let s = BufRef::new(self.alloc(DType::F32, len)?, DType::F32, len);
-        // Zeros: the fold is 0, never the value that would make the shader write.
-        self.write(&s, &vec![0u8; bytes as usize])?;
-        let y = BufRef::new(self.alloc(DType::F32, 1)?, DType::F32, 1);
+        // Distinct words, so that a word read twice or not at all changes the xor of them all.
+        let data: Vec<u32> = (0..len as u32)
+            .map(|i| i.wrapping_mul(0x9e37_79b9) ^ (i >> 7))
+            .collect();
+        let want = data.iter().fold(0u32, |a, w| a ^ w);
+        self.write(&s, bytemuck::cast_slice(&data))?;
+        drop(data);
+        let words = bytes / 16;
+        // Contiguous: enough invocations to keep every SM busy; rows: one group of 32 per 8 rows.
+        let groups = match words.checked_div(row_words) {
+            None => 8192,
+            Some(rows) => (rows / 8 * 32).div_ceil(256).max(1) as u32,
+        };
+        let folds = 256 * groups as usize;
+        let y = BufRef::new(self.alloc(DType::F32, folds)?, DType::F32, folds);
         let mut rec = self.begin()?;
-        kernels::read_peak(&mut rec, &s, &y, (bytes / 16) as u32, GROUPS)?;
+        kernels::read_peak(&mut rec, &s, &y, [words as u32, row_words as u32], groups)?;
         self.submit(&rec)?;
         self.sync()?;
         let mut best = f64::INFINITY;
@@ -353,6 +385,20 @@ impl VulkanBackend {
             self.submit(&rec)?;
             self.sync()?;
             best = best.min(t.elapsed().as_secs_f64());
+        }
+        let mut out = vec![0u8; 4 * folds];
+        self.read(&y, &mut out)?;
+        let got = bytemuck::cast_slice::<u8, u32>(&out)
+            .iter()
+            .fold(0u32, |a, w| a ^ w);
+        if got != want {
+            return Err(Error::Kernel {
+                op: "read_peak",
+                msg: format!(
+                    "the words read fold to {got:#010x}, the buffer's to {want:#010x}: the \
+                     probe did not read every word exactly once"
+                ),
+            });
         }
         Ok((bytes, bytes as f64 / best / 1e9))
     }

@@ -204,6 +204,7 @@ pub(crate) mod push {
     pub struct ReadPeak {
         pub off: [u32; 2],
         pub words: u32,
+        pub row_words: u32,
     }
 
     #[repr(C)]

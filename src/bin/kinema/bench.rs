@@ -129,7 +129,9 @@ fn kernels_on(o: &KernelOpts, selection: &Selection) -> kinema::Result<()> {
             }
         }
         if o.op.is_none() || o.op.as_deref() == Some("read_peak") {
-            show(&peaks::read_peak(b)?, o.run.json);
+            for m in peaks::read_peak(b)? {
+                show(&m, o.run.json);
+            }
         }
         if cases.is_empty() {
             return Ok(());

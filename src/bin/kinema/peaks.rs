@@ -103,27 +103,36 @@ pub fn coopmat_peak(b: &VulkanBackend) -> kinema::Result<Option<Measurement>> {
     }))
 }
 
-/// The Vulkan device's global-memory read bandwidth ([`VulkanBackend::read_peak_gbps`]) as a
-/// measurement with op `read_peak`.
-pub fn read_peak(b: &VulkanBackend) -> kinema::Result<Measurement> {
-    let (bytes, g) = b.read_peak_gbps()?;
+/// The Vulkan device's global-memory read bandwidth ([`VulkanBackend::read_peak_gbps`]) as
+/// measurements with op `read_peak`: contiguous reads (shape `<size>MiB`), then the lane
+/// linears' pattern over rows of 8 KiB, a Llama-3-8B bf16 weight row (shape `<size>MiB/8KiB-rows`).
+pub fn read_peak(b: &VulkanBackend) -> kinema::Result<Vec<Measurement>> {
     let info = b.info();
-    Ok(Measurement {
-        op: "read_peak".to_string(),
-        shape: format!("{}MiB", bytes >> 20),
-        dtype: "u32".to_string(),
-        backend: info.kind.to_string(),
-        isa: info.device,
-        threads: 1,
-        precision: info.precision.name().to_string(),
-        cooperative_matrix: info.cooperative_matrix,
-        median_s: 0.0,
-        min_s: 0.0,
-        samples: 5,
-        iters_per_sample: 1,
-        gflops: None,
-        gbps: Some(g),
-        gpu_s: None,
-        gpu_gflops: None,
-    })
+    let mut v = Vec::new();
+    for rows in [None, Some(8192)] {
+        let (bytes, g) = b.read_peak_gbps(rows)?;
+        let shape = match rows {
+            None => format!("{}MiB", bytes >> 20),
+            Some(r) => format!("{}MiB/{}KiB-rows", bytes >> 20, r >> 10),
+        };
+        v.push(Measurement {
+            op: "read_peak".to_string(),
+            shape,
+            dtype: "u32".to_string(),
+            backend: info.kind.to_string(),
+            isa: info.device.clone(),
+            threads: 1,
+            precision: info.precision.name().to_string(),
+            cooperative_matrix: info.cooperative_matrix,
+            median_s: 0.0,
+            min_s: 0.0,
+            samples: 5,
+            iters_per_sample: 1,
+            gflops: None,
+            gbps: Some(g),
+            gpu_s: None,
+            gpu_gflops: None,
+        });
+    }
+    Ok(v)
 }

@@ -313,12 +313,14 @@ pub(crate) fn coopmat_peak(
 }
 
 /// `read_peak.comp` on `groups` workgroups of 256 invocations: reads the first `words`
-/// 16-byte words of `s` (an f32 view starting on a 16-byte boundary); `y` takes one float.
+/// 16-byte words of `s` (an f32 view starting on a 16-byte boundary), contiguously
+/// (`row_words` 0) or as rows of `row_words` words, 8 rows per 32 invocations; `y` takes the
+/// xor of each invocation's words (256 `groups` u32s).
 pub(crate) fn read_peak(
     rec: &mut VulkanRecording,
     s: &Ref,
     y: &Ref,
-    words: u32,
+    [words, row_words]: [u32; 2],
     groups: u32,
 ) -> Result<()> {
     rec.dispatch(Dispatch {
@@ -328,6 +330,7 @@ pub(crate) fn read_peak(
         args: &[In(s), Out(y)],
         push: push::ReadPeak {
             words,
+            row_words,
             ..Default::default()
         },
         groups: [groups, 1, 1],
