@@ -456,7 +456,15 @@ fn device_out_of_range_is_a_clear_error() {
         "{e}"
     );
     // The same through the environment variable, end to end in the command-line tool.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinema"))
+    let out = bench_add_cli(&[("KINEMA_VK_DEVICE", "99")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("device 99"), "{err}");
+}
+
+/// `kinema bench --backend vulkan --op add --shape 64 --samples 1` with `env` added to the
+/// environment (the variables reach only that process).
+fn bench_add_cli(env: &[(&str, &str)]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kinema"))
         .args([
             "bench",
             "--backend",
@@ -468,11 +476,9 @@ fn device_out_of_range_is_a_clear_error() {
             "--samples",
             "1",
         ])
-        .env("KINEMA_VK_DEVICE", "99")
+        .envs(env.iter().copied())
         .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("device 99"), "{err}");
+        .unwrap()
 }
 
 /// `0.5 x` on `b`.
@@ -1388,23 +1394,12 @@ fn pipeline_statistics_follow_the_extension() {
         return;
     };
     for d in ds {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinema"))
-            .args([
-                "bench",
-                "--backend",
-                "vulkan",
-                "--op",
-                "add",
-                "--shape",
-                "64",
-                "--samples",
-                "1",
-            ])
-            .env("KINEMA_VK_DEVICE", d.index.to_string())
-            .env("KINEMA_VK_PIPELINE_STATS", "1")
-            .env("KINEMA_VK_PIPELINE_CACHE", "off")
-            .output()
-            .unwrap();
+        let index = d.index.to_string();
+        let out = bench_add_cli(&[
+            ("KINEMA_VK_DEVICE", index.as_str()),
+            ("KINEMA_VK_PIPELINE_STATS", "1"),
+            ("KINEMA_VK_PIPELINE_CACHE", "off"),
+        ]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{}: {err}", d.name);
         let offered = d

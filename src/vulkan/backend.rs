@@ -302,6 +302,21 @@ impl VulkanBackend {
             .map(|f| f.shader.info().name)
     }
 
+    /// The shortest wall time in seconds of `runs` submissions of `rec`, each waited for,
+    /// after one untimed warm-up (the peak probes' timing).
+    fn best_of(&self, rec: &VulkanRecording, runs: usize) -> Result<f64> {
+        self.submit(rec)?;
+        self.sync()?;
+        let mut best = f64::INFINITY;
+        for _ in 0..runs {
+            let t = std::time::Instant::now();
+            self.submit(rec)?;
+            self.sync()?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        Ok(best)
+    }
+
     /// The device's cooperative-matrix multiply-add rate in GFLOP/s: 16 x 16 x 16 f16 x f16 +
     /// f32 products on operands held in registers (`coopmat_peak.comp`), the best of 3 timed
     /// runs of about 0.1 s on a fast GPU. `None` on a device without that shape.
@@ -316,15 +331,7 @@ impl VulkanBackend {
         let y = BufRef::new(self.alloc(DType::F32, len)?, DType::F32, len);
         let mut rec = self.begin()?;
         kernels::coopmat_peak(&mut rec, &y, GROUPS, ITERS)?;
-        self.submit(&rec)?;
-        self.sync()?;
-        let mut best = f64::INFINITY;
-        for _ in 0..3 {
-            let t = std::time::Instant::now();
-            self.submit(&rec)?;
-            self.sync()?;
-            best = best.min(t.elapsed().as_secs_f64());
-        }
+        let best = self.best_of(&rec, 3)?;
         let flops = f64::from(GROUPS) * 4.0 * f64::from(ITERS) * 8.0 * 2.0 * 4096.0;
         Ok(Some(flops / best / 1e9))
     }
@@ -377,15 +384,7 @@ impl VulkanBackend {
         let y = BufRef::new(self.alloc(DType::F32, folds)?, DType::F32, folds);
         let mut rec = self.begin()?;
         kernels::read_peak(&mut rec, &s, &y, [words as u32, row_words as u32], groups)?;
-        self.submit(&rec)?;
-        self.sync()?;
-        let mut best = f64::INFINITY;
-        for _ in 0..5 {
-            let t = std::time::Instant::now();
-            self.submit(&rec)?;
-            self.sync()?;
-            best = best.min(t.elapsed().as_secs_f64());
-        }
+        let best = self.best_of(&rec, 5)?;
         let mut out = vec![0u8; 4 * folds];
         self.read(&y, &mut out)?;
         let got = bytemuck::cast_slice::<u8, u32>(&out)
