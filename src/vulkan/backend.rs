@@ -376,10 +376,13 @@ impl VulkanBackend {
         drop(data);
         let words = bytes / 16;
         // Contiguous: enough invocations to keep every SM busy; rows: one group of 32 per 8 rows.
+        // Both loops stride over the grid, so a device's workgroup-count limit only means more
+        // work per invocation.
         let groups = match words.checked_div(row_words) {
             None => 8192,
-            Some(rows) => (rows / 8 * 32).div_ceil(256).max(1) as u32,
-        };
+            Some(rows) => (rows / 8 * 32).div_ceil(256).max(1),
+        }
+        .min(u64::from(self.shared.ctx.limits.max_workgroup_count[0])) as u32;
         let folds = 256 * groups as usize;
         let y = BufRef::new(self.alloc(DType::F32, folds)?, DType::F32, folds);
         let mut rec = self.begin()?;
