@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use super::context::Context;
+use super::context::{Context, env_flag};
 use super::memory::{Memory, VulkanBuffer};
 use super::pipeline::Pipelines;
 use super::probe::CoopMatShape;
@@ -72,10 +72,6 @@ fn default_cache_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .map(|d| d.join("kinema"))
-}
-
-fn env_flag(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
 impl VulkanOptions {

@@ -45,6 +45,12 @@ pub(crate) struct Limits {
     pub timestamp_valid_bits: u32,
 }
 
+/// Whether the environment variable `name` is set to something other than empty or `0`
+/// (the Vulkan backend's on/off switches).
+pub(crate) fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
 pub(crate) struct Context {
     // Kept so the loader stays open while the instance lives.
     _entry: ash::Entry,
@@ -307,8 +313,7 @@ impl Context {
             .map_err(|e| vk_error("listing device extensions", e))?;
         let has = |n: &CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
         let push = use_push_descriptor && has(ash::khr::push_descriptor::NAME);
-        let stats = std::env::var("KINEMA_VK_PIPELINE_STATS")
-            .is_ok_and(|v| !v.is_empty() && v != "0")
+        let stats = env_flag("KINEMA_VK_PIPELINE_STATS")
             && has(ash::khr::pipeline_executable_properties::NAME)
             && {
                 let mut fp = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
