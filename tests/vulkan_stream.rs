@@ -478,10 +478,10 @@ const CM_DIRECT: [&str; 3] = [
 /// probed fragment layout is the one they assume, and the direct variant the default picks for
 /// these narrow outputs otherwise.
 const CM_LANE: [&str; 5] = [
-    "linear_cm_lane_32x128x256_32x32_u8",
+    "linear_cm_lane_32x256x256_32x32_u4",
     "linear_cm_lane_32x128x256_32x16_u4",
     "linear_cm_lane_32x128x256_32x32_u4",
-    "linear_cm_lane_32x256x256_32x32_u4",
+    "linear_cm_lane_32x128x256_32x32_u8",
     "linear_cm_lane_64x128x128_64x32_u4",
 ];
 
@@ -491,7 +491,7 @@ const CM_LANE_Q8: [&str; 2] = [CM_LANE[2], CM_LANE[1]];
 
 /// The lane variant the default policy runs as a GEMM for more than 64 rows and at most 2^23
 /// weights (`gemm_policy::stream::lane_gemm_kernel`): 4 subgroups of 32 x 32 over 256 columns.
-const LANE_GEMM: &str = CM_LANE[3];
+const LANE_GEMM: &str = CM_LANE[0];
 
 /// The kernel that runs an m x n x k linear of `dt` weights (n <= 2048, at element 0) with
 /// `variant` forced, on a device whose probed fragment layout allows lane loads or not: 16-bit

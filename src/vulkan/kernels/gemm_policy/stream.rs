@@ -83,6 +83,7 @@ impl StreamTile {
             kt: self.kt as usize,
             max_ks: None,
             row_block: None,
+            wave: None,
         }
     }
     /// The shader's specialization constants 0..=7.
@@ -289,10 +290,19 @@ pub(crate) const CM_DIRECT: [CoopFixed; 3] = [
 /// 0.042-0.043; in an earlier call 8 x (32 x 16) 0.102 / 0.033 and 0.017 ms at 32x1024x4096
 /// (4 x (32 x 32): 0.021). 8 x (32 x 32) over 256 columns was within 10% of one window either
 /// way. The 64-row tile is for [`lane_gemm_kernel`]'s larger m.
+///
+/// On the H200 (2026-12-03 21:00 UTC, one call, bf16, 32 rows, GPU ms by forced splits
+/// 1 / 2 / 4 / 8 / 16): 32x14336x4096 on 4 x (32 x 32) over 128 columns with two windows
+/// 0.101 / **0.075** / 0.081 / 0.091 / 0.101, on 8 x (32 x 32) over 256 columns 0.106 /
+/// **0.072** / 0.077 / 0.087 / 0.098; 32x4096x4096 0.077 / 0.049 / 0.033 / **0.029** / 0.041
+/// and 0.087 / 0.051 / 0.033 / **0.025** / 0.036. The fastest grid is about one wave at the
+/// kernels' occupancy (8 warps an SM at their ~255 registers: [`LANE_WAVE_WARPS`]), so the 256
+/// columns, which were behind with the old splits (0.036 against 0.030 at 4096 x 4096), now
+/// lead: the default for wide outputs.
 pub(crate) const CM_LANE: [CoopFixed; 5] = [
     CoopFixed {
-        tile: CoopTile::new(32, 128, 256, 32, 32),
-        shader: Shader::LinearCmLane32x128x256_32x32U8,
+        tile: CoopTile::new(32, 256, 256, 32, 32),
+        shader: Shader::LinearCmLane32x256x256_32x32U4,
     },
     CoopFixed {
         tile: CoopTile::new(32, 128, 256, 32, 16),
@@ -303,8 +313,8 @@ pub(crate) const CM_LANE: [CoopFixed; 5] = [
         shader: Shader::LinearCmLane32x128x256_32x32U4,
     },
     CoopFixed {
-        tile: CoopTile::new(32, 256, 256, 32, 32),
-        shader: Shader::LinearCmLane32x256x256_32x32U4,
+        tile: CoopTile::new(32, 128, 256, 32, 32),
+        shader: Shader::LinearCmLane32x128x256_32x32U8,
     },
     CoopFixed {
         tile: CoopTile::new(64, 128, 128, 64, 32),
@@ -324,7 +334,7 @@ pub(crate) const CM_LANE_Q8: [CoopFixed; 2] = [CM_LANE[2], CM_LANE[1]];
 /// / 0.052, 606x2048x1024 0.054 / 0.047, 404x3072x1024 0.054 / 0.048, 404x1024x1024 0.028 /
 /// 0.026, 404x1024x2048 0.036 / 0.032. Each B fragment still feeds two products; the wider
 /// tile halves how often each row block's x is staged per weight read.
-const LANE_GEMM: usize = 3;
+const LANE_GEMM: usize = 0;
 
 /// Whether `table`, what `coopmat_layout.comp` wrote for a 32-invocation subgroup (the
 /// fragment length, then each invocation's elements; element (row r, column c) of the probed
@@ -387,19 +397,25 @@ impl DirectLayout {
 /// 0.293 ms with the 9 that filling the GPU asks for (1600 k each).
 const CM_STREAM_MAX_KS: usize = 1024;
 
+/// Warps that fill the H200 once at the lane variants' occupancy: 132 SMs x 8 warps (their
+/// 32 x 32 blocks take ~255 registers, `KINEMA_VK_PIPELINE_STATS=1`). Their automatic splits
+/// make about this many warps ([`StreamGrid::wave`]; measurements at [`CM_LANE`]).
+const LANE_WAVE_WARPS: usize = 4 * GEMM_MIN_WORKGROUPS;
+
 impl CoopFixed {
     /// The grid of a fast-mode streaming variant: its columns, its k step, and at most
-    /// [`CM_STREAM_MAX_KS`] k per split.
+    /// [`CM_STREAM_MAX_KS`] k per split; the lane variants also their wave of
+    /// [`LANE_WAVE_WARPS`] warps (which [`stream_splits`] follows where they stream weights).
     pub fn stream_grid(&self) -> StreamGrid {
-        let direct = CM_DIRECT
-            .iter()
-            .chain(&CM_LANE)
-            .any(|v| v.shader == self.shader);
+        let lane = CM_LANE.iter().any(|v| v.shader == self.shader);
+        let direct = lane || CM_DIRECT.iter().any(|v| v.shader == self.shader);
+        let warps = (self.tile.bm / self.tile.wm) * (self.tile.bn / self.tile.wn);
         StreamGrid {
             columns: self.tile.bn as usize,
             kt: self.tile.bk as usize,
             max_ks: Some(CM_STREAM_MAX_KS),
             row_block: direct.then_some(self.tile.bm as usize),
+            wave: lane.then(|| (LANE_WAVE_WARPS / warps.max(1) as usize).max(1)),
         }
     }
 }
@@ -553,6 +569,12 @@ pub(crate) struct StreamGrid {
     /// Rows per workgroup where the grid's third dimension walks the row blocks (the direct
     /// and lane variants); `None` where each workgroup walks every row block in turn.
     pub row_block: Option<usize>,
+    /// Workgroups that fill the GPU once (the lane variants). Where they stream weights (one
+    /// row block, or more than [`LANE_GEMM_MAX_WEIGHTS`] weights, which L2 does not keep for
+    /// the next row block) the automatic splits are as many as fit in it without exceeding
+    /// it, `wave / groups` (at least one), with no bound on k per split; elsewhere `max_ks`
+    /// and [`GEMM_MIN_WORKGROUPS`] rule as for the other grids.
+    pub wave: Option<usize>,
 }
 
 impl StreamGrid {
@@ -563,7 +585,8 @@ impl StreamGrid {
 }
 
 /// Splits of k for an m x n x k linear on a streaming kernel of grid `t` with weight rows of
-/// `row_bytes`, and k per split: the forced count (`KINEMA_VK_STREAM_SPLITS`) when positive; else enough for
+/// `row_bytes`, and k per split: the forced count (`KINEMA_VK_STREAM_SPLITS`) when positive; else
+/// as many as the grid's `wave` holds where it applies ([`StreamGrid::wave`]), or enough for
 /// [`GEMM_MIN_WORKGROUPS`] workgroups (and at least enough for the grid's `max_ks`), but at
 /// most so many that the partial sums (4 m bytes
 /// per column and split, written and read back) stay within a quarter of the weight bytes or
@@ -586,16 +609,22 @@ pub(crate) fn stream_splits(
     let want = match forced.filter(|&s| s > 0) {
         Some(s) => s,
         None => {
-            let fill = if groups >= GEMM_MIN_WORKGROUPS {
-                1
-            } else {
-                let partial = 4 * m.max(1);
-                let cap = (row_bytes / (4 * partial))
-                    .max(free_partial_bytes / (partial * n.max(1)))
-                    .max(1);
-                GEMM_MIN_WORKGROUPS.div_ceil(groups).min(cap)
-            };
-            fill.max(t.max_ks.map_or(1, |ks| k.div_ceil(ks.max(1))))
+            let partial = 4 * m.max(1);
+            let cap = (row_bytes / (4 * partial))
+                .max(free_partial_bytes / (partial * n.max(1)))
+                .max(1);
+            let streams = t.row_groups(m) == 1 || k.saturating_mul(n) > LANE_GEMM_MAX_WEIGHTS;
+            match t.wave.filter(|_| streams) {
+                Some(wave) => (wave / groups.max(1)).clamp(1, cap),
+                None => {
+                    let fill = if groups >= GEMM_MIN_WORKGROUPS {
+                        1
+                    } else {
+                        GEMM_MIN_WORKGROUPS.div_ceil(groups).min(cap)
+                    };
+                    fill.max(t.max_ks.map_or(1, |ks| k.div_ceil(ks.max(1))))
+                }
+            }
         }
     };
     let fit = (l.max_binding / 2 / (4 * (m * n).max(1) as u64)).max(1) as usize;
@@ -1104,7 +1133,7 @@ mod tests {
         }
         // q8_0 forced onto a lane variant that does not read it (two windows in flight, 64
         // rows) takes the q8_0 default; one that does is taken.
-        for v in [CM_LANE[0], CM_LANE[4]] {
+        for v in [CM_LANE[3], CM_LANE[4]] {
             let f = cm_forced(v);
             let got = pick([32, 4096, 4096], DType::Q8_0, lane, &f);
             assert_eq!(got, Some(CM_LANE_Q8[0].shader));
@@ -1243,5 +1272,48 @@ mod tests {
         );
         // With one row block, 12 column groups ask for splits.
         assert!(stream_splits([32, 3072, 1024], 2048, 0, grid, &l, &none).0 > 1);
+    }
+
+    #[test]
+    fn lane_splits_fill_one_wave() {
+        let l = h200();
+        let none = Forced::default();
+        let splits = |v: CoopFixed, mnk: [usize; 3]| {
+            stream_splits(mnk, 2 * mnk[2], 0, v.stream_grid(), &l, &none)
+        };
+        // 8 subgroups over 256 columns: a wave of 132 workgroups; 4 over 128: 264.
+        assert_eq!(CM_LANE[0].stream_grid().wave, Some(132));
+        assert_eq!(CM_LANE[3].stream_grid().wave, Some(264));
+        assert_eq!(CM_DIRECT[0].stream_grid().wave, None);
+        assert_eq!(CM_STREAM[0].stream_grid().wave, None);
+        for v in [CM_LANE[0], CM_LANE[3]] {
+            // 56 or 112 column groups: 2 splits of 2048 k (no 1024-k bound).
+            assert_eq!(splits(v, [32, 14336, 4096]), (2, 2048));
+            // 16 or 32: 8 of 512, and 8 of 1792 at k = 14336.
+            assert_eq!(splits(v, [32, 4096, 4096]), (8, 512));
+            assert_eq!(splits(v, [32, 4096, 14336]), (8, 1792));
+        }
+        // Kimodo's 404 and 606 rows with weights that L2 keeps: at most 1024 k a split as
+        // before (1 split took 606x1024x2048 from 0.052 to 0.042 ms on the H200 but 404x1024x2048
+        // from 0.032 to 0.042, and the generation from 0.678 to 0.726 s).
+        assert_eq!(splits(CM_LANE[0], [606, 1024, 2048]), (2, 1024));
+        assert_eq!(splits(CM_LANE[0], [404, 1024, 2048]), (2, 1024));
+        // LLM2Vec at 16 prompts (512 rows, 16 row blocks of the 64-row tile) streams its 2^24+
+        // weights: one split of 4096 k where 1024 k asked for 4 (0.221 -> 0.176 ms at 4096^2).
+        assert_eq!(CM_LANE[4].stream_grid().wave, Some(264));
+        assert_eq!(splits(CM_LANE[4], [512, 4096, 4096]), (1, 4096));
+        assert_eq!(splits(CM_LANE[4], [512, 14336, 4096]), (1, 4096));
+        // The partial sums still bound the splits: 4 KiB weight rows at 32 rows allow 8.
+        assert_eq!(splits(CM_LANE[1], [32, 128, 2048]).0, 8);
+        // A forced count wins.
+        let four = Forced {
+            stream_splits: Some("4".into()),
+            ..Forced::default()
+        };
+        let grid = CM_LANE[0].stream_grid();
+        assert_eq!(
+            stream_splits([32, 14336, 4096], 8192, 0, grid, &l, &four),
+            (4, 1024)
+        );
     }
 }
