@@ -490,7 +490,7 @@ const CM_LANE: [&str; 5] = [
 const CM_LANE_Q8: [&str; 2] = [CM_LANE[2], CM_LANE[1]];
 
 /// The lane variant the default policy runs as a GEMM for more than 64 rows and at most 2^23
-/// weights (`gemm_policy::stream::lane_gemm_kernel`): 4 subgroups of 32 x 32 over 256 columns.
+/// weights (`gemm_policy::stream::lane_gemm_kernel`): 8 subgroups of 32 x 32 over 256 columns.
 const LANE_GEMM: &str = CM_LANE[0];
 
 /// The kernel that runs an m x n x k linear of `dt` weights (n <= 2048, at element 0) with

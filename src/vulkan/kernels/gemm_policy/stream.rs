@@ -328,7 +328,7 @@ pub(crate) const CM_LANE: [CoopFixed; 5] = [
 pub(crate) const CM_LANE_Q8: [CoopFixed; 2] = [CM_LANE[2], CM_LANE[1]];
 
 /// The [`CM_LANE`] variant [`lane_gemm_kernel`] runs up to [`LANE_GEMM_MAX_WEIGHTS`] weights
-/// unless `KINEMA_VK_CM_STREAM` names another: 4 subgroups of 32 x 32 over 256 columns. On the
+/// unless `KINEMA_VK_CM_STREAM` names another: 8 subgroups of 32 x 32 over 256 columns. On the
 /// H200 (2026-12-03 17:10 UTC, one call, f16, GPU ms; 128 columns / 256 columns, the same in two
 /// runs each): 606x3072x1024 0.055 / 0.048, 606x1024x1024 0.031 / 0.027, 606x1024x2048 0.058
 /// / 0.052, 606x2048x1024 0.054 / 0.047, 404x3072x1024 0.054 / 0.048, 404x1024x1024 0.028 /
@@ -515,7 +515,7 @@ const LANE_GEMM_WIDE: usize = 4;
 /// ([`STREAM_MAX_M`], [`LANE_GEMM_MAX_M`]] and at least [`LANE_GEMM_MIN_WEIGHTS`] weights,
 /// unless `KINEMA_VK_LINEAR` names another kernel (`stream-window` is the default). The variant
 /// `KINEMA_VK_CM_STREAM` names if it is one of [`CM_LANE`], else up to
-/// [`LANE_GEMM_MAX_WEIGHTS`] weights [`LANE_GEMM`] (4 subgroups of 32 x 32 over 256 columns,
+/// [`LANE_GEMM_MAX_WEIGHTS`] weights [`LANE_GEMM`] (8 subgroups of 32 x 32 over 256 columns,
 /// one window of 64 k at a time), and above it 4 subgroups of 64 x 32. On the
 /// H200 (2026-12-03, `bench kernels --op linear`, f16 weights, GPU ms; tiled / 32 x 32 over
 /// 128 columns): 606x3072x1024 0.069 / 0.055, 606x1024x1024 0.057 / 0.031, 606x1024x2048 0.096
@@ -1298,7 +1298,7 @@ mod tests {
         // from 0.032 to 0.042, and the generation from 0.678 to 0.726 s).
         assert_eq!(splits(CM_LANE[0], [606, 1024, 2048]), (2, 1024));
         assert_eq!(splits(CM_LANE[0], [404, 1024, 2048]), (2, 1024));
-        // LLM2Vec at 16 prompts (512 rows, 16 row blocks of the 64-row tile) streams its 2^24+
+        // LLM2Vec at 16 prompts (512 rows, 8 row blocks of the 64-row tile) streams its 2^24+
         // weights: one split of 4096 k where 1024 k asked for 4 (0.221 -> 0.176 ms at 4096^2).
         assert_eq!(CM_LANE[4].stream_grid().wave, Some(264));
         assert_eq!(splits(CM_LANE[4], [512, 4096, 4096]), (1, 4096));
