@@ -340,10 +340,13 @@ f16vec2 lane_pair(uint bits) {
     return unpackFloat2x16(bits);
 }
 
-// Two q8_0 quants (the low byte first) as f16, times the block's scale d.
-f16vec2 q8_pair(uint bits, float16_t d) {
-    int v = int(bits);
-    return f16vec2(float16_t(bitfieldExtract(v, 0, 8)), float16_t(bitfieldExtract(v, 8, 8))) * d;
+// Two q8_0 quants as f16, times the block's scale d: `pair` holds them biased to unsigned
+// (q + 128) in bits 0-7 and 16-23 (the low one first). Or'ed into the mantissa of f16 1024
+// (0x6400, where the f16 step is 1) each is exactly 1024 + 128 + q, and 1152 less exactly q:
+// the float16_t(q) * d of an int-to-float conversion per quant, in two integer and two packed
+// f16 operations per pair (the conversions were the q8_0 kernel's largest cost).
+f16vec2 q8_pair(uint pair, float16_t d) {
+    return (unpackFloat2x16(pair | 0x64006400u) - f16vec2(1152.0)) * d;
 }
 
 // This invocation's raw words of weight row `r` in the window at k `kw` (zeros past n), loaded
@@ -385,8 +388,10 @@ void lane_convert(uvec4 lo, uvec4 hi, out f16vec2 pr[8]) {
             qb[j] = hi.z != 0u ? (q[j] >> 16u) | (q[j + 1u] << 16u) : q[j];
         }
         float16_t d = unpackFloat2x16(hi.y).x;
-        [[unroll]] for (uint i = 0u; i < 8u; i++) {
-            pr[i] = q8_pair(qb[i / 2u] >> (16u * (i % 2u)), d);
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            uint u = qb[j] ^ 0x80808080u;
+            pr[2u * j] = q8_pair((u & 0xffu) | ((u << 8u) & 0xff0000u), d);
+            pr[2u * j + 1u] = q8_pair(((u >> 16u) & 0xffu) | ((u >> 8u) & 0xff0000u), d);
         }
         return;
     }
