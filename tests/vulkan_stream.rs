@@ -602,7 +602,8 @@ fn cm_direct_linear_matches_the_staged_kernel(devices: &[kinema::vulkan::DeviceS
         }
         // The default policy at more rows than the streaming window (Kimodo's linears have 404
         // and 606): 16-bit weights of 2^20 elements run the lane kernel as a GEMM, one
-        // workgroup per row block, where the probe agreed; every dtype within the bound.
+        // workgroup per row block, where the probe agreed, and q8_0 weights the q8_0 lane
+        // default; every dtype within the bound.
         set("KINEMA_VK_LINEAR", None);
         set("KINEMA_VK_CM_STREAM", None);
         set("KINEMA_VK_STREAM_SPLITS", None);
@@ -615,6 +616,9 @@ fn cm_direct_linear_matches_the_staged_kernel(devices: &[kinema::vulkan::DeviceS
             );
             if fast.lane_fragment_layout() && matches!(c.dt, DType::F16 | DType::BF16) {
                 assert_eq!(shaders[0], LANE_GEMM, "{what}: the kernel that ran");
+            }
+            if fast.lane_fragment_layout() && c.dt == DType::Q8_0 {
+                assert_eq!(shaders[0], CM_LANE_Q8[0], "{what}: the kernel that ran");
             }
             c.check(&what, &got);
         }

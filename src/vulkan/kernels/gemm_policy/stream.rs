@@ -521,6 +521,12 @@ const LANE_GEMM_WIDE: usize = 4;
 /// 128 columns): 606x3072x1024 0.069 / 0.055, 606x1024x1024 0.057 / 0.031, 606x1024x2048 0.096
 /// / 0.058, 404x3072x1024 0.070 / 0.054 (8 subgroups of 32 x 16: 0.065 / 0.034 / 0.054 /
 /// 0.050); 256 columns took another 10-13% off ([`LANE_GEMM`]).
+///
+/// q8_0 weights that the lane variants may read ([`DirectLayout::lane_q8`]) run the same way
+/// on the q8_0 lane default, [`CM_LANE_Q8`]'s first (or the named variant if it reads q8_0):
+/// LLM2Vec's batches of 16 prompts (512 rows), which otherwise fall to the tiled kernels'
+/// element-by-element q8_0 loads (197 ms a batch on the H200 against 72 ms with bf16 weights,
+/// 2026-12-04).
 pub(crate) fn lane_gemm_kernel(
     [m, n, k]: [usize; 3],
     w: DType,
@@ -535,15 +541,20 @@ pub(crate) fn lane_gemm_kernel(
     let named = CM_LANE
         .iter()
         .find(|v| Some(v.shader.info().name) == f.cm_stream.as_deref());
-    let default = if weights > LANE_GEMM_MAX_WEIGHTS {
-        LANE_GEMM_WIDE
+    let q8 = w == DType::Q8_0 && layout.lane_q8;
+    let sixteen = matches!(w, DType::F16 | DType::BF16) && layout.lane;
+    let v = if q8 {
+        named
+            .filter(|v| CM_LANE_Q8.iter().any(|q| q.shader == v.shader))
+            .copied()
+            .unwrap_or(CM_LANE_Q8[0])
+    } else if weights > LANE_GEMM_MAX_WEIGHTS {
+        named.copied().unwrap_or(CM_LANE[LANE_GEMM_WIDE])
     } else {
-        LANE_GEMM
+        named.copied().unwrap_or(CM_LANE[LANE_GEMM])
     };
-    let v = named.copied().unwrap_or(CM_LANE[default]);
     (window
-        && layout.lane
-        && matches!(w, DType::F16 | DType::BF16)
+        && (sixteen || q8)
         && m > STREAM_MAX_M
         && m <= LANE_GEMM_MAX_M
         && weights >= LANE_GEMM_MIN_WEIGHTS
@@ -1229,9 +1240,26 @@ mod tests {
         }
         assert_eq!(pick([512, 8192, 1024], DType::BF16, lane, &none), want);
         assert_eq!(pick([606, 8192, 1024], DType::F16, lane, &none), want);
-        for w in [DType::F32, DType::Q8_0] {
-            assert_eq!(pick([606, 3072, 1024], w, lane, &none), None);
+        assert_eq!(pick([606, 3072, 1024], DType::F32, lane, &none), None);
+        // q8_0 where the lane variants read it: the q8_0 lane default, at every size (or the
+        // named variant if it reads q8_0); not where k is off the windows of 64 or without
+        // the probe.
+        let q8 = Some(CM_LANE_Q8[0].shader);
+        for mnk in [[606, 3072, 1024], [512, 14336, 4096], [512, 4096, 14336]] {
+            assert_eq!(pick(mnk, DType::Q8_0, lane, &none), q8, "{mnk:?}");
         }
+        for v in CM_LANE {
+            let want = if CM_LANE_Q8.contains(&v) {
+                v
+            } else {
+                CM_LANE_Q8[0]
+            };
+            let got = pick([512, 4096, 4096], DType::Q8_0, lane, &cm_forced(v));
+            assert_eq!(got, Some(want.shader), "{v:?}");
+        }
+        let off = DirectLayout::of(3072, 1040, 0, usize::MAX, true);
+        assert_eq!(pick([606, 3072, 1040], DType::Q8_0, off, &none), None);
+        assert_eq!(pick([606, 3072, 1024], DType::Q8_0, direct, &none), None);
         assert_eq!(pick([606, 3072, 1024], DType::F16, direct, &none), None);
         assert_eq!(
             lane_gemm_kernel([606, 3072, 1024], DType::F16, lane, None, &l, &none),
