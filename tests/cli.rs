@@ -95,3 +95,62 @@ fn generate_json_prints_the_report() {
     assert_eq!(printed, sidecar);
     assert_eq!(printed["frames"], 8);
 }
+
+/// `kinema bench kimodo --samples N` times N motions in one batched generation (each its own
+/// text feature and seed) and reports the time per motion; `--samples 0` is refused by name.
+#[test]
+fn bench_kimodo_times_a_batch_of_motions() {
+    let out = kinema()
+        .args([
+            "bench",
+            "kimodo",
+            "--backend",
+            "cpu",
+            "--threads",
+            "1",
+            "--layers",
+            "1",
+            "--frames",
+            "16",
+            "--steps",
+            "2",
+            "--samples",
+            "3",
+            "--json",
+            "--quiet",
+        ])
+        .output()
+        .expect("run kinema");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    assert_eq!(v["samples"], 3, "{v}");
+    let total = v["generate_s"].as_f64().expect("generate_s");
+    let each = v["per_motion_s"].as_f64().expect("per_motion_s");
+    assert!(
+        total > 0.0 && (each * 3.0 - total).abs() <= 1e-9 * total,
+        "{v}"
+    );
+    assert!(v["tflops"].as_f64().is_some_and(|t| t > 0.0), "{v}");
+
+    let out = kinema()
+        .args([
+            "bench",
+            "kimodo",
+            "--backend",
+            "cpu",
+            "--layers",
+            "1",
+            "--samples",
+            "0",
+        ])
+        .output()
+        .expect("run kinema");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--samples 0"), "{stderr}");
+}

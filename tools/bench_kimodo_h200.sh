@@ -3,7 +3,9 @@
 # upstream's 3 rows and the exact 2-row shortcut, fast with bf16 weights) and upstream PyTorch
 # on CUDA (its own `_generate` loop, 3 rows, f32, TF32 off, with and without the
 # TransformerEncoderLayer fast path), T = 150 frames, 100 steps, on the same deterministic
-# synthetic weights at the released SOMA size. Then one step's per-op GPU time table.
+# synthetic weights at the released SOMA size; then 16 motions in one batched generation (each
+# its own text feature and seed: the #13 throughput target is <= 2 s for all 16). Then one
+# step's per-op GPU time table.
 #   UPSTREAM_ROOT=/path/to/kimodo@7330e7e [ASSETS=.../kimodo/assets] tools/bench_kimodo_h200.sh [kinema] > gpu.jsonl
 set -euo pipefail
 k=${1:-target/release/kinema}
@@ -12,6 +14,10 @@ for a in "--precision strict --rows 3" "--precision strict --rows 2" \
          "--precision fast --rows 2" "--precision fast --rows 3"; do
   # shellcheck disable=SC2086
   "$k" bench kimodo --backend vulkan --frames 150 --steps 100 $a --json
+done
+for p in fast strict; do
+  "$k" bench kimodo --backend vulkan --frames 150 --steps 100 --rows 2 --precision "$p" \
+    --samples 16 --json
 done
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

@@ -60,6 +60,7 @@ pub fn quick(o: &KernelOpts) -> kinema::Result<()> {
         steps: 1,
         rows: 2,
         layers: 16,
+        samples: 1,
     };
     // The step runs where the table ran (and the fallback note is not said twice), unless
     // --threads asks for the CPU.

@@ -265,6 +265,10 @@ pub struct BenchOpts {
     /// Encoder layers per stage (16 in the released models; fewer for a quick run).
     #[arg(long, default_value_t = 16)]
     layers: usize,
+    /// Motions generated side by side in one batched generation, each with its own text
+    /// feature and seed (the throughput of a host that generates many).
+    #[arg(long, default_value_t = 1)]
+    samples: usize,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -276,6 +280,7 @@ pub fn bench(o: &BenchOpts) -> kinema::Result<()> {
         steps: o.steps,
         rows: o.rows,
         layers: o.layers,
+        samples: o.samples,
     };
     crate::bench::model::<Kimodo>(&o.run.select()?, &opts, o.run.json)
 }
