@@ -116,7 +116,8 @@ pub struct BenchOpts {
     /// Weight dtype of the synthetic model: bf16 (the converter's default), f16, f32 or q8_0.
     #[arg(long, default_value = "bf16")]
     dtype: String,
-    /// Timed forwards after one untimed warm-up.
+    /// Timed forwards, after untimed ones for half a second (at least one; the first run's
+    /// time is reported apart).
     #[arg(long, default_value_t = 50)]
     runs: usize,
     #[command(flatten)]
