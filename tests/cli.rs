@@ -96,31 +96,20 @@ fn generate_json_prints_the_report() {
     assert_eq!(printed["frames"], 8);
 }
 
+/// `kinema bench kimodo --backend cpu --layers 1` with `args` after it.
+fn bench_kimodo(args: &str) -> std::process::Output {
+    kinema()
+        .args(["bench", "kimodo", "--backend", "cpu", "--layers", "1"])
+        .args(args.split_whitespace())
+        .output()
+        .expect("run kinema")
+}
+
 /// `kinema bench kimodo --samples N` times N motions in one batched generation (each its own
 /// text feature and seed) and reports the time per motion; `--samples 0` is refused by name.
 #[test]
 fn bench_kimodo_times_a_batch_of_motions() {
-    let out = kinema()
-        .args([
-            "bench",
-            "kimodo",
-            "--backend",
-            "cpu",
-            "--threads",
-            "1",
-            "--layers",
-            "1",
-            "--frames",
-            "16",
-            "--steps",
-            "2",
-            "--samples",
-            "3",
-            "--json",
-            "--quiet",
-        ])
-        .output()
-        .expect("run kinema");
+    let out = bench_kimodo("--threads 1 --frames 16 --steps 2 --samples 3 --json --quiet");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -137,19 +126,7 @@ fn bench_kimodo_times_a_batch_of_motions() {
     );
     assert!(v["tflops"].as_f64().is_some_and(|t| t > 0.0), "{v}");
 
-    let out = kinema()
-        .args([
-            "bench",
-            "kimodo",
-            "--backend",
-            "cpu",
-            "--layers",
-            "1",
-            "--samples",
-            "0",
-        ])
-        .output()
-        .expect("run kinema");
+    let out = bench_kimodo("--samples 0");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("--samples 0"), "{stderr}");
