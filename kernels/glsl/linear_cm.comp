@@ -344,7 +344,7 @@ f16vec2 lane_pair(uint bits) {
 // (q + 128) in bits 0-7 and 16-23 (the low one first). Or'ed into the mantissa of f16 1024
 // (0x6400, where the f16 step is 1) each is exactly 1024 + 128 + q, and 1152 less exactly q:
 // the float16_t(q) * d of an int-to-float conversion per quant, in two integer and two packed
-// f16 operations per pair (the conversions were the q8_0 kernel's largest cost).
+// f16 operations per pair (3% off the q8_0 kernel on the H200: BENCHMARKS.md, 2026-12-04).
 f16vec2 q8_pair(uint pair, float16_t d) {
     return (unpackFloat2x16(pair | 0x64006400u) - f16vec2(1152.0)) * d;
 }

@@ -523,7 +523,8 @@ const LANE_GEMM_WIDE: usize = 4;
 /// 0.050); 256 columns took another 10-13% off ([`LANE_GEMM`]).
 ///
 /// q8_0 weights that the lane variants may read ([`DirectLayout::lane_q8`]) run the same way
-/// on the q8_0 lane default, [`CM_LANE_Q8`]'s first (or the named variant if it reads q8_0):
+/// on the q8_0 lane default, [`CM_LANE_Q8`]'s first, in 32-row blocks at every size (the
+/// 64-row tile is not validated for q8_0), or the named variant if it reads q8_0:
 /// LLM2Vec's batches of 16 prompts (512 rows), which otherwise fall to the tiled kernels'
 /// element-by-element q8_0 loads (197 ms a batch on the H200 against 72 ms with bf16 weights,
 /// 2026-12-04).
