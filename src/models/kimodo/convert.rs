@@ -174,25 +174,7 @@ pub fn convert(
     }
 
     let mut w = GgufWriter::new();
-    w.add_metadata(keys::ARCHITECTURE, keys::ARCH_NAME)?;
-    w.add_metadata(keys::SKELETON, config.skeleton.name())?;
-    for (key, v) in [
-        (keys::LATENT_DIM, config.latent_dim),
-        (keys::FF_SIZE, config.ff_size),
-        (keys::NUM_LAYERS, config.num_layers),
-        (keys::NUM_HEADS, config.num_heads),
-        (keys::LLM_DIM, config.llm_dim),
-        (keys::NUM_TEXT_TOKENS, config.num_text_tokens),
-        (keys::MOTION_DIM, config.motion_dim),
-        (keys::NUM_BASE_STEPS, config.num_base_steps),
-    ] {
-        let v = u32::try_from(v).map_err(|_| bad(format!("{key} = {v} does not fit u32")))?;
-        w.add_metadata(key, v)?;
-    }
-    w.add_metadata(keys::FPS, config.fps)?;
-    w.add_metadata(keys::FIRST_HEADING_TOKEN, config.input_first_heading_angle)?;
-    w.add_metadata(keys::CFG_TEXT, config.cfg_text)?;
-    w.add_metadata(keys::CFG_CONSTRAINT, config.cfg_constraint)?;
+    add_config_metadata(&mut w, &config)?;
     keys::PROVENANCE.add_to(&mut w, CONVERTER_VERSION, &notes, &sources)?;
 
     let mut weights = WeightTally::default();
@@ -216,6 +198,32 @@ pub fn convert(
         parameters: weights.parameters,
         sources,
     })
+}
+
+/// The metadata of `config` that [`KimodoModel::load`](super::KimodoModel::load) reads back
+/// (architecture, skeleton, sizes, fps, heading token, guidance weights), without the
+/// converter's provenance.
+pub fn add_config_metadata(w: &mut GgufWriter, config: &KimodoConfig) -> Result<()> {
+    w.add_metadata(keys::ARCHITECTURE, keys::ARCH_NAME)?;
+    w.add_metadata(keys::SKELETON, config.skeleton.name())?;
+    for (key, v) in [
+        (keys::LATENT_DIM, config.latent_dim),
+        (keys::FF_SIZE, config.ff_size),
+        (keys::NUM_LAYERS, config.num_layers),
+        (keys::NUM_HEADS, config.num_heads),
+        (keys::LLM_DIM, config.llm_dim),
+        (keys::NUM_TEXT_TOKENS, config.num_text_tokens),
+        (keys::MOTION_DIM, config.motion_dim),
+        (keys::NUM_BASE_STEPS, config.num_base_steps),
+    ] {
+        let v = u32::try_from(v).map_err(|_| bad(format!("{key} = {v} does not fit u32")))?;
+        w.add_metadata(key, v)?;
+    }
+    w.add_metadata(keys::FPS, config.fps)?;
+    w.add_metadata(keys::FIRST_HEADING_TOKEN, config.input_first_heading_angle)?;
+    w.add_metadata(keys::CFG_TEXT, config.cfg_text)?;
+    w.add_metadata(keys::CFG_CONSTRAINT, config.cfg_constraint)?;
+    Ok(())
 }
 
 /// One statistics vector: a 1-D float array of `width` finite values, cast to f32 as

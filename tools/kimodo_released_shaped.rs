@@ -1,0 +1,69 @@
+//! Writes a Kimodo model at the released SOMA size (283 M parameters) with the deterministic
+//! synthetic weights and statistics of `kinema bench kimodo` (a measuring tool, not an API
+//! example): `cargo run --release --example kimodo_released_shaped -- OUT.gguf [f32|f16|bf16]`
+//! (f32 by default, as `kinema convert kimodo` writes: 1.1 GB). What it is for: `kinema generate
+//! --model OUT.gguf --text-model <llm2vec_8b_shaped's file> --prompt ...` times the whole
+//! text-to-motion flow at the real sizes and records each phase's peak memory, with no download
+//! (`tools/bench_generate_h200.sh`).
+
+use std::process::ExitCode;
+
+use kinema::formats::GgufWriter;
+use kinema::models::kimodo::config::names;
+use kinema::models::kimodo::{KimodoModel, convert, synthetic};
+use kinema::{DType, HostTensor};
+
+fn write(path: &str, dtype: DType) -> kinema::Result<()> {
+    let model: KimodoModel =
+        synthetic::model(synthetic::released_soma())?.with_weight_dtype(dtype)?;
+    let mut w = GgufWriter::new();
+    convert::add_config_metadata(&mut w, &model.config)?;
+    for (name, t) in &model.tensors {
+        w.add_tensor(name.as_str(), t)?;
+    }
+    let s = &model.stats;
+    for (name, v) in [
+        (names::STATS_GLOBAL_MEAN, &s.global_mean[..]),
+        (names::STATS_GLOBAL_STD, &s.global_std[..]),
+        (names::STATS_LOCAL_MEAN, &s.local_mean[..]),
+        (names::STATS_LOCAL_STD, &s.local_std[..]),
+        (names::STATS_BODY_MEAN, &s.body_mean[..]),
+        (names::STATS_BODY_STD, &s.body_std[..]),
+    ] {
+        w.add_tensor(name, &HostTensor::from_f32(&[v.len()], v)?)?;
+    }
+    w.write(path)?;
+    // What `kinema generate` will read back: the same checks as a converted file.
+    KimodoModel::load(path)?;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (path, dtype) = match args.as_slice() {
+        [p] => (p, DType::F32),
+        [p, d] => match d.as_str() {
+            "f32" => (p, DType::F32),
+            "f16" => (p, DType::F16),
+            "bf16" => (p, DType::BF16),
+            other => {
+                eprintln!("kimodo_released_shaped: unknown dtype {other:?} (f32, f16 or bf16)");
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => {
+            eprintln!("usage: kimodo_released_shaped OUT.gguf [f32|f16|bf16]");
+            return ExitCode::FAILURE;
+        }
+    };
+    match write(path, dtype) {
+        Ok(()) => {
+            println!("{path}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("kimodo_released_shaped: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
