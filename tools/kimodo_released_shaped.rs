@@ -8,10 +8,9 @@
 
 use std::process::ExitCode;
 
+use kinema::DType;
 use kinema::formats::GgufWriter;
-use kinema::models::kimodo::config::names;
 use kinema::models::kimodo::{KimodoModel, convert, synthetic};
-use kinema::{DType, HostTensor};
 
 fn write(path: &str, dtype: DType) -> kinema::Result<()> {
     let model: KimodoModel =
@@ -21,40 +20,33 @@ fn write(path: &str, dtype: DType) -> kinema::Result<()> {
     for (name, t) in &model.tensors {
         w.add_tensor(name.as_str(), t)?;
     }
-    let s = &model.stats;
-    for (name, v) in [
-        (names::STATS_GLOBAL_MEAN, &s.global_mean[..]),
-        (names::STATS_GLOBAL_STD, &s.global_std[..]),
-        (names::STATS_LOCAL_MEAN, &s.local_mean[..]),
-        (names::STATS_LOCAL_STD, &s.local_std[..]),
-        (names::STATS_BODY_MEAN, &s.body_mean[..]),
-        (names::STATS_BODY_STD, &s.body_std[..]),
-    ] {
-        w.add_tensor(name, &HostTensor::from_f32(&[v.len()], v)?)?;
-    }
     w.write(path)?;
-    // What `kinema generate` will read back: the same checks as a converted file.
-    KimodoModel::load(path)?;
-    Ok(())
+    // What `kinema generate` will read back: the same checks as a converted file (a file that
+    // fails them is removed, not left behind).
+    KimodoModel::load(path).map(drop).inspect_err(|_| {
+        let _ = std::fs::remove_file(path);
+    })
 }
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (path, dtype) = match args.as_slice() {
-        [p] => (p, DType::F32),
-        [p, d] => match d.as_str() {
-            "f32" => (p, DType::F32),
-            "f16" => (p, DType::F16),
-            "bf16" => (p, DType::BF16),
-            other => {
-                eprintln!("kimodo_released_shaped: unknown dtype {other:?} (f32, f16 or bf16)");
-                return ExitCode::FAILURE;
-            }
-        },
+        [p] => (p, Some(DType::F32)),
+        [p, d] => (
+            p,
+            DType::parse(d).filter(|d| matches!(d, DType::F32 | DType::F16 | DType::BF16)),
+        ),
         _ => {
             eprintln!("usage: kimodo_released_shaped OUT.gguf [f32|f16|bf16]");
             return ExitCode::FAILURE;
         }
+    };
+    let Some(dtype) = dtype else {
+        eprintln!(
+            "kimodo_released_shaped: unknown dtype {:?} (f32, f16 or bf16)",
+            args[1]
+        );
+        return ExitCode::FAILURE;
     };
     match write(path, dtype) {
         Ok(()) => {

@@ -140,7 +140,8 @@ pub fn tensor_shapes(c: &KimodoConfig) -> Vec<(String, Vec<usize>)> {
     v
 }
 
-/// A complete model of the given size with synthetic weights and statistics (f32).
+/// A complete model of the given size with synthetic weights and statistics (f32), the
+/// statistics also as tensors: what [`KimodoModel::load`] gives for a converted file.
 pub fn model(config: KimodoConfig) -> Result<KimodoModel> {
     let mut tensors = BTreeMap::new();
     for (name, shape) in tensor_shapes(&config) {
@@ -158,11 +159,24 @@ pub fn model(config: KimodoConfig) -> Result<KimodoModel> {
         body_mean: tensor_values(names::STATS_BODY_MEAN, &[body]),
         body_std: tensor_values(names::STATS_BODY_STD, &[body]),
     };
-    Ok(KimodoModel {
+    // The statistics are tensors too, as in a converted file ([`KimodoModel::validate`]).
+    for (name, v) in [
+        (names::STATS_GLOBAL_MEAN, &stats.global_mean[..]),
+        (names::STATS_GLOBAL_STD, &stats.global_std[..]),
+        (names::STATS_LOCAL_MEAN, &stats.local_mean[..]),
+        (names::STATS_LOCAL_STD, &stats.local_std[..]),
+        (names::STATS_BODY_MEAN, &stats.body_mean[..]),
+        (names::STATS_BODY_STD, &stats.body_std[..]),
+    ] {
+        tensors.insert(name.to_string(), HostTensor::from_f32(&[v.len()], v)?);
+    }
+    let model = KimodoModel {
         config,
         stats,
         tensors,
-    })
+    };
+    model.validate()?;
+    Ok(model)
 }
 
 /// Parameters of a model of this size (both stages).
