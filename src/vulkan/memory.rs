@@ -5,9 +5,13 @@
 //! timeline value of the last submission that used the buffer, so it is ordered with in-flight
 //! work.
 //!
-//! Staged writes are deferred: each is a `memcpy` into the upload staging buffer, and all
-//! pending ones are copied on the queue by one command buffer submitted just before the next
-//! submission ([`Memory::flush_uploads`]), with no host wait; queue order and the full barriers
+//! Staged writes are deferred: each is a `memcpy` into the current upload staging buffer, and
+//! all pending ones are copied on the queue by one command buffer submitted just before the
+//! next submission ([`Memory::flush_uploads`]), with no host wait. There are two upload staging
+//! buffers, used in turn: while the queue copies one out, the host fills the other (a model's
+//! weights, gigabytes written in a row, stream at the pace of the slower of the two instead of
+//! their sum). Large copies between host memory and a mapping are split over the host's cores
+//! ([`copy_parallel`]); queue order and the full barriers
 //! at both ends of every command buffer order them after earlier work that used the buffers and
 //! before later work. Staged reads are one copy submission and one wait, however many ranges
 //! are read together ([`Memory::read_many`]). On a discrete GPU this turns a graph run with
@@ -24,6 +28,49 @@ use gpu_allocator::vulkan::{Allocation, AllocationCreateDesc, AllocationScheme};
 use super::context::Context;
 use super::{VulkanError, vk_error};
 use crate::backend::check::BufferInfo;
+
+/// Copies at least this large are split over the host's cores ([`copy_parallel`]).
+const PARALLEL_COPY_BYTES: usize = 8 << 20;
+
+/// Threads a large copy uses at most.
+const PARALLEL_COPY_THREADS: usize = 8;
+
+/// `src` copied to `dst`: in pieces on up to [`PARALLEL_COPY_THREADS`] scoped threads when it
+/// is at least [`PARALLEL_COPY_BYTES`] long (one core's `memcpy` from a file's memory map into
+/// write-combined staging memory is what limits a model's upload), else in one `memcpy`.
+///
+/// # Safety
+/// `dst` is valid for `src.len()` bytes of writes, does not overlap `src`, and nothing else
+/// accesses those bytes during the call.
+unsafe fn copy_parallel(src: &[u8], dst: *mut u8) {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(PARALLEL_COPY_THREADS)
+        .min(src.len() / (PARALLEL_COPY_BYTES / PARALLEL_COPY_THREADS).max(1));
+    if src.len() < PARALLEL_COPY_BYTES || threads <= 1 {
+        // SAFETY: the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        return;
+    }
+    // Pieces of a whole number of 4 KiB, one per thread.
+    let piece = src.len().div_ceil(threads).next_multiple_of(4096);
+    let dst = dst as usize;
+    std::thread::scope(|s| {
+        for (i, part) in src.chunks(piece).enumerate() {
+            s.spawn(move || {
+                // SAFETY: piece i lands at dst + i * piece, inside the caller's range and
+                // disjoint from every other piece.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        part.as_ptr(),
+                        (dst + i * piece) as *mut u8,
+                        part.len(),
+                    )
+                };
+            });
+        }
+    });
+}
 
 /// Buffers at least this large get their own device memory allocation.
 const DEDICATED_BYTES: u64 = 64 << 20;
@@ -132,10 +179,13 @@ struct Staging {
 /// Staged writes waiting for the next submission (see the module doc).
 #[derive(Default)]
 struct Uploads {
-    staging: Option<VulkanBuffer>,
-    /// Bytes at the start of `staging` that pending copies read.
+    /// The two staging buffers, filled in turn.
+    staging: [Option<VulkanBuffer>; 2],
+    /// The one being filled.
+    cur: usize,
+    /// Bytes at the start of `staging[cur]` that pending copies read.
     used: u64,
-    /// The pending copies: destination and region (the source offset is in `staging`).
+    /// The pending copies: destination and region (the source offset is in `staging[cur]`).
     copies: Vec<(VulkanBuffer, vk::BufferCopy)>,
     /// Copy command buffers submitted, with the timeline value after which each is freed.
     submitted: Vec<(vk::CommandBuffer, u64)>,
@@ -302,13 +352,7 @@ impl Memory {
             self.ctx.wait(b.last_use.load(Ordering::SeqCst))?;
             // SAFETY: `offset + data.len() <= bytes` (checked by the caller) and no submitted
             // work uses the buffer any more.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    data.as_ptr(),
-                    p.as_ptr().add(offset as usize),
-                    data.len(),
-                )
-            };
+            unsafe { copy_parallel(data, p.as_ptr().add(offset as usize)) };
             return Ok(());
         }
         let mut up = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
@@ -322,8 +366,7 @@ impl Memory {
                     && r.dst_offset < dst_offset + len
                     && dst_offset < r.dst_offset + r.size
             });
-            let fits = up
-                .staging
+            let fits = up.staging[up.cur]
                 .as_ref()
                 .is_some_and(|s| up.used + len <= s.0.capacity);
             // The staging bytes this write needs: when a batch of writes outgrew the buffer,
@@ -336,39 +379,35 @@ impl Memory {
                 }
                 self.flush_locked(&mut up)?;
             }
-            if up.staging.as_ref().is_none_or(|s| s.0.capacity < need) {
-                let size = match &up.staging {
+            let cur = up.cur;
+            if up.staging[cur].as_ref().is_none_or(|s| s.0.capacity < need) {
+                let size = match &up.staging[cur] {
                     Some(s) => (2 * s.0.capacity).max(need),
                     None => UPLOAD_STAGING_MIN.max(need),
                 };
                 let size = size.next_power_of_two().min(STAGING_MAX).max(len);
                 // Dropping the old buffer waits for the copies that read it (warm-up only:
                 // the buffer grows to what one batch of writes needs).
-                up.staging = None;
+                up.staging[cur] = None;
                 let s = self.create(size, MemoryLocation::CpuToGpu, false)?;
                 if s.0.mapped.is_none() {
                     return Err(VulkanError::Unavailable(
                         "no host-visible coherent memory for staging".into(),
                     ));
                 }
-                up.staging = Some(s);
+                up.staging[cur] = Some(s);
             }
-            let s = up.staging.clone().expect("just filled");
+            let s = up.staging[cur].clone().expect("just filled");
             if up.used == 0 {
-                // Reused from the start: the copies of the last flush must have read it.
+                // Reused from the start: the copies of the flush before last (the last one
+                // read the other buffer) must have read it.
                 self.ctx.wait(s.0.last_use.load(Ordering::SeqCst))?;
             }
             let sp = s.0.mapped.expect("staging memory is mapped");
             let at = up.used;
             // SAFETY: `at + len <= capacity` (made to fit above) and no submitted copy reads
-            // these bytes (the last flush's copies finished before `used` went back to 0).
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    chunk.as_ptr(),
-                    sp.as_ptr().add(at as usize),
-                    chunk.len(),
-                )
-            };
+            // these bytes (the copies that read this buffer finished before the wait above).
+            unsafe { copy_parallel(chunk, sp.as_ptr().add(at as usize)) };
             up.copies.push((
                 buf.clone(),
                 vk::BufferCopy {
@@ -395,8 +434,7 @@ impl Memory {
         }
         let copies = std::mem::take(&mut up.copies);
         up.used = 0;
-        let staging = up
-            .staging
+        let staging = up.staging[up.cur]
             .clone()
             .expect("pending copies have a staging buffer");
         let what = "uploading to buffers";
@@ -432,6 +470,8 @@ impl Memory {
         match run() {
             Ok(value) => {
                 up.submitted.push((cmd, value));
+                // The host fills the other buffer while the queue copies this one out.
+                up.cur ^= 1;
                 Ok(())
             }
             Err(e) => {

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use half::{bf16, f16};
 
+use super::par::par_map;
 use crate::{DType, HostTensor};
 
 /// Problems listed in one message before the rest are counted.
@@ -100,8 +101,9 @@ pub fn dtype_list(dtypes: &[DType]) -> String {
 }
 
 /// Exactly the `expected` tensors (name, shape), each of a dtype `accepts(name, shape)`
-/// allows; with `scan`, every value finite; and no tensor that is not expected. Returns the
-/// problems joined into one message (see [`Problems::into_result`]).
+/// allows; with `scan`, every value finite (the scans spread over the host's cores); and no
+/// tensor that is not expected. Returns the problems joined into one message (see
+/// [`Problems::into_result`]).
 pub fn check_tensors(
     expected: &[(String, Vec<usize>)],
     tensors: &BTreeMap<String, HostTensor>,
@@ -109,7 +111,14 @@ pub fn check_tensors(
     scan: bool,
 ) -> Result<(), String> {
     let mut problems = Problems::new();
-    for (name, shape) in expected {
+    let non_finite = if scan {
+        par_map(expected, |(name, _)| {
+            tensors.get(name).and_then(first_non_finite)
+        })
+    } else {
+        vec![None; expected.len()]
+    };
+    for ((name, shape), non_finite) in expected.iter().zip(non_finite) {
         let Some(t) = tensors.get(name) else {
             problems.push(format!("missing tensor {name:?}"));
             continue;
@@ -130,7 +139,7 @@ pub fn check_tensors(
             ));
             continue;
         }
-        if scan && let Some((i, x)) = first_non_finite(t) {
+        if let Some((i, x)) = non_finite {
             problems.push(format!(
                 "tensor {name:?} holds the non-finite value {x} at flat index {i}"
             ));

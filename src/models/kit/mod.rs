@@ -4,6 +4,7 @@
 //! - [`meta`]: opening a model GGUF and reading its metadata with errors that name the key;
 //! - [`checks`]: tensor checks (present, shape, dtype, finite, nothing extra) in one message;
 //! - [`narrow`]: weight matrices in the 16-bit dtype a backend's fast kernels multiply;
+//! - [`par`]: load-time work (finite scans, narrowing) spread over the host's cores;
 //! - [`convert`]: converter helpers (progress, SHA-256, source tensor checks, GGUF writing);
 //! - [`yaml`]: upstream Hydra configs (size cap, no aliases, `${a.b}` interpolation);
 //! - [`output`]: the output plan (every output checked before work, written together);
@@ -21,6 +22,7 @@ pub mod linspace;
 pub mod meta;
 pub mod narrow;
 pub mod output;
+pub mod par;
 pub mod progress;
 pub mod rotation;
 pub mod yaml;
