@@ -180,6 +180,7 @@ fn bench_rope(c: &mut Criterion) {
                     heads: 32,
                     head_dim: 128,
                     pairing: RopePairing::RotateHalf,
+                    row_stride: 32 * 128,
                 },
             ),
             (
@@ -189,6 +190,7 @@ fn bench_rope(c: &mut Criterion) {
                     heads: 8,
                     head_dim: 128,
                     pairing: RopePairing::Interleaved,
+                    row_stride: 8 * 128,
                 },
             ),
         ] {

@@ -78,6 +78,11 @@ pub struct BackendInfo {
     /// f32 weight matrices to in [`Precision::Fast`]: f16 on Vulkan (the cooperative matrices
     /// multiply f16; bf16 would be rounded twice), bf16 on the CPU (AVX-512 BF16 dot products).
     pub fast_weight_dtype: DType,
+    /// Whether [`Backend::bind_host_rows`] places each part straight into one buffer (a GPU
+    /// uploads them anyway), so a model may fuse projections that read the same input into one
+    /// linear at no memory cost: true on Vulkan; false on the CPU, whose weights are read in
+    /// place from the file's memory map and would have to be copied together.
+    pub stacks_weights_in_place: bool,
 }
 
 /// The [`Backend`] op methods the op table generates: one per op not marked `by_hand`, taking
@@ -147,6 +152,26 @@ pub trait Backend: Send + Sync {
     /// Bind a host tensor (weights): the CPU borrows memory-mapped bytes without copying; a
     /// GPU uploads once and keeps the copy resident.
     fn bind_host(&self, t: &HostTensor) -> Result<Self::Buffer>;
+    /// Bind host tensors of one dtype stacked along their first dimension as one weight (the
+    /// caller checked that they share every other dimension): by default copied together on
+    /// the host, then [`Backend::bind_host`]; a GPU uploads each part into its place in one
+    /// buffer ([`BackendInfo::stacks_weights_in_place`]).
+    fn bind_host_rows(&self, parts: &[HostTensor]) -> Result<Self::Buffer> {
+        let first = parts
+            .first()
+            .ok_or_else(|| Error::InvalidArgument("bind_host_rows: no parts".into()))?;
+        let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.bytes().len()).sum());
+        let mut rows = 0;
+        for p in parts {
+            bytes.extend_from_slice(p.bytes());
+            rows += p.shape.first().copied().unwrap_or(1);
+        }
+        let mut shape = first.shape.clone();
+        if let Some(r) = shape.first_mut() {
+            *r = rows;
+        }
+        self.bind_host(&HostTensor::from_bytes(first.dtype, &shape, &bytes)?)
+    }
     /// Copy little-endian bytes into a buffer range (after pending work that uses it).
     fn write(&self, dst: &BufRef<Self::Buffer>, bytes: &[u8]) -> Result<()>;
     /// Copy a buffer range out, waiting for submitted work first.
@@ -198,7 +223,9 @@ pub trait Backend: Send + Sync {
         self.record(rec, Call::Activation { p: &act, x, y })
     }
 
-    /// `y = silu(gate) * up`.
+    /// `y = silu(gate) * up` elementwise over the gate's elements
+    /// ([`SwigluParams::contiguous`]; the graph records the strided form through
+    /// [`Backend::record`]).
     fn swiglu(
         &self,
         rec: &mut Self::Recording,
@@ -209,7 +236,7 @@ pub trait Backend: Send + Sync {
         self.record(
             rec,
             Call::Swiglu {
-                p: &SwigluParams,
+                p: &SwigluParams::contiguous(gate.len),
                 gate,
                 up,
                 y,

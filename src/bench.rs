@@ -472,6 +472,7 @@ pub fn record<B: Backend>(b: &B, op: &str, d: &[usize], dtype: DType) -> Result<
                     heads: h,
                     head_dim: hd,
                     pairing: RopePairing::RotateHalf,
+                    row_stride: h * hd,
                 },
                 &x,
                 &pb,

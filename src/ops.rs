@@ -330,16 +330,22 @@ pub enum RopePairing {
     Interleaved,
 }
 
-/// Rotary position embedding on `x [tokens, heads, head_dim]` (in place semantics, separate
-/// output buffer), with per-token positions (i32 `[tokens]`) and an inverse-frequency table
-/// (f32 `[head_dim / 2]`, so frequency scaling such as Llama 3's is computed once on the host).
-/// Angle `= position * inv_freq[i]`.
+/// Rotary position embedding on the first `heads` heads of each token of `x [tokens,
+/// row_stride]` (in place semantics, separate output buffer of the same layout), with per-token
+/// positions (i32 `[tokens]`) and an inverse-frequency table (f32 `[head_dim / 2]`, so
+/// frequency scaling such as Llama 3's is computed once on the host). Angle `= position *
+/// inv_freq[i]`. The elements of a row past `heads * head_dim` are copied unchanged: with
+/// `row_stride = heads * head_dim` x is `[tokens, heads, head_dim]`; a fused Q/K/V projection's
+/// rows rotate their query and key heads (which share positions and frequencies) in one pass
+/// and carry the values through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RopeParams {
     pub tokens: usize,
     pub heads: usize,
     pub head_dim: usize,
     pub pairing: RopePairing,
+    /// Elements between consecutive tokens of x and y (>= heads * head_dim).
+    pub row_stride: usize,
 }
 
 /// 1-D convolution, stride 1, PyTorch `Conv1d` layout: x `[batch, c_in, len]`,
@@ -426,9 +432,27 @@ pub struct MaskedActParams {
     pub pre_mask: bool,
 }
 
-/// `swiglu` has no parameters: it runs over the gate's elements.
+/// `y = silu(gate) * up` over `rows` rows of `cols` values: gate and up read their rows
+/// `stride` elements apart (>= cols), y is `[rows, cols]` dense. `stride = cols` is plain
+/// elementwise SwiGLU; `stride = 2 cols` with up at offset `cols` of the same tensor reads the
+/// two halves of one fused gate/up projection in place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SwigluParams;
+pub struct SwigluParams {
+    pub rows: usize,
+    pub cols: usize,
+    pub stride: usize,
+}
+
+impl SwigluParams {
+    /// Plain elementwise SwiGLU over `n` contiguous values.
+    pub fn contiguous(n: usize) -> SwigluParams {
+        SwigluParams {
+            rows: 1,
+            cols: n,
+            stride: n,
+        }
+    }
+}
 
 /// `y = s * x`.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -152,7 +152,9 @@ fn matmul(x: &[f64], w: &[f32], k: usize) -> Vec<f64> {
 }
 
 /// A Llama layer (pre-norm RMSNorm, grouped-query attention with rotate-half RoPE and a
-/// causal mask, SwiGLU) matches an f64 evaluation of its formulas.
+/// causal mask, SwiGLU) matches an f64 evaluation of its formulas, with its q/k/v and gate/up
+/// weights split or stacked ([`Graph::weight_rows`]: one linear each, RoPE on the fused rows'
+/// leading heads, SwiGLU on the fused rows' halves; the CPU copies the parts together).
 #[test]
 fn pre_norm_llama_layer_matches_an_f64_reference() {
     let (t, qh, kvh, hd, ff) = (7, 4, 2, 8, 20);
@@ -173,49 +175,67 @@ fn pre_norm_llama_layer_matches_an_f64_reference() {
         .collect();
     let positions: Vec<i32> = (0..t as i32).map(|p| 3 + p).collect();
 
-    let mut g = Graph::new();
-    let x = g.input("x", DType::F32, &[1, t, d]).unwrap();
-    let pos = g.input("pos", DType::I32, &[t]).unwrap();
-    let mut w = |name: &str, shape: &[usize], v: &[f32]| {
-        g.weight(name, HostTensor::from_f32(shape, v).unwrap())
-            .unwrap()
+    let run = |stacked: bool| {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, &[1, t, d]).unwrap();
+        let pos = g.input("pos", DType::I32, &[t]).unwrap();
+        let host = |shape: &[usize], v: &[f32]| HostTensor::from_f32(shape, v).unwrap();
+        let mut w =
+            |name: &str, shape: &[usize], v: &[f32]| g.weight(name, host(shape, v)).unwrap();
+        let g1 = w("g1", &[d], &g1);
+        let g2 = w("g2", &[d], &g2);
+        let o = w("o", &[d, d], &wo);
+        let down = w("down", &[d, ff], &wd);
+        let inv = w("inv_freq", &[hd / 2], &inv_freq);
+        let (qkv, gate_up) = if stacked {
+            let qkv = vec![
+                host(&[d, d], &wq),
+                host(&[dkv, d], &wk),
+                host(&[dkv, d], &wv),
+            ];
+            let gu = vec![host(&[ff, d], &wg), host(&[ff, d], &wu)];
+            (
+                Projections::Stacked(g.weight_rows("qkv", qkv).unwrap()),
+                Projections::Stacked(g.weight_rows("gate_up", gu).unwrap()),
+            )
+        } else {
+            (
+                Projections::Split([
+                    w("q", &[d, d], &wq),
+                    w("k", &[dkv, d], &wk),
+                    w("v", &[dkv, d], &wv),
+                ]),
+                Projections::Split([w("gate", &[ff, d], &wg), w("up", &[ff, d], &wu)]),
+            )
+        };
+        let weights = LlamaLayerWeights {
+            attn_norm: g1,
+            qkv,
+            o,
+            ffn_norm: g2,
+            gate_up,
+            down,
+        };
+        let rope = Rope {
+            positions: pos,
+            inv_freq: inv,
+            pairing: RopePairing::RotateHalf,
+        };
+        let layer = EncoderLayer::llama(&weights, eps, qh, kvh, rope, MaskKind::Causal, None);
+        let y = layer.apply(&mut g, x).unwrap();
+        run_with(g, y, &[(x, xv.clone())], &[(pos, positions.clone())])
     };
-    let lin = |w: TensorId| Linear { w, b: None };
-    let layer = EncoderLayer {
-        attention: Attention {
-            qkv: Qkv::Split {
-                q: lin(w("q", &[d, d], &wq)),
-                k: lin(w("k", &[dkv, d], &wk)),
-                v: lin(w("v", &[dkv, d], &wv)),
-            },
-            out: lin(w("o", &[d, d], &wo)),
-            q_heads: qh,
-            kv_heads: kvh,
-            mask: MaskKind::Causal,
-            mask_tensor: None,
-            rope: Some(Rope {
-                positions: pos,
-                inv_freq: w("inv_freq", &[hd / 2], &inv_freq),
-                pairing: RopePairing::RotateHalf,
-            }),
-        },
-        mlp: Mlp::SwiGlu {
-            gate: lin(w("gate", &[ff, d], &wg)),
-            up: lin(w("up", &[ff, d], &wu)),
-            down: lin(w("down", &[d, ff], &wd)),
-        },
-        norm1: Norm::Rms {
-            gamma: Some(w("g1", &[d], &g1)),
-            eps,
-        },
-        norm2: Norm::Rms {
-            gamma: Some(w("g2", &[d], &g2)),
-            eps,
-        },
-        placement: NormPlacement::Pre,
-    };
-    let y = layer.apply(&mut g, x).unwrap();
-    let got = run_with(g, y, &[(x, xv.clone())], &[(pos, positions.clone())]);
+    let split = run(false);
+    let stacked = run(true);
+    // Each output is the same dot product of the same weight row and input.
+    assert!(
+        split
+            .iter()
+            .zip(&stacked)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "stacked projections differ from split ones on the CPU"
+    );
+    let got = split;
 
     // The same layer in f64.
     let x64: Vec<f64> = xv.iter().map(|&v| v as f64).collect();
@@ -280,4 +300,35 @@ fn pre_norm_llama_layer_matches_an_f64_reference() {
         .map(|(g, w)| (*g as f64 - w).abs())
         .fold(0.0, f64::max);
     assert!(err < 2e-5, "max abs error {err}");
+}
+
+/// Stacked weights: parts must share the dtype and every dimension but the first; the stack's
+/// shape sums the rows.
+#[test]
+fn stacked_weights_check_their_parts() {
+    let t =
+        |shape: &[usize]| HostTensor::from_f32(shape, &vec![0.5; shape.iter().product()]).unwrap();
+    let mut g = Graph::new();
+    let ok = g
+        .weight_rows("qkv", vec![t(&[4, 3]), t(&[2, 3]), t(&[2, 3])])
+        .unwrap();
+    assert_eq!(g.tensor(ok).shape, vec![8, 3]);
+    let e = g
+        .weight_rows("bad", vec![t(&[4, 3]), t(&[2, 4])])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("\"bad\"") && e.contains("part 1"), "{e}");
+    let h = HostTensor::from_f16(&[2, 3], &[half::f16::ONE; 6]).unwrap();
+    let e = g
+        .weight_rows("mixed", vec![t(&[4, 3]), h])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("dtype"), "{e}");
+    let e = g.weight_rows("none", vec![]).unwrap_err().to_string();
+    assert!(e.contains("no parts"), "{e}");
+    let e = g
+        .weight_rows("flat", vec![t(&[4])])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not [rows"), "{e}");
 }

@@ -393,18 +393,89 @@ mod bodies {
         cpu::activation::reference::swiglu(&x, &up, &mut want);
         run(b, |rec| b.swiglu(rec, &xb, &ub, &y));
         assert_close("swiglu", &download_f32(b, &y), &want, 1e-5, REL_F32);
+        // The halves of fused gate/up rows [rows, 2 cols], read in place with a row stride:
+        // the same values as the contiguous op on the split halves, bit for bit.
+        let (rows, cols) = (7, 1031);
+        let fused = r.vec(rows * 2 * cols, -12.0, 12.0);
+        let fb = upload_f32(b, &fused);
+        let (mut gate, mut up) = (Vec::new(), Vec::new());
+        for row in fused.chunks(2 * cols) {
+            gate.extend_from_slice(&row[..cols]);
+            up.extend_from_slice(&row[cols..]);
+        }
+        let split = alloc(b, DType::F32, rows * cols);
+        let (gb, ub) = (upload_f32(b, &gate), upload_f32(b, &up));
+        run(b, |rec| b.swiglu(rec, &gb, &ub, &split));
+        let y = alloc(b, DType::F32, rows * cols);
+        let p = SwigluParams {
+            rows,
+            cols,
+            stride: 2 * cols,
+        };
+        let up_half = fb.slice(cols, fused.len() - cols).unwrap();
+        run(b, |rec| {
+            b.record(
+                rec,
+                Call::Swiglu {
+                    p: &p,
+                    gate: &fb,
+                    up: &up_half,
+                    y: &y,
+                },
+            )
+        });
+        let (got, want) = (download_f32(b, &y), download_f32(b, &split));
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(g, w)| g.to_bits() == w.to_bits()),
+            "strided swiglu differs from the contiguous op"
+        );
+        // A stride shorter than a row, and a buffer one element short, are refused.
+        let bad = SwigluParams {
+            stride: cols - 1,
+            ..p
+        };
+        let mut rec = b.begin().unwrap();
+        let call = |p| Call::Swiglu {
+            p,
+            gate: &fb,
+            up: &up_half,
+            y: &y,
+        };
+        let e = b.record(&mut rec, call(&bad)).unwrap_err().to_string();
+        assert!(e.contains("row stride"), "{e}");
+        let short = fb.slice(cols + 1, fused.len() - cols - 1).unwrap();
+        let e = b
+            .record(
+                &mut rec,
+                Call::Swiglu {
+                    p: &p,
+                    gate: &fb,
+                    up: &short,
+                    y: &y,
+                },
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("swiglu") && e.contains("up"), "{e}");
     }
 
     pub fn rope<B: Backend>(b: &B) {
         let mut r = Rng(7);
         // The last case reaches position 40990: large angles need an accurate reduction.
-        for (pairing, step) in [
-            (RopePairing::RotateHalf, 37),
-            (RopePairing::Interleaved, 37),
-            (RopePairing::RotateHalf, 4099),
+        // The fourth and fifth rotate the query and key heads of fused Q/K/V rows (3 + 1 heads,
+        // then 1 value head and 5 more elements carried through).
+        for (pairing, step, carried) in [
+            (RopePairing::RotateHalf, 37, 0),
+            (RopePairing::Interleaved, 37, 0),
+            (RopePairing::RotateHalf, 4099, 0),
+            (RopePairing::RotateHalf, 37, 21),
+            (RopePairing::Interleaved, 37, 21),
         ] {
-            let (tokens, heads, d) = (11, 3, 16);
-            let x = r.vec(tokens * heads * d, -1.0, 1.0);
+            let (tokens, heads, d) = (11, 3 + usize::from(carried > 0), 16);
+            let row_stride = heads * d + carried;
+            let x = r.vec(tokens * row_stride, -1.0, 1.0);
             let pos: Vec<i32> = (0..tokens as i32).map(|t| t * step).collect();
             let f: Vec<f32> = (0..d / 2)
                 .map(|i| 10000f32.powf(-((2 * i) as f32) / d as f32))
@@ -414,6 +485,7 @@ mod bodies {
                 heads,
                 head_dim: d,
                 pairing,
+                row_stride,
             };
             let mut want = vec![0f32; x.len()];
             cpu::rope::reference::rope(&p, &x, &pos, &f, &mut want);

@@ -258,6 +258,7 @@ fn rope_conv_upsample_match_torch() {
                         heads: 3,
                         head_dim: 64,
                         pairing,
+                        row_stride: 3 * 64,
                     },
                     &x,
                     &pb,

@@ -1,6 +1,8 @@
 #version 450
-// Rotary position embedding on x [tokens, heads, head_dim]: each invocation rotates one pair
-// (x[a], x[b]) of one head of one token by the angle pos[token] * inv_freq[i], the f32 product
+// Rotary position embedding on the first heads of each token's row of x [tokens, row_stride]:
+// each invocation rotates one pair (x[a], x[b]) of one head of one token by the angle
+// pos[token] * inv_freq[i], or copies one element of the row past the rotated heads (the
+// values of a fused Q/K/V projection); the f32 product
 // as on the CPU (Hugging Face Llama computes `inv_freq * pos` in f32), whose sine and cosine
 // are then computed accurately (GLSL's sin and cos are only bounded to 2^-11 absolute on
 // [-pi, pi] by Vulkan). Pairs are (i, i + head_dim / 2) or (2i, 2i + 1).
@@ -19,12 +21,16 @@ layout(push_constant) uniform Push {
     uint pos_off;
     uint f_off;
     uint y_off;
-    // tokens * heads * half_dim
-    uint pairs;
-    uint heads;
+    // tokens * per_token
+    uint count;
+    // heads * half_dim pairs, then row_stride - heads * head_dim copied elements
+    uint per_token;
     uint half_dim;
     // 0: rotate-half pairs (i, i + half_dim); 1: interleaved pairs (2i, 2i + 1)
     uint interleaved;
+    uint row_stride;
+    // heads * half_dim
+    uint row_pairs;
 } p;
 
 // sin(a) and cos(a) for |a| < 2^24 with an absolute error of a few 1e-8. Cody-Waite
@@ -64,17 +70,24 @@ void sin_cos(float a, out float s, out float c) {
 
 void main() {
     uint i = global_index();
-    if (i >= p.pairs) {
+    if (i >= p.count) {
         return;
     }
-    uint head = i / p.half_dim;
-    uint k = i % p.half_dim;
-    uint token = head / p.heads;
+    uint token = i / p.per_token;
+    uint j = i % p.per_token;
+    uint row = token * p.row_stride;
+    if (j >= p.row_pairs) {
+        uint e = row + 2u * p.row_pairs + (j - p.row_pairs);
+        y[p.y_off + e] = x[p.x_off + e];
+        return;
+    }
+    uint head = j / p.half_dim;
+    uint k = j % p.half_dim;
     precise float ang = float(pos[p.pos_off + token]) * inv_freq[p.f_off + k];
     float s;
     float c;
     sin_cos(ang, s, c);
-    uint o = head * 2u * p.half_dim;
+    uint o = row + head * 2u * p.half_dim;
     uint a = p.interleaved != 0u ? o + 2u * k : o + k;
     uint b = p.interleaved != 0u ? a + 1u : a + p.half_dim;
     float xa = x[p.x_off + a];

@@ -1,5 +1,7 @@
 #version 450
-// y = silu(gate) * up elementwise (the SwiGLU gate of a Llama-style MLP).
+// y = silu(gate) * up (the SwiGLU gate of a Llama-style MLP) over rows of cols values: y is
+// dense, gate and up read their rows stride elements apart (2 cols for the halves of a fused
+// gate/up projection, cols for plain elementwise SwiGLU).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -13,7 +15,10 @@ layout(push_constant) uniform Push {
     uint g_off;
     uint u_off;
     uint y_off;
+    // rows * cols
     uint n;
+    uint cols;
+    uint stride;
 } p;
 
 void main() {
@@ -21,5 +26,6 @@ void main() {
     if (i >= p.n) {
         return;
     }
-    y[p.y_off + i] = silu(gate[p.g_off + i]) * up[p.u_off + i];
+    uint e = (i / p.cols) * p.stride + i % p.cols;
+    y[p.y_off + i] = silu(gate[p.g_off + e]) * up[p.u_off + e];
 }

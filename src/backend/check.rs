@@ -432,15 +432,30 @@ fn activation<B: BufferInfo + Clone>(
 
 /// `(gate, up, y)`.
 fn swiglu<B: BufferInfo + Clone>(
-    _: &SwigluParams,
+    p: &SwigluParams,
     gate: &Ref<B>,
     up: &Ref<B>,
     y: &Ref<B>,
 ) -> Result<(Ref<B>, Ref<B>, Ref<B>)> {
     const OP: &str = "swiglu";
-    let n = gate.len;
-    let g = input(OP, "gate", gate, F32, n)?;
-    let u = input(OP, "up", up, F32, n)?;
+    if p.stride < p.cols {
+        return Err(Error::Shape(format!(
+            "{OP}: row stride {} is shorter than a row of {} values",
+            p.stride, p.cols
+        )));
+    }
+    let n = mul(OP, &[p.rows, p.cols])?;
+    // The last row ends `cols` into its stride.
+    let span = match p.rows {
+        0 => 0,
+        r => mul(OP, &[r - 1, p.stride])?
+            .checked_add(p.cols)
+            .ok_or_else(|| {
+                Error::Shape(format!("{OP}: {r} rows of stride {} overflow", p.stride))
+            })?,
+    };
+    let g = input(OP, "gate", gate, F32, span)?;
+    let u = input(OP, "up", up, F32, span)?;
     let y = output(OP, y, DType::F32, n, &[&g, &u])?;
     Ok((g, u, y))
 }
@@ -460,7 +475,14 @@ fn rope<B: BufferInfo + Clone>(
             p.head_dim
         )));
     }
-    let n = mul(OP, &[p.tokens, p.heads, p.head_dim])?;
+    let rotated = mul(OP, &[p.heads, p.head_dim])?;
+    if p.row_stride < rotated {
+        return Err(Error::Shape(format!(
+            "{OP}: row stride {} is shorter than {} heads of {}",
+            p.row_stride, p.heads, p.head_dim
+        )));
+    }
+    let n = mul(OP, &[p.tokens, p.row_stride])?;
     let x = input(OP, "x", x, F32, n)?;
     let pos = input(OP, "positions", positions, &[DType::I32], p.tokens)?;
     let f = input(OP, "inv_freq", inv_freq, F32, p.head_dim / 2)?;

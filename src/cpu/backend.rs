@@ -213,6 +213,7 @@ impl Backend for CpuBackend {
             threads: self.pool.threads(),
             cooperative_matrix: false,
             fast_weight_dtype: DType::BF16,
+            stacks_weights_in_place: false,
         }
     }
 
@@ -362,9 +363,19 @@ impl Backend for CpuBackend {
                     Ok(())
                 });
             }
-            Call::Swiglu { p: _, gate, up, y } => {
+            Call::Swiglu { p, gate, up, y } => {
+                let p = *p;
                 rec.push(y, move |cx, y| {
-                    super::activation::swiglu(cx, slice(&gate), slice(&up), y);
+                    let (gate, up) = (slice(&gate), slice(&up));
+                    if p.stride == p.cols {
+                        super::activation::swiglu(cx, gate, up, y);
+                    } else {
+                        // Row by row: each row's halves are contiguous.
+                        for (r, yr) in y.chunks_mut(p.cols).enumerate() {
+                            let at = r * p.stride..r * p.stride + p.cols;
+                            super::activation::swiglu(cx, &gate[at.clone()], &up[at], yr);
+                        }
+                    }
                     Ok(())
                 });
             }

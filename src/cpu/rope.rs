@@ -21,10 +21,13 @@ pub mod reference {
         let d = p.head_dim;
         let half = d / 2;
         for (t, &pos) in positions[..p.tokens].iter().enumerate() {
+            // The elements past the rotated heads are carried through.
+            let row = t * p.row_stride..(t + 1) * p.row_stride;
+            y[row.clone()].copy_from_slice(&x[row]);
             // The angle is an f32 product, as Hugging Face Llama computes `inv_freq * pos`.
             let pos = pos as f32;
             for h in 0..p.heads {
-                let o = (t * p.heads + h) * d;
+                let o = t * p.row_stride + h * d;
                 for (i, &f) in inv_freq[..half].iter().enumerate() {
                     let ang = (pos * f) as f64;
                     let (s, c) = ang.sin_cos();
@@ -50,7 +53,11 @@ pub fn rope(
     y: &mut [f32],
 ) {
     let d = p.head_dim;
-    let row = p.heads * d;
+    let row = p.row_stride;
+    assert!(
+        row >= p.heads * d,
+        "rope: row stride {row} < heads * head_dim"
+    );
     assert!(d.is_multiple_of(2), "rope: head_dim {d} must be even");
     assert!(x.len() >= p.tokens * row && y.len() >= p.tokens * row);
     assert!(positions.len() >= p.tokens && inv_freq.len() >= d / 2);
@@ -136,7 +143,8 @@ fn head_tail(
     }
 }
 
-/// `f(x_head, cos, sin, y_head)` for each head of each token, with its token's tables.
+/// `f(x_head, cos, sin, y_head)` for each rotated head of each token, with its token's
+/// tables; the rest of each row is copied.
 #[inline(always)]
 fn for_each_head(
     p: &RopeParams,
@@ -148,13 +156,15 @@ fn for_each_head(
 ) {
     let d = p.head_dim;
     let (mut cos, mut sin) = (vec![0f32; d], vec![0f32; d]);
+    let rotated = p.heads * d;
     for (t, (xt, yt)) in x
-        .chunks(p.heads * d)
-        .zip(y.chunks_mut(p.heads * d))
+        .chunks(p.row_stride)
+        .zip(y.chunks_mut(p.row_stride))
         .enumerate()
     {
         tables(p.pairing, pos[t], inv_freq, &mut cos, &mut sin);
-        for (xh, yh) in xt.chunks(d).zip(yt.chunks_mut(d)) {
+        yt[rotated..].copy_from_slice(&xt[rotated..]);
+        for (xh, yh) in xt[..rotated].chunks(d).zip(yt[..rotated].chunks_mut(d)) {
             f(xh, &cos, &sin, yh);
         }
     }
@@ -301,7 +311,7 @@ mod tests {
 
     fn case() -> impl Strategy<Value = Case> {
         (
-            (1..=20usize, 1..=5usize, 1..=40usize),
+            (1..=20usize, 1..=5usize, 1..=40usize, 0..=3usize),
             prop_oneof![
                 Just(RopePairing::RotateHalf),
                 Just(RopePairing::Interleaved)
@@ -309,15 +319,19 @@ mod tests {
             prop_oneof![Just(10_000f32), Just(500_000f32)],
             any::<u64>(),
         )
-            .prop_map(|((tokens, heads, half), pairing, base, seed)| {
+            .prop_map(|((tokens, heads, half, carried), pairing, base, seed)| {
                 let d = 2 * half;
-                let n = tokens * heads * d;
+                // Rows of `carried` further heads that are copied (a fused Q/K/V's values),
+                // and one odd element.
+                let row_stride = (heads + carried) * d + usize::from(carried == 3);
+                let n = tokens * row_stride;
                 Case {
                     p: RopeParams {
                         tokens,
                         heads,
                         head_dim: d,
                         pairing,
+                        row_stride,
                     },
                     x: (0..n as u64)
                         .map(|i| 8.0 * uniform(seed, i) - 4.0)
@@ -351,7 +365,13 @@ mod tests {
             let scalar = run(&c, Isa::Scalar, 1);
             let (d, half) = (c.p.head_dim, c.p.head_dim / 2);
             for (n, (g, w)) in scalar.iter().zip(&want).enumerate() {
-                let (o, k) = (n - n % d, n % d);
+                let col = n % c.p.row_stride;
+                if col >= c.p.heads * d {
+                    prop_assert!(g.to_bits() == c.x[n].to_bits() && w.to_bits() == g.to_bits(),
+                        "y[{n}] past the rotated heads is {g} / {w}, not x's {}", c.x[n]);
+                    continue;
+                }
+                let (o, k) = (n - col % d, col % d);
                 let partner = match c.p.pairing {
                     RopePairing::RotateHalf => o + (k + half) % d,
                     RopePairing::Interleaved => o + (k ^ 1),
@@ -380,6 +400,7 @@ mod tests {
                 heads: 2,
                 head_dim: 36,
                 pairing,
+                row_stride: 72,
             };
             let mut x: Vec<f32> = (0..3 * 2 * 36).map(|i| (i as f32 * 0.37).sin()).collect();
             x[36 + 5] = f32::NAN;

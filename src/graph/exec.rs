@@ -66,8 +66,12 @@ impl Graph {
                 TensorKind::Input | TensorKind::Constant => {
                     own.insert(t, backend.alloc(info.dtype, info.numel())?);
                 }
-                TensorKind::Weight(h) => {
-                    own.insert(t, backend.bind_host(h)?);
+                TensorKind::Weight(parts) => {
+                    let buf = match parts.as_slice() {
+                        [one] => backend.bind_host(one)?,
+                        _ => backend.bind_host_rows(parts)?,
+                    };
+                    own.insert(t, buf);
                 }
                 // A prepared value keeps its own buffer from one prepare pass to the next.
                 TensorKind::Value if plan.slot_of[t].is_none() => {

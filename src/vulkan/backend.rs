@@ -489,6 +489,7 @@ impl Backend for VulkanBackend {
             threads: 1,
             cooperative_matrix: self.gemm_coopmat().is_some(),
             fast_weight_dtype: DType::F16,
+            stacks_weights_in_place: true,
         }
     }
 
@@ -502,9 +503,18 @@ impl Backend for VulkanBackend {
     }
 
     fn bind_host(&self, t: &HostTensor) -> Result<VulkanBuffer> {
-        let bytes = t.bytes();
-        let buf = self.shared.memory.alloc(bytes.len() as u64, true)?;
-        self.shared.memory.write(&buf, 0, bytes)?;
+        self.bind_host_rows(std::slice::from_ref(t))
+    }
+
+    /// Each part's bytes uploaded into its place in one buffer: no host copy.
+    fn bind_host_rows(&self, parts: &[HostTensor]) -> Result<VulkanBuffer> {
+        let total = parts.iter().map(|p| p.bytes().len() as u64).sum();
+        let buf = self.shared.memory.alloc(total, true)?;
+        let mut at = 0;
+        for p in parts {
+            self.shared.memory.write(&buf, at, p.bytes())?;
+            at += p.bytes().len() as u64;
+        }
         Ok(buf)
     }
 
@@ -657,7 +667,7 @@ impl Backend for VulkanBackend {
                 kernels::attention(rec, p, &q, &k, &v, mask.as_ref(), &out, coop)
             }
             Call::Activation { p, x, y } => kernels::activation(rec, *p, &x, &y),
-            Call::Swiglu { p: _, gate, up, y } => kernels::swiglu(rec, &gate, &up, &y),
+            Call::Swiglu { p, gate, up, y } => kernels::swiglu(rec, p, &gate, &up, &y),
             Call::Rope {
                 p,
                 x,

@@ -485,12 +485,17 @@ pub(crate) mod push {
     #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
     pub struct Rope {
         pub off: [u32; 4],
-        /// tokens * heads * head_dim / 2.
-        pub pairs: u32,
-        pub heads: u32,
+        /// tokens * per_token invocations.
+        pub count: u32,
+        /// The pairs of a token's rotated heads, then the elements copied after them.
+        pub per_token: u32,
         pub half_dim: u32,
         /// 0 rotate-half, 1 interleaved.
         pub interleaved: u32,
+        /// Elements between tokens.
+        pub row_stride: u32,
+        /// heads * head_dim / 2.
+        pub row_pairs: u32,
     }
 
     #[repr(C)]
@@ -506,7 +511,11 @@ pub(crate) mod push {
     #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
     pub struct Swiglu {
         pub off: [u32; 3],
+        /// rows * cols.
         pub n: u32,
+        pub cols: u32,
+        /// Elements between the rows of gate and up.
+        pub stride: u32,
     }
 }
 

@@ -25,8 +25,9 @@ pub enum TensorKind {
     /// Written by the host once (or rarely): the nodes that depend only on constants and
     /// weights run in the graph's prepare pass, again only after a constant was rewritten.
     Constant,
-    /// Bound once from a host tensor (read in place on the CPU).
-    Weight(HostTensor),
+    /// Bound once from host tensors stacked along their first dimension (one tensor: read in
+    /// place on the CPU; several: [`Backend::bind_host_rows`]).
+    Weight(Vec<HostTensor>),
     /// Produced by a node.
     Value,
     /// The same elements as another tensor, with another shape (a reshape).
@@ -191,7 +192,41 @@ impl Graph {
     /// A weight bound from a host tensor (borrowed without copying on the CPU).
     pub fn weight(&mut self, name: &str, t: HostTensor) -> Result<TensorId> {
         let (dtype, shape) = (t.dtype, t.shape.clone());
-        self.add_tensor(name, dtype, &shape, TensorKind::Weight(t))
+        self.add_tensor(name, dtype, &shape, TensorKind::Weight(vec![t]))
+    }
+
+    /// One weight whose rows are the rows of `parts` in order (`[n_1 + n_2 + .., k]` from
+    /// parts `[n_i, k]` of one dtype): projections that read the same input fused into one
+    /// linear. A backend whose [`BackendInfo::stacks_weights_in_place`] is set uploads the parts
+    /// into one buffer; another copies them together on the host.
+    ///
+    /// [`BackendInfo::stacks_weights_in_place`]: crate::backend::BackendInfo
+    pub fn weight_rows(&mut self, name: &str, parts: Vec<HostTensor>) -> Result<TensorId> {
+        let bad = |why: String| Error::Shape(format!("stacked weight {name:?}: {why}"));
+        let first = parts.first().ok_or_else(|| bad("no parts".into()))?;
+        let (dtype, tail) = (first.dtype, first.shape.get(1..).unwrap_or(&[]).to_vec());
+        if first.shape.len() < 2 {
+            return Err(bad(format!(
+                "part 0 has shape {:?}, not [rows, ..]",
+                first.shape
+            )));
+        }
+        let mut rows = 0usize;
+        for (i, p) in parts.iter().enumerate() {
+            if p.dtype != dtype || p.shape.get(1..) != Some(&tail[..]) {
+                return Err(bad(format!(
+                    "part {i} is {} {:?}, part 0 {dtype} {:?}: the parts must share the dtype \
+                     and every dimension but the first",
+                    p.dtype, p.shape, first.shape
+                )));
+            }
+            rows = rows
+                .checked_add(p.shape[0])
+                .ok_or_else(|| bad("too many rows".into()))?;
+        }
+        let mut shape = vec![rows];
+        shape.extend_from_slice(&tail);
+        self.add_tensor(name, dtype, &shape, TensorKind::Weight(parts))
     }
 
     /// Mark a tensor as a result to read after runs (keeps it and its producers alive).

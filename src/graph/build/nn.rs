@@ -378,11 +378,39 @@ impl Graph {
         if gs != us {
             return Err(self.err("swiglu", format!("gate {gs:?} and up {us:?} differ")));
         }
+        let n =
+            numel(&gs).ok_or_else(|| self.err("swiglu", format!("gate {gs:?} is too large")))?;
         self.push(
-            Op::Swiglu(SwigluParams),
+            Op::Swiglu(SwigluParams::contiguous(n)),
             &[Some(gate), Some(up)],
             DType::F32,
             &gs,
+        )
+    }
+
+    /// `silu(gate) * up` of one fused gate/up projection `x [.., 2 f]` (each row the gate's f
+    /// values, then the up's): `[.., f]`, the halves read in place.
+    pub fn swiglu_fused(&mut self, x: TensorId) -> Result<TensorId> {
+        const OP: &str = "swiglu_fused";
+        let xs = self.check(OP, "x", x, &[DType::F32])?.shape.clone();
+        let Some((&width, lead)) = xs.split_last().filter(|(w, _)| **w > 0 && *w % 2 == 0) else {
+            return Err(self.err(OP, format!("x {xs:?} must be [.., 2 f] with f > 0")));
+        };
+        let cols = width / 2;
+        let rows = numel(lead).ok_or_else(|| self.err(OP, format!("x {xs:?} is too large")))?;
+        let mut ys = lead.to_vec();
+        ys.push(cols);
+        let at = |offset: usize| Some(Operand { tensor: x, offset });
+        self.push_operands(
+            OP,
+            Op::Swiglu(SwigluParams {
+                rows,
+                cols,
+                stride: width,
+            }),
+            vec![at(0), at(cols)],
+            DType::F32,
+            &ys,
         )
     }
 
@@ -402,6 +430,38 @@ impl Graph {
             return Err(self.err(OP, format!("x {xs:?} must be [.., tokens, heads*head_dim] with an even head_dim over {heads} heads")));
         }
         let head_dim = xs[xs.len() - 1] / heads;
+        self.rope_leading(x, positions, inv_freq, heads, head_dim, pairing)
+    }
+
+    /// RoPE on the first `heads` heads of `head_dim` values of each row of `x [.., tokens,
+    /// row]` (a fused Q/K/V projection's query and key heads), with i32 positions `[tokens]`
+    /// and inv_freq `[head_dim/2]`; the rest of each row (the values) is copied.
+    pub fn rope_leading(
+        &mut self,
+        x: TensorId,
+        positions: TensorId,
+        inv_freq: TensorId,
+        heads: usize,
+        head_dim: usize,
+        pairing: RopePairing,
+    ) -> Result<TensorId> {
+        const OP: &str = "rope";
+        let xs = self.check(OP, "x", x, &[DType::F32])?.shape.clone();
+        let row = xs.last().copied().unwrap_or(0);
+        if xs.len() < 2
+            || heads == 0
+            || head_dim == 0
+            || !head_dim.is_multiple_of(2)
+            || heads.checked_mul(head_dim).is_none_or(|r| r > row)
+        {
+            return Err(self.err(
+                OP,
+                format!(
+                    "x {xs:?} must be [.., tokens, row] with {heads} leading heads of an even \
+                     head_dim {head_dim} in each row"
+                ),
+            ));
+        }
         let tokens = xs[..xs.len() - 1].iter().product();
         let ps = &self.check(OP, "positions", positions, &[DType::I32])?.shape;
         if numel(ps) != Some(tokens) {
@@ -414,6 +474,7 @@ impl Graph {
                 heads,
                 head_dim,
                 pairing,
+                row_stride: row,
             }),
             &[Some(x), Some(positions), Some(inv_freq)],
             DType::F32,

@@ -278,6 +278,7 @@ mod tests {
             threads: 1,
             cooperative_matrix: false,
             fast_weight_dtype: fast,
+            stacks_weights_in_place: false,
         }
     }
 

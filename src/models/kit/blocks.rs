@@ -75,6 +75,9 @@ pub enum Mlp {
         up: Linear,
         down: Linear,
     },
+    /// The same with gate and up stacked into one projection to `[gate | up]` columns
+    /// ([`Graph::weight_rows`]), its halves read in place by the SwiGLU op.
+    SwiGluFused { gate_up: Linear, down: Linear },
 }
 
 impl Mlp {
@@ -91,6 +94,11 @@ impl Mlp {
                 let h = g.swiglu(a, b)?;
                 down.apply(g, h, Activation::None)
             }
+            Mlp::SwiGluFused { gate_up, down } => {
+                let ab = gate_up.apply(g, x, Activation::None)?;
+                let h = g.swiglu_fused(ab)?;
+                down.apply(g, h, Activation::None)
+            }
         }
     }
 }
@@ -104,7 +112,8 @@ pub enum Qkv {
     Split { q: Linear, k: Linear, v: Linear },
 }
 
-/// Rotary position embedding applied to the queries and keys (split projections only).
+/// Rotary position embedding applied to the queries and keys (of split projections, or the
+/// leading query and key heads of each fused row).
 #[derive(Clone, Copy, Debug)]
 pub struct Rope {
     /// i32 `[tokens]`, one position per token of `x` (all leading dimensions flattened).
@@ -134,12 +143,16 @@ impl Attention {
     pub fn apply(&self, g: &mut Graph, x: TensorId) -> Result<TensorId> {
         let a = match self.qkv {
             Qkv::Fused(p) => {
-                if self.rope.is_some() {
-                    return Err(crate::Error::InvalidArgument(
-                        "attention: RoPE needs split q/k/v projections".into(),
-                    ));
+                let mut qkv = p.apply(g, x, Activation::None)?;
+                if let Some(r) = self.rope {
+                    // Queries and keys share positions and frequencies: their heads lead each
+                    // row, rotated in one pass with the values carried through.
+                    let width = g.tensor(qkv).shape.last().copied().unwrap_or(0);
+                    let head_dim = width / (self.q_heads + 2 * self.kv_heads).max(1);
+                    let heads = self.q_heads + self.kv_heads;
+                    qkv =
+                        g.rope_leading(qkv, r.positions, r.inv_freq, heads, head_dim, r.pairing)?;
                 }
-                let qkv = p.apply(g, x, Activation::None)?;
                 g.attention_qkv(
                     qkv,
                     self.mask_tensor,
@@ -248,19 +261,26 @@ pub fn torch_encoder_layer_shapes(d: usize, f: usize) -> [Vec<usize>; 12] {
     ]
 }
 
+/// Projections that read the same input: `N` weights, or one weight stacking their rows in
+/// order ([`Graph::weight_rows`]) that runs as one linear.
+#[derive(Clone, Copy, Debug)]
+pub enum Projections<const N: usize> {
+    Split([TensorId; N]),
+    Stacked(TensorId),
+}
+
 /// The weights of one Llama decoder layer (no biases anywhere).
 #[derive(Clone, Copy, Debug)]
 pub struct LlamaLayerWeights {
     /// RMSNorm before attention (`input_layernorm`, llama.cpp `attn_norm`).
     pub attn_norm: TensorId,
-    pub q: TensorId,
-    pub k: TensorId,
-    pub v: TensorId,
+    /// q, k, v.
+    pub qkv: Projections<3>,
     pub o: TensorId,
     /// RMSNorm before the MLP (`post_attention_layernorm`, llama.cpp `ffn_norm`).
     pub ffn_norm: TensorId,
-    pub gate: TensorId,
-    pub up: TensorId,
+    /// gate, up.
+    pub gate_up: Projections<2>,
     pub down: TensorId,
 }
 
@@ -270,7 +290,9 @@ impl EncoderLayer {
     /// with `n1 = rms_norm(x)`, then `y = h + down(silu(gate(n2)) * up(n2))` with
     /// `n2 = rms_norm(h)`; grouped-query heads, RoPE on queries and keys, `mask` as the
     /// graph's mask kinds (LLM2Vec's bidirectional encoder: none or key padding; a language
-    /// model: causal).
+    /// model: causal). Stacked projections compute the same products as split ones, each
+    /// output from the same weight row and input (a kernel may pick another summation order for
+    /// the wider shape).
     pub fn llama(
         w: &LlamaLayerWeights,
         eps: f32,
@@ -283,10 +305,13 @@ impl EncoderLayer {
         let lin = |w| Linear { w, b: None };
         EncoderLayer {
             attention: Attention {
-                qkv: Qkv::Split {
-                    q: lin(w.q),
-                    k: lin(w.k),
-                    v: lin(w.v),
+                qkv: match w.qkv {
+                    Projections::Split([q, k, v]) => Qkv::Split {
+                        q: lin(q),
+                        k: lin(k),
+                        v: lin(v),
+                    },
+                    Projections::Stacked(qkv) => Qkv::Fused(lin(qkv)),
                 },
                 out: lin(w.o),
                 q_heads,
@@ -295,10 +320,16 @@ impl EncoderLayer {
                 mask_tensor,
                 rope: Some(rope),
             },
-            mlp: Mlp::SwiGlu {
-                gate: lin(w.gate),
-                up: lin(w.up),
-                down: lin(w.down),
+            mlp: match w.gate_up {
+                Projections::Split([gate, up]) => Mlp::SwiGlu {
+                    gate: lin(gate),
+                    up: lin(up),
+                    down: lin(w.down),
+                },
+                Projections::Stacked(gate_up) => Mlp::SwiGluFused {
+                    gate_up: lin(gate_up),
+                    down: lin(w.down),
+                },
             },
             norm1: Norm::Rms {
                 gamma: Some(w.attn_norm),

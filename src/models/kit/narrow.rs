@@ -255,6 +255,7 @@ mod tests {
             threads: 1,
             cooperative_matrix: false,
             fast_weight_dtype: DType::F16,
+            stacks_weights_in_place: true,
         };
         let ok = HostTensor::from_f32(&[2], &[65504.0, -1.0]).unwrap();
         let big = HostTensor::from_f32(&[2], &[65504.5, 0.0]).unwrap();

@@ -6,7 +6,7 @@ use super::super::recording::{Dispatch, VulkanRecording};
 use super::super::shaders::{Shader, push};
 use super::{Ref, act_code, elementwise, u32_of};
 use crate::error::Result;
-use crate::ops::{Activation, BinaryOp, BinaryParams, CopyParams, MaskedActParams};
+use crate::ops::{Activation, BinaryOp, BinaryParams, CopyParams, MaskedActParams, SwigluParams};
 use crate::tensor::DType;
 
 pub(crate) fn activation(
@@ -97,14 +97,24 @@ pub(crate) fn axpby(
     elementwise(rec, OP, Shader::Axpby, &args, push, x.len)
 }
 
-pub(crate) fn swiglu(rec: &mut VulkanRecording, gate: &Ref, up: &Ref, y: &Ref) -> Result<()> {
+pub(crate) fn swiglu(
+    rec: &mut VulkanRecording,
+    p: &SwigluParams,
+    gate: &Ref,
+    up: &Ref,
+    y: &Ref,
+) -> Result<()> {
     const OP: &str = "swiglu";
+    // Element indices are u32 in the shader (the strided ones reach gate.len).
+    u32_of(OP, "gate span", gate.len)?;
     let push = push::Swiglu {
-        n: u32_of(OP, "n", gate.len)?,
+        n: u32_of(OP, "n", y.len)?,
+        cols: u32_of(OP, "cols", p.cols)?,
+        stride: u32_of(OP, "stride", p.stride)?,
         ..Default::default()
     };
     let args = [In(gate), In(up), Out(y)];
-    elementwise(rec, OP, Shader::Swiglu, &args, push, gate.len)
+    elementwise(rec, OP, Shader::Swiglu, &args, push, y.len)
 }
 
 /// `src` and `dst` as checked by `check::copy` (each starting at the op's buffer offset).

@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::ops::{PosEncParams, RopePairing, RopeParams};
 
 /// `x`, `positions`, `inv_freq`, `y` as checked by `check::rope`: one invocation per rotated
-/// pair.
+/// pair and per element carried through after a row's rotated heads.
 pub(crate) fn rope(
     rec: &mut VulkanRecording,
     p: &RopeParams,
@@ -20,16 +20,20 @@ pub(crate) fn rope(
 ) -> Result<()> {
     const OP: &str = "rope";
     u32_of(OP, "element count", x.len)?;
-    let pairs = x.len / 2;
+    let row_pairs = p.heads * p.head_dim / 2;
+    let per_token = p.row_stride - row_pairs;
+    let count = p.tokens * per_token;
     let push = push::Rope {
-        pairs: pairs as u32,
-        heads: u32_of(OP, "heads", p.heads)?,
+        count: count as u32,
+        per_token: per_token as u32,
         half_dim: u32_of(OP, "head_dim / 2", p.head_dim / 2)?,
         interleaved: u32::from(p.pairing == RopePairing::Interleaved),
+        row_stride: u32_of(OP, "row stride", p.row_stride)?,
+        row_pairs: row_pairs as u32,
         ..Default::default()
     };
     let args = [In(x), In(positions), In(inv_freq), Out(y)];
-    elementwise(rec, OP, Shader::Rope, &args, push, pairs)
+    elementwise(rec, OP, Shader::Rope, &args, push, count)
 }
 
 /// `out` as checked by `check::posenc`. The frequencies `div[i] = 10000^(-2i / dim)` are
