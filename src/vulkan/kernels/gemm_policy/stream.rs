@@ -492,6 +492,16 @@ pub(crate) fn cm_stream_kernel(
 /// ([`lane_gemm_kernel`]): Kimodo's 404 and 606 rows.
 pub(crate) const LANE_GEMM_MAX_M: usize = 1024;
 
+/// Rows up to which 16-bit linears of at most [`LANE_GEMM_MAX_WEIGHTS`] weights (Kimodo's) also
+/// run [`lane_gemm_kernel`] above [`LANE_GEMM_MAX_M`]: Kimodo's batched generations (16
+/// motions of 2 guidance rows: 4832 rows). The 32-row blocks read the weights from L2 after the
+/// first, so the time grows with m as at 606 rows, and the tiled 128 x 128 kernel stayed slower:
+/// on the H200 (2026-12-04, f16, GPU ms; tiled / lane) 4800x3072x1024 0.498 / 0.313,
+/// 4800x1024x1024 0.198 / 0.121, 4800x2048x1024 0.369 / 0.226, 4800x1024x2048 0.335 / 0.246,
+/// 2048x3072x1024 0.199 / 0.140; 16 Kimodo motions in one generation 7.85 / 5.55 s. Larger
+/// weights above 1024 rows (unmeasured) stay on the tiled kernels.
+pub(crate) const LANE_GEMM_BATCH_MAX_M: usize = 8192;
+
 /// Weight elements (k n) from which [`lane_gemm_kernel`] takes a linear: Kimodo's 1024 x 1024
 /// projections (2^20) are the smallest of its linears.
 pub(crate) const LANE_GEMM_MIN_WEIGHTS: usize = 1 << 20;
@@ -512,7 +522,8 @@ const LANE_GEMM_WIDE: usize = 4;
 /// says as a GEMM in fast mode (every row block of 32 a workgroup of its own along the grid's
 /// third dimension, the weights read from L2 after the first), given the device's
 /// cooperative-matrix shape: for 16-bit weights that the lane variants may read, m in
-/// ([`STREAM_MAX_M`], [`LANE_GEMM_MAX_M`]] and at least [`LANE_GEMM_MIN_WEIGHTS`] weights,
+/// ([`STREAM_MAX_M`], [`LANE_GEMM_MAX_M`]] (or up to [`LANE_GEMM_BATCH_MAX_M`] with at most
+/// [`LANE_GEMM_MAX_WEIGHTS`] weights) and at least [`LANE_GEMM_MIN_WEIGHTS`] weights,
 /// unless `KINEMA_VK_LINEAR` names another kernel (`stream-window` is the default). The variant
 /// `KINEMA_VK_CM_STREAM` names if it is one of [`CM_LANE`], else up to
 /// [`LANE_GEMM_MAX_WEIGHTS`] weights [`LANE_GEMM`] (8 subgroups of 32 x 32 over 256 columns,
@@ -557,7 +568,8 @@ pub(crate) fn lane_gemm_kernel(
     (window
         && (sixteen || q8)
         && m > STREAM_MAX_M
-        && m <= LANE_GEMM_MAX_M
+        && (m <= LANE_GEMM_MAX_M
+            || (sixteen && m <= LANE_GEMM_BATCH_MAX_M && weights <= LANE_GEMM_MAX_WEIGHTS))
         && weights >= LANE_GEMM_MIN_WEIGHTS
         && v.fits_direct(&s, l))
     .then_some((v, s))
@@ -1232,7 +1244,17 @@ mod tests {
         // dtypes, a device or layout without lane loads, no cooperative matrices, or a
         // KINEMA_VK_LINEAR naming another kernel.
         assert_eq!(pick([64, 3072, 1024], DType::F16, lane, &none), None);
-        assert_eq!(pick([1025, 3072, 1024], DType::F16, lane, &none), None);
+        // Kimodo's batches (16 motions: 4832 rows) up to 8192 rows with Kimodo-sized weights;
+        // not larger weights above 1024 rows, nor q8_0 there, nor more rows.
+        for m in [1025, 2048, 4832, 8192] {
+            for n_k in [[3072, 1024], [1024, 1024], [2048, 1024], [1024, 2048]] {
+                assert_eq!(pick([m, n_k[0], n_k[1]], DType::F16, lane, &none), want);
+            }
+            assert_eq!(pick([m, 4096, 4096], DType::BF16, lane, &none), None);
+            assert_eq!(pick([m, 3072, 1024], DType::Q8_0, lane, &none), None);
+        }
+        assert_eq!(pick([8193, 3072, 1024], DType::F16, lane, &none), None);
+        assert_eq!(pick([1025, 8192, 1025], DType::F16, lane, &none), None);
         assert_eq!(pick([606, 1024, 1023], DType::F16, lane, &none), None);
         // Larger weights (LLM2Vec at batch 16) take the 64-row tile.
         for n_k in [[4096, 4096], [14336, 4096], [4096, 14336], [8192, 1025]] {
