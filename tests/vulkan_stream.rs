@@ -610,22 +610,29 @@ fn cm_direct_linear_matches_the_staged_kernel(devices: &[kinema::vulkan::DeviceS
         // Above 1024 rows (Kimodo's batched motions) 16-bit weights of Kimodo's sizes still run
         // the lane GEMM (its grid's third dimension walks 33 row blocks here); q8_0 the tiled
         // kernels.
-        for c in fast_cases(&mut r, &[(200, 1024, 1024), (1056, 1024, 1024)], 0) {
+        // Weights above 2^23 (LLM2Vec's at batches of prompts) run the 64-row lane tile, q8_0
+        // too.
+        let shapes = [(200, 1024, 1024), (1056, 1024, 1024), (96, 4096, 2112)];
+        for c in fast_cases(&mut r, &shapes, 0) {
             let (got, shaders) = c.run(&fast, 0);
             let what = format!(
-                "default linear {}x1024x1024 {} on {}",
+                "default linear {}x{}x{} {} on {}",
                 c.m,
+                c.n,
+                c.k,
                 c.dt,
                 fast.device_name()
             );
+            let wide = c.n * c.k > 1 << 23;
             if fast.lane_fragment_layout() && matches!(c.dt, DType::F16 | DType::BF16) {
-                assert_eq!(shaders[0], LANE_GEMM, "{what}: the kernel that ran");
+                let want = if wide { CM_LANE[4] } else { LANE_GEMM };
+                assert_eq!(shaders[0], want, "{what}: the kernel that ran");
             }
             if fast.lane_fragment_layout() && c.dt == DType::Q8_0 {
-                let want = if c.m <= 1024 {
-                    CM_LANE_Q8[0]
-                } else {
-                    "linear_cm_128x128x32_64x32"
+                let want = match (wide, c.m <= 1024) {
+                    (true, _) => CM_LANE[4],
+                    (false, true) => CM_LANE_Q8[0],
+                    (false, false) => "linear_cm_128x128x32_64x32",
                 };
                 assert_eq!(shaders[0], want, "{what}: the kernel that ran");
             }

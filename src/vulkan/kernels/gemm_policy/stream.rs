@@ -534,11 +534,12 @@ const LANE_GEMM_WIDE: usize = 4;
 /// 0.050); 256 columns took another 10-13% off ([`LANE_GEMM`]).
 ///
 /// q8_0 weights that the lane variants may read ([`DirectLayout::lane_q8`]) run the same way
-/// on the q8_0 lane default, [`CM_LANE_Q8`]'s first, in 32-row blocks at every size (the
-/// 64-row tile is not validated for q8_0), or the named variant if it reads q8_0:
-/// LLM2Vec's batches of 16 prompts (512 rows), which otherwise fall to the tiled kernels'
-/// element-by-element q8_0 loads (197 ms a batch on the H200 against 72 ms with bf16 weights,
-/// 2026-12-04).
+/// on the q8_0 lane default, [`CM_LANE_Q8`]'s first, in 32-row blocks, and above
+/// [`LANE_GEMM_MAX_WEIGHTS`] weights on the 64-row tile as 16-bit weights are (each 32-row block
+/// converted the whole q8_0 matrix again; `tests/vulkan_stream.rs` checks the 64-row tile on
+/// q8_0), or the named variant if it reads q8_0 (those two or [`CM_LANE_Q8`]): LLM2Vec's batches
+/// of 16 prompts (512 rows), which otherwise fall to the tiled kernels' element-by-element q8_0
+/// loads (197 ms a batch on the H200 against 72 ms with bf16 weights, 2026-12-04).
 pub(crate) fn lane_gemm_kernel(
     [m, n, k]: [usize; 3],
     w: DType,
@@ -555,11 +556,17 @@ pub(crate) fn lane_gemm_kernel(
         .find(|v| Some(v.shader.info().name) == f.cm_stream.as_deref());
     let q8 = w == DType::Q8_0 && layout.lane_q8;
     let sixteen = matches!(w, DType::F16 | DType::BF16) && layout.lane;
+    let wide = CM_LANE[LANE_GEMM_WIDE];
     let v = if q8 {
+        let default = if weights > LANE_GEMM_MAX_WEIGHTS {
+            wide
+        } else {
+            CM_LANE_Q8[0]
+        };
         named
-            .filter(|v| CM_LANE_Q8.iter().any(|q| q.shader == v.shader))
+            .filter(|v| v.shader == wide.shader || CM_LANE_Q8.iter().any(|q| q.shader == v.shader))
             .copied()
-            .unwrap_or(CM_LANE_Q8[0])
+            .unwrap_or(default)
     } else if weights > LANE_GEMM_MAX_WEIGHTS {
         named.copied().unwrap_or(CM_LANE[LANE_GEMM_WIDE])
     } else {
@@ -1268,16 +1275,20 @@ mod tests {
         // named variant if it reads q8_0); not where k is off the windows of 64 or without
         // the probe.
         let q8 = Some(CM_LANE_Q8[0].shader);
-        for mnk in [[606, 3072, 1024], [512, 14336, 4096], [512, 4096, 14336]] {
+        let q8_wide = Some(CM_LANE[LANE_GEMM_WIDE].shader);
+        for mnk in [[606, 3072, 1024], [512, 1024, 4096], [512, 2048, 4096]] {
             assert_eq!(pick(mnk, DType::Q8_0, lane, &none), q8, "{mnk:?}");
         }
+        for mnk in [[512, 14336, 4096], [512, 4096, 14336], [96, 4096, 2112]] {
+            assert_eq!(pick(mnk, DType::Q8_0, lane, &none), q8_wide, "{mnk:?}");
+        }
         for v in CM_LANE {
-            let want = if CM_LANE_Q8.contains(&v) {
+            let want = if CM_LANE_Q8.contains(&v) || v == CM_LANE[LANE_GEMM_WIDE] {
                 v
             } else {
                 CM_LANE_Q8[0]
             };
-            let got = pick([512, 4096, 4096], DType::Q8_0, lane, &cm_forced(v));
+            let got = pick([512, 2048, 4096], DType::Q8_0, lane, &cm_forced(v));
             assert_eq!(got, Some(want.shader), "{v:?}");
         }
         let off = DirectLayout::of(3072, 1040, 0, usize::MAX, true);
