@@ -26,7 +26,7 @@ pub enum TensorKind {
     /// weights run in the graph's prepare pass, again only after a constant was rewritten.
     Constant,
     /// Bound once from host tensors stacked along their first dimension (one tensor: read in
-    /// place on the CPU; several: [`Backend::bind_host_rows`]).
+    /// place on the CPU; several: [`Backend::bind_host_rows`](crate::backend::Backend::bind_host_rows)).
     Weight(Vec<HostTensor>),
     /// Produced by a node.
     Value,
