@@ -600,11 +600,15 @@ pub(crate) struct StreamGrid {
     /// Rows per workgroup where the grid's third dimension walks the row blocks (the direct
     /// and lane variants); `None` where each workgroup walks every row block in turn.
     pub row_block: Option<usize>,
-    /// Workgroups that fill the GPU once (the lane variants). Where they stream weights (one
-    /// row block, or more than [`LANE_GEMM_MAX_WEIGHTS`] weights, which L2 does not keep for
-    /// the next row block) the automatic splits are as many as fit in it without exceeding
-    /// it, `wave / groups` (at least one), with no bound on k per split; elsewhere `max_ks`
-    /// and [`GEMM_MIN_WORKGROUPS`] rule as for the other grids.
+    /// Workgroups that fill the GPU once (the lane variants). The automatic splits are as
+    /// many as fit in it without exceeding it, `wave / groups` (at least one), with no bound
+    /// on k per split: where they stream weights (one row block, or more than
+    /// [`LANE_GEMM_MAX_WEIGHTS`] weights, which L2 does not keep for the next row block) at
+    /// most as many as the partial sums allow, and over several row blocks (a GEMM whose
+    /// weights L2 keeps) at most one per k step. The GEMM's splits used to follow `max_ks`
+    /// (1024 k); on the H200 (2026-12-04, f16, GPU ms, 1 / 2 splits) 606x1024x2048 0.042 /
+    /// 0.052, 4800x1024x2048 0.203 / 0.247, 404x1024x1024 0.026 / 0.024 (52 workgroups: the
+    /// wave asks for 2), and Kimodo's generations 3% faster (2 rows 0.676 -> 0.656 s).
     pub wave: Option<usize>,
 }
 
@@ -617,7 +621,7 @@ impl StreamGrid {
 
 /// Splits of k for an m x n x k linear on a streaming kernel of grid `t` with weight rows of
 /// `row_bytes`, and k per split: the forced count (`KINEMA_VK_STREAM_SPLITS`) when positive; else
-/// as many as the grid's `wave` holds where it applies ([`StreamGrid::wave`]), or enough for
+/// as many as the grid's `wave` holds ([`StreamGrid::wave`]: the lane variants), or enough for
 /// [`GEMM_MIN_WORKGROUPS`] workgroups (and at least enough for the grid's `max_ks`), but at
 /// most so many that the partial sums (4 m bytes
 /// per column and split, written and read back) stay within a quarter of the weight bytes or
@@ -645,8 +649,11 @@ pub(crate) fn stream_splits(
                 .max(free_partial_bytes / (partial * n.max(1)))
                 .max(1);
             let streams = t.row_groups(m) == 1 || k.saturating_mul(n) > LANE_GEMM_MAX_WEIGHTS;
-            match t.wave.filter(|_| streams) {
-                Some(wave) => (wave / groups.max(1)).clamp(1, cap),
+            match t.wave {
+                Some(wave) if streams => (wave / groups.max(1)).clamp(1, cap),
+                // Over several row blocks the weights come from L2 after the first: as many
+                // splits as one wave holds, whatever k per split that leaves.
+                Some(wave) => (wave / groups.max(1)).clamp(1, k.div_ceil(t.kt).max(1)),
                 None => {
                     let fill = if groups >= GEMM_MIN_WORKGROUPS {
                         1
@@ -1355,10 +1362,12 @@ mod tests {
             assert_eq!(splits(v, [32, 4096, 4096]), (8, 512));
             assert_eq!(splits(v, [32, 4096, 14336]), (8, 1792));
         }
-        // Kimodo's 404 and 606 rows with weights that L2 keeps: at most 1024 k a split as
-        // before (1 split took 606x1024x2048 from 0.052 to 0.042 ms on the H200 but 404x1024x2048
-        // from 0.032 to 0.042, and the generation from 0.678 to 0.726 s).
-        assert_eq!(splits(CM_LANE[0], [606, 1024, 2048]), (2, 1024));
+        // Kimodo's 404 and 606 rows with weights that L2 keeps: splits only to fill the GPU,
+        // no bound on k per split. 606 rows give 76 workgroups, one split (606x1024x2048: 0.052
+        // ms with 2 splits, 0.042 with 1 on the H200, 2026-12-04); 404 rows give 52, two
+        // splits (a single one took 404x1024x2048 from 0.032 to 0.042 ms and the 2-row
+        // generation from 0.678 to 0.726 s, 2026-12-03).
+        assert_eq!(splits(CM_LANE[0], [606, 1024, 2048]), (1, 2048));
         assert_eq!(splits(CM_LANE[0], [404, 1024, 2048]), (2, 1024));
         // LLM2Vec at 16 prompts (512 rows, 8 row blocks of the 64-row tile) streams its 2^24+
         // weights: one split of 4096 k where 1024 k asked for 4 (0.221 -> 0.176 ms at 4096^2).
