@@ -935,8 +935,8 @@ fn bit_identical(a: &[f32], b: &[f32]) -> bool {
 /// rounding bound, for f32/f16/bf16/q8_0 weights, k a multiple of 4 or not (vector or
 /// element loads), m, n, k off the tile multiples, with a bias, and with ReLU for f16
 /// weights (the epilogue). Both matrix-core paths run where the device has them: the
-/// workgroup-scope `VK_NV_cooperative_matrix2` kernel (f32 and f16 weights) and the
-/// subgroup-scope kernels (`coopmat2` off). On a device without cooperative matrices
+/// workgroup-scope `VK_NV_cooperative_matrix2` kernel (f32 and f16 weights at 1101 x 2060,
+/// x cast to f16 first) and the subgroup-scope kernels (`coopmat2` off). On a device without cooperative matrices
 /// (lavapipe) fast mode must run the strict kernel: its result is checked to be the strict
 /// backend's bit for bit, with a notice that the cooperative-matrix path was not tested.
 #[test]
@@ -966,7 +966,16 @@ fn coopmat_linear_within_f16_rounding() {
                 fast.device_name()
             );
         }
-        for (m, n, k) in [(606, 384, 1024), (130, 70, 40), (33, 17, 30), (1, 5, 64)] {
+        // 1101 x 2060 is large enough for the workgroup-scope kernel (f32 and f16 weights), whose
+        // x cast to f16 has an odd element count here.
+        let shapes = [
+            (606, 384, 1024),
+            (1101, 2060, 71),
+            (130, 70, 40),
+            (33, 17, 30),
+            (1, 5, 64),
+        ];
+        for (m, n, k) in shapes {
             let x = r.vec(m * k, -1.0, 1.0);
             let w = r.vec(n * k, -1.0, 1.0);
             let w16: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();

@@ -33,8 +33,12 @@ layout(constant_id = 2) const uint BN = 128;
 layout(constant_id = 3) const uint BK = 32;
 // 0 f32, 1 f16
 layout(constant_id = 6) const uint W_DTYPE = 1;
+// 0: x is f32 (loaded as an f32 matrix and rounded here); 1: x is already f16 (cast_f16.comp
+// wrote it, the same rounding, two a word; x_off counts words): the loads take it as it is.
+layout(constant_id = 7) const uint X_DTYPE = 0;
 
 layout(set = 0, binding = 0) readonly buffer X { float x[]; };
+layout(set = 0, binding = 0) readonly buffer X16 { float16_t x16[]; };
 layout(set = 0, binding = 1) readonly buffer W { float w[]; };
 layout(set = 0, binding = 1) readonly buffer W16 { float16_t w16[]; };
 layout(set = 0, binding = 2) readonly buffer Bias { float bias[]; };
@@ -87,10 +91,14 @@ void main() {
     for (uint k0 = 0u; k0 < p.k; k0 += BK) {
         // f32 elements load as an f32 matrix and convert (round to nearest) to f16: loading
         // them straight into an f16 matrix does not convert on the H200's driver (NaN).
-        coopmat<float, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseAccumulator> xf;
-        coopMatLoadTensorNV(xf, x, p.x_off, sliceTensorLayoutNV(lx, m0, BM, k0, BK));
-        coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a =
-            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>(xf);
+        coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;
+        if (X_DTYPE == 1u) {
+            coopMatLoadTensorNV(a, x16, 2u * p.x_off, sliceTensorLayoutNV(lx, m0, BM, k0, BK));
+        } else {
+            coopmat<float, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseAccumulator> xf;
+            coopMatLoadTensorNV(xf, x, p.x_off, sliceTensorLayoutNV(lx, m0, BM, k0, BK));
+            a = coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>(xf);
+        }
         coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> b;
         if (W_DTYPE == 1u) {
             coopMatLoadTensorNV(b, w16, p.w_off, sliceTensorLayoutNV(lw, n0, BN, k0, BK),

@@ -102,6 +102,8 @@ shaders! {
     ReadPeak = "read_peak", ReadPeak, 2;
     /// Where the device keeps a B fragment's elements (`coopmat_layout.comp`).
     CoopmatLayout = "coopmat_layout", CoopmatLayout, 1;
+    /// x rounded to f16, two elements a word (fast mode's x for `linear_cm2`).
+    CastF16 = "cast_f16", CastF16, 2;
     Copy = "copy", Copy, 2;
     Ddim = "ddim", Ddim, 4;
     Embedding = "embedding", Embedding, 4;
@@ -211,6 +213,13 @@ pub(crate) mod push {
     #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
     pub struct CoopmatLayout {
         pub off: [u32; 1],
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct CastF16 {
+        pub off: [u32; 2],
+        pub n: u32,
     }
 
     #[repr(C)]

@@ -77,6 +77,12 @@ pub(crate) fn linear(
         }
     }
     let kernel = linear_kernel(mnk, w.dtype, coopmat, coopmat2, limits, &forced);
+    let x16 = if kernel.x16 {
+        Some(cast_f16(rec, x, p.m * p.k)?)
+    } else {
+        None
+    };
+    let x = x16.as_ref().unwrap_or(x);
     let (act, slope) = act_code(p.activation);
     for_columns(p, rows, w, bias, y, |Columns { nc, ws, bs, ys }| {
         let push = push::Linear {
@@ -101,6 +107,28 @@ pub(crate) fn linear(
             groups,
         })
     })
+}
+
+/// The first `n` elements of `x` rounded to f16 into the recording's scratch memory, two a
+/// word (`cast_f16.comp`): a view of f32 words, as `linear_cm2.comp` with `X_DTYPE` 1 reads it.
+fn cast_f16(rec: &mut VulkanRecording, x: &Ref, n: usize) -> Result<Ref> {
+    const OP: &str = "linear";
+    let words = rec.scratch_f32(n.div_ceil(2))?;
+    let wg = rec.elementwise_workgroup();
+    let groups = rec.grid(OP, n.div_ceil(2) as u64, wg)?;
+    let push = push::CastF16 {
+        n: u32_of(OP, "m k", n)?,
+        ..Default::default()
+    };
+    rec.dispatch(Dispatch {
+        op: OP,
+        shader: Shader::CastF16,
+        spec: &[wg],
+        args: &[In(x), Out(&words)],
+        push,
+        groups,
+    })?;
+    Ok(words)
 }
 
 /// A split-k streaming kernel with [`push::LinearStream`]'s contract: `linear_stream.comp` on

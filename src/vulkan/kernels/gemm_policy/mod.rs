@@ -190,6 +190,9 @@ pub(crate) struct Forced {
     /// [`stream::CM_STREAM`] for every linear the streaming window takes, or never
     /// ([`stream::cm_stream_kernel`]).
     pub cm_stream: Option<String>,
+    /// `KINEMA_VK_CM2_X=f16|f32`: the workgroup-scope GEMM reads x rounded to f16 by a cast
+    /// dispatch before it (the default), or as f32 (rounded in the GEMM).
+    pub cm2_x: Option<String>,
 }
 
 impl Forced {
@@ -219,6 +222,7 @@ impl Forced {
             stream_splits: var("KINEMA_VK_STREAM_SPLITS"),
             stream_fold: var("KINEMA_VK_STREAM_FOLD"),
             cm_stream: var("KINEMA_VK_CM_STREAM"),
+            cm2_x: var("KINEMA_VK_CM2_X"),
         }
     }
 }
@@ -473,22 +477,31 @@ impl Cm2Tile {
     }
 }
 
-/// The workgroup-scope tile: 128 x 256 with 256 invocations (ggml-vulkan's large coopmat2
-/// tile). Measured on the H200 (f16 weights, GPU time): 4096^3 1.48 ms (92.7 TFLOP/s)
-/// against 1.84 ms for the 128 x 128 subgroup-scope variant; at Kimodo's shapes no
-/// workgroup-scope tile was reliably faster (606x3072x1024: best 80 us against 69 us; 128 x
-/// 128, 64 x 64, 64 x 128, 128 x 64, 256 x 128, k steps of 16 and 64 were tried), so smaller
-/// outputs stay on the subgroup-scope kernels.
+/// The workgroup-scope tile: 128 x 128, k steps of 32, 256 invocations, reading x as f16
+/// (rounded by a `cast_f16` dispatch first; `KINEMA_VK_CM2_X=f32` rounds it in the GEMM).
+/// Measured on the H200 (2026-12-04, f16 weights, GPU ms, x as f32 / as f16): 4096^3 128 x
+/// 256 1.469 / 1.295, 128 x 128 2.010 / **1.077** (128 TFLOP/s), 64 x 128 2.072 / 1.375,
+/// 128 x 128 with k steps of 64 2.021 / 1.423; the subgroup-scope 128 x 128 variant 1.82.
+/// Loaded as f32, x is converted from an accumulator matrix to an A matrix in the GEMM; as f16
+/// the driver loads it as it loads the weights. Earlier (x as f32) no workgroup-scope tile was
+/// reliably faster at Kimodo's shapes (606x3072x1024: best 80 us against 69 us), and the lane
+/// GEMM is faster still there (48 us), so it runs only where [`CM2_ADMIT`] gives at least
+/// [`GEMM_MIN_WORKGROUPS`] workgroups and the lane GEMM does not take the linear.
 const CM2_TILE: Cm2Tile = Cm2Tile {
     bm: 128,
-    bn: 256,
+    bn: 128,
     bk: 32,
     wg: 256,
 };
 
+/// The output footprint (rows, columns) that admits a linear to [`CM2_TILE`]: 128 x 256,
+/// the tile the workgroup-scope kernel ran before it read x as f16, so the same outputs take
+/// it.
+const CM2_ADMIT: (usize, usize) = (128, 256);
+
 /// The `linear_cm2.comp` tile for an m x n output, `None` for the subgroup-scope kernels: the
-/// forced tile when the device fits it, else [`CM2_TILE`] when it gives at least
-/// [`GEMM_MIN_WORKGROUPS`] workgroups.
+/// forced tile when the device fits it, else [`CM2_TILE`] when [`CM2_ADMIT`] tiles give at
+/// least [`GEMM_MIN_WORKGROUPS`] workgroups.
 fn cm2_tile(m: usize, n: usize, c2: &Coopmat2, l: &Limits, f: &Forced) -> Option<Cm2Tile> {
     if let Some([bm, bn, bk, wg]) = dims(f.cm2_tile.as_deref()) {
         let t = Cm2Tile { bm, bn, bk, wg };
@@ -497,7 +510,7 @@ fn cm2_tile(m: usize, n: usize, c2: &Coopmat2, l: &Limits, f: &Forced) -> Option
         }
     }
     let t = CM2_TILE;
-    let groups = m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize);
+    let groups = m.div_ceil(CM2_ADMIT.0) * n.div_ceil(CM2_ADMIT.1);
     (t.fits(c2, l) && groups >= GEMM_MIN_WORKGROUPS).then_some(t)
 }
 
@@ -609,6 +622,9 @@ pub(crate) struct LinearKernel {
     pub spec: Vec<u32>,
     pub bm: u32,
     pub bn: u32,
+    /// The kernel reads x as f16 words: a `cast_f16` dispatch rounds x into scratch memory
+    /// first.
+    pub x16: bool,
 }
 
 /// The kernel for an m x n linear with weights of dtype `w`: the skinny kernel for few rows
@@ -635,6 +651,7 @@ pub(crate) fn linear_kernel(
             spec: vec![t.wg, t.mmax, t.nc, w_dtype, vec_ok],
             bm: 0,
             bn: t.nc,
+            x16: false,
         };
     }
     let coop = coopmat.and_then(|s| Some((s, coop_kernel(m, n, &s, l, f)?)));
@@ -643,17 +660,22 @@ pub(crate) fn linear_kernel(
         _ => None,
     };
     match (cm2, coop) {
-        (Some(t), _) => LinearKernel {
-            shader: Shader::LinearCm2,
-            spec: vec![t.wg, t.bm, t.bn, t.bk, 0, 0, w_dtype],
-            bm: t.bm,
-            bn: t.bn,
-        },
+        (Some(t), _) => {
+            let x16 = f.cm2_x.as_deref() != Some("f32");
+            LinearKernel {
+                shader: Shader::LinearCm2,
+                spec: vec![t.wg, t.bm, t.bn, t.bk, 0, 0, w_dtype, u32::from(x16)],
+                bm: t.bm,
+                bn: t.bn,
+                x16,
+            }
+        }
         (None, Some((s, (shader, t)))) => LinearKernel {
             shader,
             spec: t.spec(&s, l.subgroup_size, w_dtype, vec_ok),
             bm: t.bm,
             bn: t.bn,
+            x16: false,
         },
         (None, None) => {
             let t = gemm_tile(m, n, 1, l, f);
@@ -664,6 +686,7 @@ pub(crate) fn linear_kernel(
                 spec,
                 bm: t.0.bm,
                 bn: t.0.bn,
+                x16: false,
             }
         }
     }

@@ -355,8 +355,15 @@ fn linear_kernels_follow_precision_dtype_and_shape() {
         let cm2 = k([4096, 4096], w, Some(s), Some(c2));
         assert_eq!(cm2.shader, Shader::LinearCm2);
         let code = float_dtype_code(w);
-        assert_eq!(cm2.spec, [256, 128, 256, 32, 0, 0, code].to_vec());
-        assert_eq!((cm2.bm, cm2.bn), (128, 256));
+        assert_eq!(cm2.spec, [256, 128, 128, 32, 0, 0, code, 1].to_vec());
+        assert_eq!((cm2.bm, cm2.bn), (128, 128));
+        assert!(cm2.x16, "x as f16 by default");
+        let f32x = Forced {
+            cm2_x: Some("f32".into()),
+            ..none()
+        };
+        let v = linear_kernel([4096, 4096, 4096], w, Some(s), Some(c2), &l, &f32x);
+        assert_eq!((v.shader, v.spec[7], v.x16), (Shader::LinearCm2, 0, false));
     }
     for w in [DType::BF16, DType::Q8_0] {
         let v = k([4096, 4096], w, Some(s), Some(c2));
