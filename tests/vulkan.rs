@@ -1222,15 +1222,19 @@ fn attention_f64_bound(
 }
 
 /// Fast-mode attention on cooperative matrices against the f64 reference, within the f16
-/// rounding bound of [`attention_f64_bound`]: head_dim 128, query and key counts off the
+/// rounding bound of [`attention_f64_bound`]: head_dim 128 (and 64, which only the
+/// workgroup-scope kernel takes), query and key counts off the
 /// tile multiples (1, 7, 202, 254), GQA groups of 1, 2 and 4, every mask kind (key padding
 /// with a batch whose keys are all hidden, causal with more queries than keys so whole query
 /// blocks see nothing), batches > 1, operands as column slices of a fused QKV buffer (the
 /// vector loads) or with odd offsets and strides (the element loads), shapes that select each
 /// variant, and scores growing along the keys by more than the shader's rescaling threshold
-/// per tile (exact f16 inputs, so the bound is tight there). On a device where no fast
-/// variant runs (lavapipe) fast mode must run the strict shader: its result is checked to be
-/// the strict backend's bit for bit, with a notice that the fast kernel was not tested.
+/// per tile (exact f16 inputs, so the bound is tight there). Where the device has
+/// workgroup-scope matrices with reductions (the H200), the workgroup-scope kernel runs, and
+/// the subgroup-scope variants are tested too on a backend with `coopmat2` off. On a device
+/// where no fast kernel runs (lavapipe) fast mode must run the strict shader: its result is
+/// checked to be the strict backend's bit for bit, with a notice that the fast kernel was not
+/// tested.
 #[test]
 fn fast_attention_within_f16_rounding() {
     #[derive(Clone, Copy, PartialEq)]
@@ -1247,155 +1251,170 @@ fn fast_attention_within_f16_rounding() {
     let mut r = Rng(41);
     use MaskKind::*;
     let cases = [
-        (3, 202, 202, 8, 8, None, Data::Fused),
-        (3, 202, 202, 8, 8, KeyPadding, Data::Fused),
-        (2, 254, 254, 8, 4, Causal, Data::Fused),
-        (2, 7, 254, 4, 1, Causal, Data::Fused),
-        (2, 254, 7, 2, 2, Causal, Data::Odd),
-        (2, 1, 1, 2, 1, None, Data::Fused),
-        (1, 1, 254, 4, 2, KeyPadding, Data::Odd),
-        (2, 202, 7, 2, 1, KeyPadding, Data::Fused),
-        (3, 202, 202, 8, 8, None, Data::Growing),
-        (2, 254, 254, 2, 1, Causal, Data::Growing),
-        (1, 70, 254, 2, 2, KeyPadding, Data::Growing),
+        (3, 202, 202, 8, 8, None, Data::Fused, 128),
+        (3, 202, 202, 8, 8, KeyPadding, Data::Fused, 128),
+        (2, 254, 254, 8, 4, Causal, Data::Fused, 128),
+        (2, 7, 254, 4, 1, Causal, Data::Fused, 128),
+        (2, 254, 7, 2, 2, Causal, Data::Odd, 128),
+        (2, 1, 1, 2, 1, None, Data::Fused, 128),
+        (1, 1, 254, 4, 2, KeyPadding, Data::Odd, 128),
+        (2, 202, 7, 2, 1, KeyPadding, Data::Fused, 128),
+        (3, 202, 202, 8, 8, None, Data::Growing, 128),
+        (2, 254, 254, 2, 1, Causal, Data::Growing, 128),
+        (1, 70, 254, 2, 2, KeyPadding, Data::Growing, 128),
+        (3, 202, 202, 8, 8, KeyPadding, Data::Fused, 64),
+        (2, 70, 254, 4, 2, Causal, Data::Odd, 64),
     ];
     for o in devices() {
         let mut fast_o = o.clone();
         fast_o.precision = Precision::Fast.into();
-        let fast = VulkanBackend::with_options(fast_o).unwrap();
         let strict = VulkanBackend::with_options(o).unwrap();
-        // What the fast variants need (kernels/attention_cm.rs): the H200 has it.
-        let capable = fast.subgroup_size() == 32
-            && fast
-                .cooperative_matrix()
-                .is_some_and(|s| s.starts_with("16x16x16 "));
-        for &(batch, ql, kl, qh, kh, mask, data) in &cases {
-            let d = 128;
-            let (q_stride, kv_stride, q_at, k_at, v_at) = match data {
-                Data::Odd => (qh * d + 3, kh * d + 1, 1, 5, 2),
-                _ => {
-                    let w = (qh + 2 * kh) * d;
-                    (w, w, 0, qh * d, (qh + kh) * d)
-                }
-            };
-            let exact = |r: &mut Rng| (r.below(33) as f32 - 16.0) / 16.0;
-            let mut fill = |n: usize| -> Vec<f32> {
-                match data {
-                    Data::Growing => (0..n).map(|_| exact(&mut r)).collect(),
-                    _ => r.vec(n, -1.0, 1.0),
-                }
-            };
-            // Whole buffers; the operands start at q_at, k_at and v_at.
-            let (mut qbuf, mut kbuf, mut vbuf) = if data == Data::Odd {
-                (
-                    fill(q_at + batch * ql * q_stride),
-                    fill(k_at + batch * kl * kv_stride),
-                    fill(v_at + batch * kl * kv_stride),
-                )
-            } else {
-                let fused = fill(batch * kl * kv_stride);
-                (fill(batch * ql * q_stride), fused.clone(), fused)
-            };
-            let scale = if data == Data::Growing {
-                for t in 0..batch * ql {
-                    for h in 0..qh {
-                        qbuf[q_at + t * q_stride + h * d] = [4.0, -4.0, 0.25, 0.0][t % ql % 4];
+        let fast = VulkanBackend::with_options(fast_o.clone()).unwrap();
+        // What the kernels need (kernels/attention_cm.rs): the H200 has both.
+        let coop = fast.cooperative_matrix().unwrap_or_default();
+        let capable = fast.subgroup_size() == 32 && coop.starts_with("16x16x16 ");
+        let cm2 = coop.ends_with("with reductions");
+        let mut fasts = vec![(fast, cm2)];
+        if cm2 {
+            fast_o.coopmat2 = false;
+            fasts.push((VulkanBackend::with_options(fast_o).unwrap(), false));
+        }
+        for (fast, cm2) in &fasts {
+            for &(batch, ql, kl, qh, kh, mask, data, d) in &cases {
+                let (q_stride, kv_stride, q_at, k_at, v_at) = match data {
+                    Data::Odd => (qh * d + 3, kh * d + 1, 1, 5, 2),
+                    _ => {
+                        let w = (qh + 2 * kh) * d;
+                        (w, w, 0, qh * d, (qh + kh) * d)
                     }
-                }
-                for t in 0..batch * kl {
-                    for h in 0..kh {
-                        kbuf[k_at + t * kv_stride + h * d] = (t % kl) as f32;
-                    }
-                }
-                // k and v share the fused buffer.
-                vbuf = kbuf.clone();
-                0.125
-            } else {
-                1.0 / (d as f32).sqrt()
-            };
-            // Every third key hidden, and all keys of batch 2 (its queries output zeros).
-            let m: Vec<u32> = (0..batch * kl)
-                .map(|i| u32::from(i % 3 != 1 && i / kl != 2))
-                .collect();
-            let p = AttentionParams {
-                batch,
-                q_len: ql,
-                kv_len: kl,
-                q_heads: qh,
-                kv_heads: kh,
-                head_dim: d,
-                scale,
-                mask,
-                q_row_stride: q_stride,
-                kv_row_stride: kv_stride,
-            };
-            let what = format!(
-                "fast attention {batch}x{ql}x{kl} heads {qh}/{kh} {mask:?} on {}",
-                fast.device_name()
-            );
-            let run = |b: &VulkanBackend| {
-                let qb = upload_f32(b, &qbuf);
-                let (kb, vb) = if data == Data::Odd {
-                    (upload_f32(b, &kbuf), upload_f32(b, &vbuf))
-                } else {
-                    let kv = upload_f32(b, &kbuf);
-                    (kv.clone(), kv)
                 };
-                let qs = qb.slice(q_at, qb.len - q_at).unwrap();
-                let ks = kb.slice(k_at, kb.len - k_at).unwrap();
-                let vs = vb.slice(v_at, vb.len - v_at).unwrap();
-                let mb = upload_u32(b, &m);
-                let out = alloc(b, DType::F32, batch * ql * qh * d);
-                let mref = (mask == KeyPadding).then_some(&mb);
-                let mut rec = b.begin().unwrap();
-                b.attention(&mut rec, &p, &qs, &ks, &vs, mref, &out)
-                    .unwrap();
-                b.submit(&rec).unwrap();
-                download_f32(b, &out)
-            };
-            let got = run(&fast);
-            let Some(shader) = fast.fast_attention_shader(&p) else {
-                assert!(
-                    !capable,
-                    "{what}: the device has 32-invocation subgroups and the 16x16x16 f16 \
-                     cooperative matrix, but no fast attention variant was chosen"
+                let exact = |r: &mut Rng| (r.below(33) as f32 - 16.0) / 16.0;
+                let mut fill = |n: usize| -> Vec<f32> {
+                    match data {
+                        Data::Growing => (0..n).map(|_| exact(&mut r)).collect(),
+                        _ => r.vec(n, -1.0, 1.0),
+                    }
+                };
+                // Whole buffers; the operands start at q_at, k_at and v_at.
+                let (mut qbuf, mut kbuf, mut vbuf) = if data == Data::Odd {
+                    (
+                        fill(q_at + batch * ql * q_stride),
+                        fill(k_at + batch * kl * kv_stride),
+                        fill(v_at + batch * kl * kv_stride),
+                    )
+                } else {
+                    let fused = fill(batch * kl * kv_stride);
+                    (fill(batch * ql * q_stride), fused.clone(), fused)
+                };
+                let scale = if data == Data::Growing {
+                    for t in 0..batch * ql {
+                        for h in 0..qh {
+                            qbuf[q_at + t * q_stride + h * d] = [4.0, -4.0, 0.25, 0.0][t % ql % 4];
+                        }
+                    }
+                    for t in 0..batch * kl {
+                        for h in 0..kh {
+                            kbuf[k_at + t * kv_stride + h * d] = (t % kl) as f32;
+                        }
+                    }
+                    // k and v share the fused buffer.
+                    vbuf = kbuf.clone();
+                    0.125
+                } else {
+                    1.0 / (d as f32).sqrt()
+                };
+                // Every third key hidden, and all keys of batch 2 (its queries output zeros).
+                let m: Vec<u32> = (0..batch * kl)
+                    .map(|i| u32::from(i % 3 != 1 && i / kl != 2))
+                    .collect();
+                let p = AttentionParams {
+                    batch,
+                    q_len: ql,
+                    kv_len: kl,
+                    q_heads: qh,
+                    kv_heads: kh,
+                    head_dim: d,
+                    scale,
+                    mask,
+                    q_row_stride: q_stride,
+                    kv_row_stride: kv_stride,
+                };
+                let what = format!(
+                    "fast attention {batch}x{ql}x{kl} heads {qh}/{kh} {mask:?} on {}",
+                    fast.device_name()
                 );
-                assert!(
-                    bit_identical(&got, &run(&strict)),
-                    "{what}: without a fast variant the strict shader runs"
+                let run = |b: &VulkanBackend| {
+                    let qb = upload_f32(b, &qbuf);
+                    let (kb, vb) = if data == Data::Odd {
+                        (upload_f32(b, &kbuf), upload_f32(b, &vbuf))
+                    } else {
+                        let kv = upload_f32(b, &kbuf);
+                        (kv.clone(), kv)
+                    };
+                    let qs = qb.slice(q_at, qb.len - q_at).unwrap();
+                    let ks = kb.slice(k_at, kb.len - k_at).unwrap();
+                    let vs = vb.slice(v_at, vb.len - v_at).unwrap();
+                    let mb = upload_u32(b, &m);
+                    let out = alloc(b, DType::F32, batch * ql * qh * d);
+                    let mref = (mask == KeyPadding).then_some(&mb);
+                    let mut rec = b.begin().unwrap();
+                    b.attention(&mut rec, &p, &qs, &ks, &vs, mref, &out)
+                        .unwrap();
+                    b.submit(&rec).unwrap();
+                    download_f32(b, &out)
+                };
+                let got = run(fast);
+                let expect = if *cm2 {
+                    Some("attention_cm2")
+                } else if capable && d == 128 {
+                    Some("attention_cm_")
+                } else {
+                    Option::None
+                };
+                let shader = fast.fast_attention_shader(&p);
+                assert_eq!(
+                    shader.map(|s| s.starts_with(expect.unwrap_or("-"))),
+                    expect.map(|_| true),
+                    "{what}: chose {shader:?}, expected {expect:?}"
                 );
-                continue;
-            };
-            let u_in = if data == Data::Growing {
-                0.0
-            } else {
-                ATTENTION_F16_ROUND
-            };
-            let mk = (mask == KeyPadding).then_some(m.as_slice());
-            let [want, bound] =
-                attention_f64_bound(&p, &qbuf[q_at..], &kbuf[k_at..], &vbuf[v_at..], mk, u_in);
-            let mut worst = 0f64;
-            for (idx, &g) in got.iter().enumerate() {
-                let e = (g as f64 - want[idx]).abs();
-                assert!(
-                    e <= bound[idx],
-                    "{what} ({shader}): output {idx} is {g}, reference {}, error {e:e} > \
+                let Some(shader) = shader else {
+                    assert!(
+                        bit_identical(&got, &run(&strict)),
+                        "{what}: without a fast variant the strict shader runs"
+                    );
+                    continue;
+                };
+                let u_in = if data == Data::Growing {
+                    0.0
+                } else {
+                    ATTENTION_F16_ROUND
+                };
+                let mk = (mask == KeyPadding).then_some(m.as_slice());
+                let [want, bound] =
+                    attention_f64_bound(&p, &qbuf[q_at..], &kbuf[k_at..], &vbuf[v_at..], mk, u_in);
+                let mut worst = 0f64;
+                for (idx, &g) in got.iter().enumerate() {
+                    let e = (g as f64 - want[idx]).abs();
+                    assert!(
+                        e <= bound[idx],
+                        "{what} ({shader}): output {idx} is {g}, reference {}, error {e:e} > \
                      bound {:e}",
-                    want[idx],
-                    bound[idx]
-                );
-                if bound[idx] > 0.0 {
-                    worst = worst.max(e / bound[idx]);
+                        want[idx],
+                        bound[idx]
+                    );
+                    if bound[idx] > 0.0 {
+                        worst = worst.max(e / bound[idx]);
+                    }
                 }
+                eprintln!("{what} ({shader}): worst error {worst:.3} of the bound");
             }
-            eprintln!("{what} ({shader}): worst error {worst:.3} of the bound");
         }
         if !capable {
             eprintln!(
                 "NOTICE: {} cannot run the fast attention (it needs 32-invocation subgroups \
                  and the 16x16x16 f16 cooperative matrix): only the strict fallback was \
                  tested here",
-                fast.device_name()
+                strict.device_name()
             );
         }
     }

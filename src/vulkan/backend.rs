@@ -60,8 +60,8 @@ pub struct VulkanOptions {
     /// Directory of the on-disk pipeline cache (`KINEMA_VK_PIPELINE_CACHE`: a directory, or
     /// `off`); by default `$XDG_CACHE_HOME/kinema` or `~/.cache/kinema`.
     pub pipeline_cache_dir: Option<PathBuf>,
-    /// Use `VK_NV_cooperative_matrix2` for fast-mode GEMMs where the device has it; false
-    /// keeps the subgroup-scope `VK_KHR_cooperative_matrix` kernels
+    /// Use `VK_NV_cooperative_matrix2` for fast-mode GEMMs and attention where the device has
+    /// it; false keeps the subgroup-scope `VK_KHR_cooperative_matrix` kernels
     /// (`KINEMA_VK_NO_COOPMAT2=1`).
     pub coopmat2: bool,
 }
@@ -260,10 +260,17 @@ impl VulkanBackend {
     }
 
     /// Whether the device offers the f16 cooperative matrices fast-mode GEMMs use (whatever
-    /// the precision of this backend), and their shape (`16x16x16 f16*f16+f32->f32 ...`).
+    /// the precision of this backend), and their shape (`16x16x16 f16*f16+f32->f32 ...`),
+    /// followed by `; NV cooperative_matrix2 workgroup scope` where workgroup-scope matrices
+    /// are used, and ` with reductions` where their row reductions are too (the fast
+    /// attention's).
     pub fn cooperative_matrix(&self) -> Option<String> {
         let ctx = &self.shared.ctx;
         ctx.coopmat.map(|s| match ctx.coopmat2 {
+            Some(c) if c.reductions => format!(
+                "{}; NV cooperative_matrix2 workgroup scope with reductions",
+                s.describe()
+            ),
             Some(_) => format!("{}; NV cooperative_matrix2 workgroup scope", s.describe()),
             None => s.describe(),
         })
@@ -294,7 +301,8 @@ impl VulkanBackend {
     /// `KINEMA_VK_ATTENTION_SHADER` no fast variant fits.
     pub fn fast_attention_shader(&self, p: &AttentionParams) -> Option<&'static str> {
         let s = self.gemm_coopmat()?;
-        kernels::attention_cm::fast_attention_kernel(p, &s, &self.shared.ctx.limits)
+        let ctx = &self.shared.ctx;
+        kernels::attention_cm::fast_attention_kernel(p, &s, ctx.coopmat2.as_ref(), &ctx.limits)
             .map(|f| f.shader.info().name)
     }
 
@@ -664,7 +672,8 @@ impl Backend for VulkanBackend {
                 out,
             } => {
                 let coop = self.gemm_coopmat();
-                kernels::attention(rec, p, &q, &k, &v, mask.as_ref(), &out, coop)
+                let coop2 = coop.and(self.shared.ctx.coopmat2);
+                kernels::attention(rec, p, &q, &k, &v, mask.as_ref(), &out, coop, coop2)
             }
             Call::Activation { p, x, y } => kernels::activation(rec, *p, &x, &y),
             Call::Swiglu { p, gate, up, y } => kernels::swiglu(rec, p, &gate, &up, &y),

@@ -102,6 +102,9 @@ pub(crate) struct Context {
 pub(crate) struct Coopmat2 {
     /// `cooperativeMatrixWorkgroupScopeMaxWorkgroupSize`.
     pub max_workgroup_size: u32,
+    /// `cooperativeMatrixReductions`: row reductions, which `attention_cm2.comp` needs (enabled
+    /// at creation when offered).
+    pub reductions: bool,
 }
 
 /// How a device is ranked when none is requested: discrete GPUs first, CPU devices last.
@@ -350,6 +353,7 @@ impl Context {
             unsafe { instance.get_physical_device_properties2(physical, &mut p2) };
             fc2.has_used().then_some(Coopmat2 {
                 max_workgroup_size: pc2.workgroup_scope_max_workgroup_size,
+                reductions: fc2.reductions == vk::TRUE,
             })
         } else {
             None
@@ -383,6 +387,7 @@ impl Context {
         let mut enable_coop =
             vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
         let mut enable_coop2 = Coopmat2Features::used();
+        enable_coop2.reductions = vk::Bool32::from(coopmat2.is_some_and(|c| c.reductions));
         let mut dci = vk::DeviceCreateInfo::default()
             .queue_create_infos(&qci)
             .enabled_extension_names(&ext_names)

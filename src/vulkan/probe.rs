@@ -159,9 +159,10 @@ impl Default for Coopmat2Features {
 }
 
 impl Coopmat2Features {
-    /// What `linear_cm2.comp` uses: workgroup-scope matrices sized by its tile,
-    /// accumulator-to-operand conversions, a per-element epilogue and tensor-layout loads and
-    /// stores.
+    /// What `linear_cm2.comp` (and `attention_cm2.comp`) use: workgroup-scope matrices sized
+    /// by specialization constants, accumulator-to-operand conversions, per-element operations
+    /// and tensor-layout loads and stores. The context enables `reductions` too where offered
+    /// (the attention's row maxima and sums); it is not required.
     pub fn used() -> Self {
         Coopmat2Features {
             workgroup_scope: vk::TRUE,

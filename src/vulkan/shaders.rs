@@ -87,6 +87,8 @@ shaders! {
     /// 64 or 32 queries per workgroup, keys 32 at a time.
     AttentionCmD128Q64Kv32 = "attention_cm_d128_q64_kv32", Attention, 5;
     AttentionCmD128Q32Kv32 = "attention_cm_d128_q32_kv32", Attention, 5;
+    /// Fast-mode attention on workgroup-scope cooperative matrices (`VK_NV_cooperative_matrix2`).
+    AttentionCm2 = "attention_cm2", Attention, 5;
     Axpby = "axpby", Axpby, 3;
     BatchedMatmul = "batched_matmul", BatchedMatmul, 3;
     Binary = "binary", Binary, 3;

@@ -3,7 +3,7 @@
 //! ([`attention_cm`](super::attention_cm)).
 
 use super::super::backend_error;
-use super::super::context::Limits;
+use super::super::context::{Coopmat2, Limits};
 use super::super::probe::CoopMatShape;
 use super::super::recording::Arg::{Absent, In, Out};
 use super::super::recording::{Dispatch, VulkanRecording};
@@ -93,8 +93,9 @@ fn attention_tile(head_dim: usize, l: &Limits) -> Result<Option<AttentionTile>> 
 /// `q`, `k`, `v`, `mask`, `out` as checked by `check::attention`. One workgroup per (query
 /// block, query head, batch); batches are split over several dispatches when they exceed the
 /// device's z workgroup count or one storage-buffer binding. With a cooperative-matrix shape
-/// `coopmat` (fast mode on a device that has one) a fast-mode variant runs where one fits
-/// ([`fast_attention_kernel`]), else the strict f32 shader.
+/// `coopmat` (fast mode on a device that has one) a fast-mode kernel runs where one fits
+/// ([`fast_attention_kernel`]; `coopmat2`, the device's workgroup-scope matrices, admits the
+/// workgroup-scope one), else the strict f32 shader.
 pub(crate) fn attention(
     rec: &mut VulkanRecording,
     p: &AttentionParams,
@@ -104,9 +105,11 @@ pub(crate) fn attention(
     mask: Option<&Ref>,
     out: &Ref,
     coopmat: Option<CoopMatShape>,
+    coopmat2: Option<Coopmat2>,
 ) -> Result<()> {
     let qkv = [q, k, v];
-    if let Some(f) = coopmat.and_then(|s| fast_attention_kernel(p, &s, rec.limits())) {
+    let fast = coopmat.and_then(|s| fast_attention_kernel(p, &s, coopmat2.as_ref(), rec.limits()));
+    if let Some(f) = fast {
         let spec = f.spec(rec.limits());
         return attention_with(rec, p, qkv, mask, out, f.shader, &spec, f.bq);
     }

@@ -1,128 +1,213 @@
-//! Fast-mode attention on cooperative matrices (`kernels/glsl/attention_cm.comp`: f16
-//! operands, f32 scores, softmax and accumulation): the compiled variants, which one runs, and
-//! its dispatch. Same bindings and push constants as the strict `attention.comp`.
+//! Fast-mode attention on cooperative matrices: the workgroup-scope kernel
+//! (`kernels/glsl/attention_cm2.comp`, `VK_NV_cooperative_matrix2`) where the device has it,
+//! else the subgroup-scope variants (`kernels/glsl/attention_cm.comp`); both take f16
+//! operands with f32 scores, softmax and accumulation. Which one runs, and its specialization
+//! constants. Same bindings and push constants as the strict `attention.comp`.
 
-use super::super::context::Limits;
+use super::super::context::{Coopmat2, Limits};
 use super::super::probe::CoopMatShape;
 use super::super::shaders::Shader;
 use crate::ops::AttentionParams;
 
-/// One compiled variant (`attention_cm_*`: `attention_cm.comp` with the defines of
-/// `tools/shaderc`'s variant table): its head dimension, `bq` query rows per workgroup (16 per
-/// subgroup) and keys `bkv` at a time. They need 32-invocation subgroups and the 16 x 16 x 16
-/// f16 shape (what the shader hard-codes).
+/// One fast kernel: its shader, head dimension, `bq` query rows per workgroup and keys `bkv`
+/// at a time. The subgroup-scope variants (`attention_cm_*`: `attention_cm.comp` with the
+/// defines of `tools/shaderc`'s variant table) need 32-invocation subgroups and the
+/// 16 x 16 x 16 f16 shape (what the shader hard-codes) and run 16 query rows per subgroup;
+/// the workgroup-scope kernel takes every size as a specialization constant, and the driver
+/// spreads its matrices over `workgroup` invocations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FastAttention {
     pub shader: Shader,
     pub head_dim: u32,
     pub bq: u32,
     pub bkv: u32,
+    pub workgroup: u32,
 }
 
 impl FastAttention {
     fn invocations(&self) -> u32 {
-        self.bq / 16 * 32
+        match self.shader {
+            Shader::AttentionCm2 => self.workgroup,
+            _ => self.bq / 16 * 32,
+        }
     }
 
-    /// Shared memory of the shader's arrays: two pairs of f16 k and v tiles (rows of
-    /// head_dim + 8 halves), two tiles of key flags, and per subgroup its f32 scores, f16
-    /// probabilities, 32 partial row maxima or sums and 16 row factors.
+    /// Shared memory of the subgroup-scope shader's arrays: two pairs of f16 k and v tiles
+    /// (rows of head_dim + 8 halves), two tiles of key flags, and per subgroup its f32
+    /// scores, f16 probabilities, 32 partial row maxima or sums and 16 row factors. The
+    /// workgroup-scope kernel declares none (the driver's staging is its own).
     fn shared_bytes(&self) -> u32 {
+        if self.shader == Shader::AttentionCm2 {
+            return 0;
+        }
         4 * self.bkv * (self.head_dim + 8) * 2
             + 2 * self.bkv * 4
             + self.bq / 16 * (self.bkv * 16 * (4 + 2) + 32 * 4 + 16 * 4)
     }
 
-    /// The specialization constants of a dispatch (as the strict shader's, by
-    /// `attention::attention_with`): the workgroup size (the variant's compiled-in one) and
+    /// The specialization constants of a dispatch. Subgroup scope (as the strict shader's,
+    /// by `attention::attention_with`): the workgroup size (the variant's compiled-in one) and
     /// VEC_OK, whether bindings start on 16-byte boundaries, so the shader's vec4 views line
-    /// up with its scalar ones.
-    pub fn spec(&self, l: &Limits) -> [u32; 2] {
-        [
-            self.invocations(),
-            u32::from(l.min_storage_offset_align.is_multiple_of(16)),
-        ]
+    /// up with its scalar ones. Workgroup scope: the workgroup size, bq, bkv and the head
+    /// dimension.
+    pub fn spec(&self, l: &Limits) -> Vec<u32> {
+        match self.shader {
+            Shader::AttentionCm2 => vec![self.workgroup, self.bq, self.bkv, self.head_dim],
+            _ => vec![
+                self.invocations(),
+                u32::from(l.min_storage_offset_align.is_multiple_of(16)),
+            ],
+        }
     }
 
-    fn fits(&self, s: &CoopMatShape, l: &Limits) -> bool {
-        l.subgroup_size == 32
-            && (s.m, s.n, s.k) == (16, 16, 16)
-            && self.invocations() <= l.max_workgroup_invocations
+    fn fits(&self, s: &CoopMatShape, c2: Option<&Coopmat2>, l: &Limits) -> bool {
+        let common = self.invocations() <= l.max_workgroup_invocations
             && self.invocations() <= l.max_workgroup_size[0]
-            && self.shared_bytes() <= l.max_shared_memory
+            && self.shared_bytes() <= l.max_shared_memory;
+        match self.shader {
+            Shader::AttentionCm2 => {
+                common && c2.is_some_and(|c| c.reductions && self.workgroup <= c.max_workgroup_size)
+            }
+            _ => common && l.subgroup_size == 32 && (s.m, s.n, s.k) == (16, 16, 16),
+        }
     }
 }
 
-/// The variants, largest first: 64 queries per workgroup of 4 subgroups, and 32 of 2 for
-/// shapes that give too few workgroups with 64. Both take keys 32 at a time: 64 would not fit
-/// 48 KiB of shared memory with double-buffered tiles.
+/// The subgroup-scope variants, largest first: 64 queries per workgroup of 4 subgroups, and
+/// 32 of 2 for shapes that give too few workgroups with 64. Both take keys 32 at a time: 64
+/// would not fit 48 KiB of shared memory with double-buffered tiles.
 const FAST_ATTENTION: [FastAttention; 2] = [
     FastAttention {
         shader: Shader::AttentionCmD128Q64Kv32,
         head_dim: 128,
         bq: 64,
         bkv: 32,
+        workgroup: 128,
     },
     FastAttention {
         shader: Shader::AttentionCmD128Q32Kv32,
         head_dim: 128,
         bq: 32,
         bkv: 32,
+        workgroup: 64,
     },
 ];
 
+/// Head dimensions the workgroup-scope kernel is given: multiples of 16 (the matrix unit's
+/// granularity) up to 256 (its f32 output block stays in registers).
+fn cm2_head_dim(d: usize) -> bool {
+    d > 0 && d <= 256 && d.is_multiple_of(16)
+}
+
+/// The workgroup-scope tiles (bq, bkv, workgroup), largest first, 4 subgroups each. Measured
+/// on the H200 (GPU time, 2026-12-04; BENCHMARKS.md): 64 x 32 wins where it gets more
+/// workgroups than the device has SMs (32x202x8x128: 160 us against 188 for 32 x 32;
+/// 1x512x32x128: 80 against 141; 16x32x32x128: 26 against 29), 32 x 32 below that (2x202x8x128,
+/// 64 workgroups of 64: 25 against 32 us; 3x202x8x128, 96: 31 against 33). Keys 64 at a time,
+/// 8 subgroups and 16-query blocks were no better at any of these shapes.
+const CM2_TILES: [(u32, u32, u32); 2] = [(64, 32, 128), (32, 32, 128)];
+
+/// Workgroups of the larger workgroup-scope tile below which the smaller one runs: about one
+/// per SM of the H200 (132), whose 64-query workgroups run one at a time per SM (255
+/// registers).
+const CM2_MIN_WORKGROUPS: usize = 128;
+
 /// Workgroups below which the next smaller query block is taken (as for the linear's
 /// cooperative-matrix tiles). Measured on the H200 only at Kimodo's shapes, where the 64-query
-/// variant gets 96 workgroups and wins by far (3x202x8x128: 36.7 us of GPU time against 86.8
-/// us for the 32-query one; 3x254x8x128: 41.5 against 97.1); below the threshold it is a
-/// guess.
+/// subgroup-scope variant gets 96 workgroups and wins by far (3x202x8x128: 36.7 us of GPU time
+/// against 86.8 us for the 32-query one; 3x254x8x128: 41.5 against 97.1); below the threshold
+/// it is a guess.
 const FAST_ATTENTION_MIN_WORKGROUPS: usize = 64;
 
-/// The variant for `p` on a device with cooperative-matrix shape `s`: the largest that fits
-/// and gives [`FAST_ATTENTION_MIN_WORKGROUPS`], else the smallest that fits; `None` when none
-/// does (another head dimension, subgroup size or shape), and the strict shader runs.
-/// `forced` (`KINEMA_VK_ATTENTION_SHADER`, a file stem) picks a variant when it names one
-/// that fits; a name that is not a fast variant (`attention`, say) asks for the strict
-/// shader.
+/// `KINEMA_VK_ATTENTION_CM2_TILE=bq,bkv,workgroup`: a workgroup-scope tile to try (for tuning
+/// on a new device), or `None` when unset or not three positive numbers with bq and bkv
+/// multiples of 16. A tile the device cannot run is ignored like a malformed one ([`select`]).
+fn forced_cm2_tile(v: Option<&str>) -> Option<(u32, u32, u32)> {
+    let n: Vec<u32> = v?
+        .split(',')
+        .map(|x| x.trim().parse().ok())
+        .collect::<Option<_>>()?;
+    match n[..] {
+        [bq, bkv, wg] if bq % 16 == 0 && bkv % 16 == 0 && bq > 0 && bkv > 0 && wg > 0 => {
+            Some((bq, bkv, wg))
+        }
+        _ => None,
+    }
+}
+
+/// The kernel for `p` on a device with cooperative-matrix shape `s` and workgroup-scope
+/// matrices `c2`: the workgroup-scope kernel where it fits (the larger of [`CM2_TILES`] when it
+/// gives [`CM2_MIN_WORKGROUPS`], else the smaller; `cm2_tile` instead when it fits),
+/// else the largest subgroup-scope variant that fits and gives that many workgroups, else the
+/// smallest that fits; `None` when none does (another head dimension, subgroup size or
+/// shape), and the strict shader runs. `forced` (`KINEMA_VK_ATTENTION_SHADER`, a file stem)
+/// picks a kernel when it names one that fits; a name that is not a fast kernel
+/// (`attention`, say) asks for the strict shader.
 fn select(
     p: &AttentionParams,
     s: &CoopMatShape,
+    c2: Option<&Coopmat2>,
     l: &Limits,
     forced: Option<&str>,
+    cm2_tile: Option<(u32, u32, u32)>,
 ) -> Option<FastAttention> {
+    let groups = |bq: u32| p.q_len.div_ceil(bq as usize) * p.q_heads * p.batch;
+    let pick = |v: &[FastAttention], min: usize| {
+        v.iter()
+            .copied()
+            .find(|v| groups(v.bq) >= min)
+            .or(v.last().copied())
+    };
+    let cm2_of = |(bq, bkv, workgroup): (u32, u32, u32)| FastAttention {
+        shader: Shader::AttentionCm2,
+        head_dim: p.head_dim as u32,
+        bq,
+        bkv,
+        workgroup,
+    };
+    let cm2: Vec<FastAttention> = if !cm2_head_dim(p.head_dim) {
+        Vec::new()
+    } else if let Some(t) = cm2_tile.map(cm2_of).filter(|t| t.fits(s, c2, l)) {
+        vec![t]
+    } else {
+        CM2_TILES
+            .into_iter()
+            .map(cm2_of)
+            .filter(|v| v.fits(s, c2, l))
+            .collect()
+    };
     let fitting: Vec<FastAttention> = FAST_ATTENTION
         .iter()
         .copied()
-        .filter(|v| v.head_dim as usize == p.head_dim && v.fits(s, l))
+        .filter(|v| v.head_dim as usize == p.head_dim && v.fits(s, c2, l))
         .collect();
     if let Some(f) = forced {
-        if !FAST_ATTENTION.iter().any(|v| v.shader.info().name == f) {
+        if f == Shader::AttentionCm2.info().name {
+            if let Some(v) = pick(&cm2, CM2_MIN_WORKGROUPS) {
+                return Some(v);
+            }
+        } else if !FAST_ATTENTION.iter().any(|v| v.shader.info().name == f) {
             return None;
-        }
-        if let Some(v) = fitting.iter().find(|v| v.shader.info().name == f) {
+        } else if let Some(v) = fitting.iter().find(|v| v.shader.info().name == f) {
             return Some(*v);
         }
     }
-    let groups = |v: &FastAttention| p.q_len.div_ceil(v.bq as usize) * p.q_heads * p.batch;
-    fitting
-        .iter()
-        .copied()
-        .find(|v| groups(v) >= FAST_ATTENTION_MIN_WORKGROUPS)
-        .or(fitting.last().copied())
+    pick(&cm2, CM2_MIN_WORKGROUPS).or_else(|| pick(&fitting, FAST_ATTENTION_MIN_WORKGROUPS))
 }
 
-/// The fast-mode attention variant for `p` ([`select`], forced by
-/// `KINEMA_VK_ATTENTION_SHADER=<file stem>`; empty counts as unset), or `None` for the strict
-/// shader.
+/// The fast-mode attention kernel for `p` ([`select`], forced by
+/// `KINEMA_VK_ATTENTION_SHADER=<file stem>` and `KINEMA_VK_ATTENTION_CM2_TILE`; empty counts
+/// as unset), or `None` for the strict shader.
 pub(crate) fn fast_attention_kernel(
     p: &AttentionParams,
     s: &CoopMatShape,
+    c2: Option<&Coopmat2>,
     l: &Limits,
 ) -> Option<FastAttention> {
-    let forced = std::env::var("KINEMA_VK_ATTENTION_SHADER")
-        .ok()
-        .filter(|v| !v.is_empty());
-    select(p, s, l, forced.as_deref())
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let forced = var("KINEMA_VK_ATTENTION_SHADER");
+    let tile = forced_cm2_tile(var("KINEMA_VK_ATTENTION_CM2_TILE").as_deref());
+    select(p, s, c2, l, forced.as_deref(), tile)
 }
 
 #[cfg(test)]
@@ -149,7 +234,7 @@ mod tests {
     #[test]
     fn variants_follow_the_device_and_the_shape() {
         let (s, l) = (CoopMatShape::f16_16x16x16(), h200());
-        let pick = |p: &AttentionParams, l: &Limits, forced| select(p, &s, l, forced);
+        let pick = |p: &AttentionParams, l: &Limits, forced| select(p, &s, None, l, forced, None);
         // Kimodo's shape: 4 query blocks of 64 x 8 heads x 3 rows = 96 workgroups.
         let kimodo = params(3, 202, 8, 128);
         assert_eq!(pick(&kimodo, &l, None), Some(FAST_ATTENTION[0]));
@@ -169,7 +254,7 @@ mod tests {
         lavapipe.max_shared_memory = 32768;
         assert_eq!(pick(&kimodo, &lavapipe, None), None);
         let s16x8 = CoopMatShape { n: 8, ..s };
-        assert_eq!(select(&kimodo, &s16x8, &l, None), None);
+        assert_eq!(select(&kimodo, &s16x8, None, &l, None, None), None);
         // 64 invocations per workgroup at most: the 2-subgroup variant.
         let mut small = h200();
         small.max_workgroup_invocations = 64;
@@ -186,15 +271,88 @@ mod tests {
         let kimodo = params(3, 202, 8, 128);
         let q32 = FAST_ATTENTION[1];
         let name = q32.shader.info().name;
-        assert_eq!(select(&kimodo, &s, &l, Some(name)), Some(q32));
+        assert_eq!(select(&kimodo, &s, None, &l, Some(name), None), Some(q32));
         // The strict shader's name (or any other) asks for the strict path.
-        assert_eq!(select(&kimodo, &s, &l, Some("attention")), None);
+        assert_eq!(select(&kimodo, &s, None, &l, Some("attention"), None), None);
         // A variant that does not fit falls back to the default choice.
         let mut small = h200();
         small.max_workgroup_invocations = 64;
         let q64 = FAST_ATTENTION[0].shader.info().name;
-        assert_eq!(select(&kimodo, &s, &small, Some(q64)), Some(q32));
-        assert_eq!(select(&params(1, 8, 1, 64), &s, &l, Some(q64)), None);
+        assert_eq!(
+            select(&kimodo, &s, None, &small, Some(q64), None),
+            Some(q32)
+        );
+        assert_eq!(
+            select(&params(1, 8, 1, 64), &s, None, &l, Some(q64), None),
+            None
+        );
+    }
+
+    #[test]
+    fn workgroup_scope_kernel_where_the_device_has_reductions() {
+        let (s, l) = (CoopMatShape::f16_16x16x16(), h200());
+        let c2 = Coopmat2 {
+            max_workgroup_size: 256,
+            reductions: true,
+        };
+        let sel = |p: &AttentionParams, c2: Option<&Coopmat2>| select(p, &s, c2, &l, None, None);
+        let tile = |v: FastAttention| (v.shader, v.bq, v.bkv, v.workgroup);
+        // Kimodo with 2 rows: 64 workgroups of 64 queries, fewer than one per SM.
+        let k2 = params(2, 202, 8, 128);
+        let v = sel(&k2, Some(&c2)).unwrap();
+        assert_eq!(tile(v), (Shader::AttentionCm2, 32, 32, 128));
+        assert_eq!(v.spec(&l), vec![128, 32, 32, 128]);
+        // 32 rows: 1024 workgroups of 64; LLM2Vec's 512 tokens x 32 heads: 256.
+        for p in [params(32, 202, 8, 128), params(1, 512, 32, 128)] {
+            assert_eq!(
+                tile(sel(&p, Some(&c2)).unwrap()),
+                (Shader::AttentionCm2, 64, 32, 128)
+            );
+        }
+        // Any multiple of 16 up to 256 (no subgroup-scope variant has 64 or 80).
+        for d in [64, 80, 256] {
+            assert_eq!(
+                sel(&params(3, 202, 8, d), Some(&c2)).map(|v| v.head_dim),
+                Some(d as u32)
+            );
+        }
+        for d in [72, 272] {
+            assert_eq!(sel(&params(3, 202, 8, d), Some(&c2)), None);
+        }
+        // Without row reductions, or with workgroup-scope matrices for fewer invocations, the
+        // subgroup-scope variants run.
+        let no_reductions = Coopmat2 {
+            reductions: false,
+            ..c2
+        };
+        let narrow = Coopmat2 {
+            max_workgroup_size: 64,
+            ..c2
+        };
+        for c in [None, Some(&no_reductions), Some(&narrow)] {
+            assert_eq!(sel(&k2, c), Some(FAST_ATTENTION[0]));
+        }
+        // A subgroup-scope variant named in KINEMA_VK_ATTENTION_SHADER wins; a forced tile
+        // runs when it fits, and the table's tile otherwise.
+        let q64 = FAST_ATTENTION[0].shader.info().name;
+        assert_eq!(
+            select(&k2, &s, Some(&c2), &l, Some(q64), None),
+            Some(FAST_ATTENTION[0])
+        );
+        let forced = |t| select(&k2, &s, Some(&c2), &l, None, Some(t)).map(tile);
+        assert_eq!(
+            forced((64, 64, 256)),
+            Some((Shader::AttentionCm2, 64, 64, 256))
+        );
+        assert_eq!(
+            forced((64, 32, 512)),
+            Some((Shader::AttentionCm2, 32, 32, 128))
+        );
+        assert_eq!(forced_cm2_tile(Some("64, 32,128")), Some((64, 32, 128)));
+        for bad in ["64,24,128", "64,32", "0,32,128", "64,32,x", ""] {
+            assert_eq!(forced_cm2_tile(Some(bad)), None, "{bad}");
+        }
+        assert_eq!(forced_cm2_tile(None), None);
     }
 
     /// The table agrees with the variants' defines (`tools/shaderc`'s variant table) and with
@@ -219,7 +377,7 @@ mod tests {
                 );
             }
             assert!(
-                v.fits(&CoopMatShape::f16_16x16x16(), &l),
+                v.fits(&CoopMatShape::f16_16x16x16(), None, &l),
                 "{v:?} must fit the H200"
             );
         }

@@ -135,6 +135,7 @@ fn workgroup_scope_tile_only_for_large_outputs_on_devices_that_fit_it() {
     let h200 = h200();
     let c2 = Coopmat2 {
         max_workgroup_size: 256,
+        reductions: true,
     };
     let tile = |m, n, c2: &Coopmat2, l: &Limits| cm2_tile(m, n, c2, l, &none());
     assert_eq!(tile(4096, 4096, &c2, &h200), Some(CM2_TILE));
@@ -146,6 +147,7 @@ fn workgroup_scope_tile_only_for_large_outputs_on_devices_that_fit_it() {
     // subgroup-scope kernels, as does one whose workgroups are smaller.
     let small = Coopmat2 {
         max_workgroup_size: 128,
+        reductions: true,
     };
     assert_eq!(tile(4096, 4096, &small, &h200), None);
     let mut l128 = h200.clone();
@@ -323,6 +325,7 @@ fn linear_kernels_follow_precision_dtype_and_shape() {
     let l = h200();
     let c2 = Coopmat2 {
         max_workgroup_size: 256,
+        reductions: true,
     };
     let k = |[m, n]: [usize; 2], w, s, c2| linear_kernel([m, n, 1024], w, s, c2, &l, &none());
     // Strict: the f32 GEMM, W_DTYPE last.
