@@ -103,8 +103,9 @@ fn cm2_head_dim(d: usize) -> bool {
 /// on the H200 (GPU time, 2026-12-04; BENCHMARKS.md): 64 x 32 wins where it gets more
 /// workgroups than the device has SMs (32x202x8x128: 160 us against 188 for 32 x 32;
 /// 1x512x32x128: 80 against 141; 16x32x32x128: 26 against 29), 32 x 32 below that (2x202x8x128,
-/// 64 workgroups of 64: 25 against 32 us; 3x202x8x128, 96: 31 against 33). Keys 64 at a time,
-/// 8 subgroups and 16-query blocks were no better at any of these shapes.
+/// 64 workgroups of 64: 25 against 32 us; 3x202x8x128, 96: 31 against 33). Keys 64 at a time
+/// and 8 subgroups gained at most 2 us at one of these shapes and lost at others; 16-query
+/// blocks lost everywhere.
 const CM2_TILES: [(u32, u32, u32); 2] = [(64, 32, 128), (32, 32, 128)];
 
 /// Workgroups of the larger workgroup-scope tile below which the smaller one runs: about one
