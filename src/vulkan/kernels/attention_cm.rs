@@ -14,7 +14,9 @@ use crate::ops::AttentionParams;
 /// defines of `tools/shaderc`'s variant table) need 32-invocation subgroups and the
 /// 16 x 16 x 16 f16 shape (what the shader hard-codes) and run 16 query rows per subgroup;
 /// the workgroup-scope kernel takes every size as a specialization constant, and the driver
-/// spreads its matrices over `workgroup` invocations.
+/// spreads its matrices over `workgroup` invocations. `workgroup` is the dispatch's workgroup
+/// size either way (for the subgroup-scope variants 32 per 16 query rows, as a unit test
+/// checks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FastAttention {
     pub shader: Shader,
@@ -25,13 +27,6 @@ pub(crate) struct FastAttention {
 }
 
 impl FastAttention {
-    fn invocations(&self) -> u32 {
-        match self.shader {
-            Shader::AttentionCm2 => self.workgroup,
-            _ => self.bq / 16 * 32,
-        }
-    }
-
     /// Shared memory of the subgroup-scope shader's arrays: two pairs of f16 k and v tiles
     /// (rows of head_dim + 8 halves), two tiles of key flags, and per subgroup its f32
     /// scores, f16 probabilities, 32 partial row maxima or sums and 16 row factors. The
@@ -54,15 +49,15 @@ impl FastAttention {
         match self.shader {
             Shader::AttentionCm2 => vec![self.workgroup, self.bq, self.bkv, self.head_dim],
             _ => vec![
-                self.invocations(),
+                self.workgroup,
                 u32::from(l.min_storage_offset_align.is_multiple_of(16)),
             ],
         }
     }
 
     fn fits(&self, s: &CoopMatShape, c2: Option<&Coopmat2>, l: &Limits) -> bool {
-        let common = self.invocations() <= l.max_workgroup_invocations
-            && self.invocations() <= l.max_workgroup_size[0]
+        let common = self.workgroup <= l.max_workgroup_invocations
+            && self.workgroup <= l.max_workgroup_size[0]
             && self.shared_bytes() <= l.max_shared_memory;
         match self.shader {
             Shader::AttentionCm2 => {
@@ -368,6 +363,11 @@ mod tests {
                 .find(|t| t.name == name)
                 .unwrap_or_else(|| panic!("{name} is not in the variant table"));
             assert_eq!(variant.source, "attention_cm.comp");
+            assert_eq!(
+                v.workgroup,
+                v.bq / 16 * 32,
+                "{name}: one subgroup per 16 rows"
+            );
             for (define, value) in [("HD", v.head_dim), ("BQ", v.bq), ("BKV", v.bkv)] {
                 let want = value.to_string();
                 assert_eq!(
