@@ -86,6 +86,13 @@
 #define KINEMA_PRECISION_FAST 2
 
 /**
+ * `kinema_engine_options.precision`: strict, except the large linears, which split f32
+ * operands into f16 high and low parts for a GPU's matrix cores (Vulkan with
+ * `VK_NV_cooperative_matrix2`; elsewhere strict).
+ */
+#define KINEMA_PRECISION_SPLIT 3
+
+/**
  * `kimodo_generate_options.postprocess`: the model's default (on for SOMA and SMPL-X, never
  * for G1), as `kinema generate`.
  */
@@ -310,7 +317,7 @@ typedef struct kinema_engine_options {
    */
   int32_t backend;
   /**
-   * `KINEMA_PRECISION_AUTO`, `_STRICT` or `_FAST`.
+   * `KINEMA_PRECISION_AUTO`, `_STRICT`, `_FAST` or `_SPLIT`.
    */
   int32_t precision;
   /**

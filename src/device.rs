@@ -44,7 +44,9 @@ impl BackendChoice {
     pub fn select(self, precision: impl Into<PrecisionChoice>) -> Result<Selection> {
         let precision = precision.into();
         let cpu = || -> Result<AnyBackend> {
-            Ok(AnyBackend::Cpu(CpuBackend::new(precision.resolve(false))?))
+            Ok(AnyBackend::Cpu(CpuBackend::new(
+                precision.resolve(false, false),
+            )?))
         };
         match self {
             BackendChoice::Cpu => Ok(Selection {
@@ -82,7 +84,7 @@ impl BackendChoice {
                 backend: AnyBackend::Cpu(CpuBackend::with(
                     Isa::select()?,
                     t,
-                    precision.resolve(false),
+                    precision.resolve(false, false),
                 )?),
                 vulkan_unavailable: Some("--threads asks for the CPU".into()),
             },

@@ -2,7 +2,8 @@
 //! positional encoding, the first denoiser call (root stage, bridge, body stage input and
 //! output, the guided prediction with upstream's 3 rows and with the exact 2-row shortcut, one
 //! DDIM step) and the full 10-step loop, for each skeleton's fixture
-//! (`tests/fixtures/kimodo/README.md`), on the CPU and on every Vulkan device (strict).
+//! (`tests/fixtures/kimodo/README.md`), on the CPU and on every Vulkan device (strict, and
+//! split precision where the device has it).
 //!
 //! The model is built straight from the fixture's upstream checkpoint (safetensors with the
 //! `denoiser.backbone.` prefix stripped, f64 statistics cast to f32), independent of the GGUF
@@ -322,9 +323,20 @@ fn vulkan_matches_upstream_at_every_boundary() {
     for d in devices {
         let mut o = VulkanOptions::new(Precision::Strict);
         o.device = Some(d.index);
-        let b = VulkanBackend::with_options(o).unwrap();
+        let b = VulkanBackend::with_options(o.clone()).unwrap();
         for f in fixtures() {
             boundaries(&b, &f, &format!("{} vulkan", f.skeleton));
+        }
+        // Split precision, where the device has it (elsewhere it resolves to strict, run
+        // above), is held to the same bounds.
+        o.precision = kinema::precision::PrecisionChoice::Split;
+        let b = VulkanBackend::with_options(o).unwrap();
+        if b.info().precision != Precision::Split {
+            eprintln!("{}: no split precision (strict only)", b.device_name());
+            continue;
+        }
+        for f in fixtures() {
+            boundaries(&b, &f, &format!("{} vulkan split", f.skeleton));
         }
     }
 }

@@ -1056,6 +1056,110 @@ fn coopmat_linear_within_f16_rounding() {
     }
 }
 
+/// Split precision's linears: on a device with workgroup-scope cooperative matrices, each
+/// output within [`SPLIT_INPUT_REL`] plus the f32 sums' error of the f64 reference, and the
+/// relative L2 error at k >= 1024 within 8 times the strict kernel's on the same data (measured
+/// 2.3-4.5 times on the H200; fast mode's is ~250 times), so a kernel that lost the low parts
+/// fails. Elsewhere split resolves to strict and must run the strict kernels bit for bit.
+#[test]
+fn split_linear_within_its_bound() {
+    let mut r = Rng(41);
+    for o in devices() {
+        let mut split_o = o.clone();
+        split_o.precision = kinema::precision::PrecisionChoice::Split;
+        let split = VulkanBackend::with_options(split_o).unwrap();
+        let strict = VulkanBackend::with_options(o).unwrap();
+        let on = split.info().precision == Precision::Split;
+        if !on {
+            assert_eq!(split.info().precision, Precision::Strict);
+            eprintln!(
+                "NOTICE: {} has no workgroup-scope cooperative matrices: split precision \
+                 resolved to strict, and the split kernel is not tested here (run this test on \
+                 a GPU with VK_NV_cooperative_matrix2); checking the strict fallback instead",
+                split.device_name()
+            );
+        }
+        // The tiles: 64 x 128 (1101 x 2060: 594 tiles of 64 x 64), 64 x 64 (the rest); k not a
+        // multiple of the k step (71, 40); few rows (32: strict's streaming kernel).
+        let shapes = [
+            (404, 1024, 2048, DType::F32),
+            (300, 768, 1024, DType::F16),
+            (1101, 2060, 71, DType::F32),
+            (520, 2100, 64, DType::F16),
+            (130, 70, 40, DType::F32),
+            (32, 512, 256, DType::F32),
+        ];
+        for (m, n, k, dt) in shapes {
+            let x = r.vec(m * k, -1.0, 1.0);
+            let w = r.vec(n * k, -1.0, 1.0);
+            let w16: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+            let (bytes, wf) = match dt {
+                DType::F16 => (
+                    bytemuck::cast_slice(&w16).to_vec(),
+                    w16.iter().map(|v| v.to_f32()).collect::<Vec<f32>>(),
+                ),
+                _ => (bytemuck::cast_slice(&w).to_vec(), w.clone()),
+            };
+            let bias = r.vec(n, -1.0, 1.0);
+            let relu = dt == DType::F16;
+            let p = LinearParams {
+                m,
+                n,
+                k,
+                activation: if relu {
+                    Activation::Relu
+                } else {
+                    Activation::None
+                },
+            };
+            let run = |b: &VulkanBackend| {
+                let (xb, wbuf) = (upload_f32(b, &x), upload(b, dt, &bytes, n * k));
+                let bb = upload_f32(b, &bias);
+                let y = alloc(b, DType::F32, m * n);
+                let mut rec = b.begin().unwrap();
+                b.linear(&mut rec, &p, &xb, &wbuf, Some(&bb), &y).unwrap();
+                b.submit(&rec).unwrap();
+                download_f32(b, &y)
+            };
+            let (got, exact) = (run(&split), run(&strict));
+            let what = format!("split linear {m}x{n}x{k} {dt} on {}", split.device_name());
+            if !on {
+                assert!(bit_identical(&got, &exact), "{what}: must be strict");
+                continue;
+            }
+            let [mut want, mut scale] = gemm_f64(&x, &wf, (m, n, k), true);
+            for (i, (w, s)) in want.iter_mut().zip(scale.iter_mut()).enumerate() {
+                let b = f64::from(bias[i % n]);
+                *w += b;
+                *s += b.abs();
+                if relu {
+                    *w = w.max(0.0);
+                }
+            }
+            let rel_l2 = |y: &[f32]| {
+                let (mut e, mut t) = (0f64, 0f64);
+                for (g, w) in y.iter().zip(&want) {
+                    e += (f64::from(*g) - w).powi(2);
+                    t += w * w;
+                }
+                (e / t).sqrt()
+            };
+            let (e_split, e_strict) = (rel_l2(&got), rel_l2(&exact));
+            eprintln!("{what}: rel L2 {e_split:.2e}, strict kernel {e_strict:.2e}");
+            if k >= 1024 {
+                assert!(
+                    e_split <= 8.0 * e_strict,
+                    "{what}: relative L2 error {e_split:e} > 8 x the strict kernel's {e_strict:e}"
+                );
+            }
+            // The bias adds with one more rounding; ReLU is 1-Lipschitz.
+            let rel = SPLIT_INPUT_REL + strict_gemm_rel(k + 1) * (1.0 + 1.0 / 1024.0);
+            let abs = k as f64 * COOPMAT_F16_SUBNORMAL_ABS;
+            assert_gemm(&what, &got, &[want, scale], rel, abs);
+        }
+    }
+}
+
 /// Fast mode's row reductions: strict mode never uses subgroup arithmetic; fast mode does on a
 /// device that has it (lavapipe and NVIDIA both do), and its layer norm and softmax stay within
 /// f32 rounding of the strict kernels (only the order of the sums differs).
@@ -1119,7 +1223,10 @@ const ATTENTION_F16_ROUND: f64 = 1.0 / 1024.0;
 
 /// The f64 reference of attention (per output `[batch, q_len, q_heads, head_dim]`) and the
 /// bound on the fast attention's error there. `u_in` is [`ATTENTION_F16_ROUND`], or 0 when
-/// every q * scale, k and v is an f16 number (rounding them is then exact). With
+/// every q * scale, k and v is an f16 number (rounding them is then exact); `p_round` is
+/// [`ATTENTION_F16_ROUND`] (each p's rounding). Split precision carries every operand (p too)
+/// within 2^-20 of itself and drops a low x low term: `u_in` half and `p_round` all of
+/// [`SPLIT_INPUT_REL`] cover it. With
 /// u = 2^-24 (f32) and, for one query row, A = max_j |scale| sum_t |q_t k_jt| and
 /// S = max_j |s_j| over the keys it sees:
 ///
@@ -1151,6 +1258,7 @@ fn attention_f64_bound(
     v: &[f32],
     mask: Option<&[u32]>,
     u_in: f64,
+    p_round: f64,
 ) -> [Vec<f64>; 2] {
     let u = 2f64.powi(-24);
     let d = p.head_dim;
@@ -1197,7 +1305,7 @@ fn attention_f64_bound(
                 let dd = ((1.0 + u_in).powi(2) * (1.0 + u) - 1.0 + (d + 1) as f64 * u) * a_max
                     + 2f64.powi(-24) * sub_max;
                 let x = 2.0 * (s_max + dd) + 8.0;
-                let a = ATTENTION_F16_ROUND + (3.0 + 2.0 * x) * 2f64.powi(-23);
+                let a = p_round + (3.0 + 2.0 * x) * 2f64.powi(-23);
                 let rel = (2.0 * dd).exp()
                     * (1.0 + 2.0 * a / (1.0 - a))
                     * (1.0 + u_in)
@@ -1234,7 +1342,8 @@ fn attention_f64_bound(
 /// the subgroup-scope variants are tested too on a backend with `coopmat2` off. On a device
 /// where no fast kernel runs (lavapipe) fast mode must run the strict shader: its result is
 /// checked to be the strict backend's bit for bit, with a notice that the fast kernel was not
-/// tested.
+/// tested. Where split precision exists (workgroup-scope matrices with reductions), its
+/// attention runs every case too, within the bound with split precision's operand errors.
 #[test]
 fn fast_attention_within_f16_rounding() {
     #[derive(Clone, Copy, PartialEq)]
@@ -1275,12 +1384,18 @@ fn fast_attention_within_f16_rounding() {
         let coop = fast.cooperative_matrix().unwrap_or_default();
         let capable = fast.subgroup_size() == 32 && coop.starts_with("16x16x16 ");
         let cm2 = coop.ends_with("with reductions");
-        let mut fasts = vec![(fast, cm2)];
+        let mut split_o = fast_o.clone();
+        split_o.precision = kinema::precision::PrecisionChoice::Split;
+        // (backend, workgroup-scope matrices, split precision)
+        let mut fasts = vec![(fast, cm2, false)];
         if cm2 {
             fast_o.coopmat2 = false;
-            fasts.push((VulkanBackend::with_options(fast_o).unwrap(), false));
+            fasts.push((VulkanBackend::with_options(fast_o).unwrap(), false, false));
+            let split = VulkanBackend::with_options(split_o).unwrap();
+            assert_eq!(split.info().precision, Precision::Split);
+            fasts.push((split, true, true));
         }
-        for (fast, cm2) in &fasts {
+        for (fast, cm2, split) in &fasts {
             for &(batch, ql, kl, qh, kh, mask, data, d) in &cases {
                 let (q_stride, kv_stride, q_at, k_at, v_at) = match data {
                     Data::Odd => (qh * d + 3, kh * d + 1, 1, 5, 2),
@@ -1341,7 +1456,8 @@ fn fast_attention_within_f16_rounding() {
                     kv_row_stride: kv_stride,
                 };
                 let what = format!(
-                    "fast attention {batch}x{ql}x{kl} heads {qh}/{kh} {mask:?} on {}",
+                    "{} attention {batch}x{ql}x{kl} heads {qh}/{kh} {mask:?} d {d} on {}",
+                    if *split { "split" } else { "fast" },
                     fast.device_name()
                 );
                 let run = |b: &VulkanBackend| {
@@ -1365,7 +1481,8 @@ fn fast_attention_within_f16_rounding() {
                     download_f32(b, &out)
                 };
                 let got = run(fast);
-                let expect = if *cm2 && d != 32 {
+                // Split precision takes head dimension 32 too.
+                let expect = if *split || (*cm2 && d != 32) {
                     Some("attention_cm2")
                 } else if capable && d == 128 {
                     Some("attention_cm_")
@@ -1385,14 +1502,15 @@ fn fast_attention_within_f16_rounding() {
                     );
                     continue;
                 };
-                let u_in = if data == Data::Growing {
-                    0.0
-                } else {
-                    ATTENTION_F16_ROUND
+                let (u_in, p_round) = match (data, *split) {
+                    (Data::Growing, false) => (0.0, ATTENTION_F16_ROUND),
+                    (Data::Growing, true) => (0.0, SPLIT_INPUT_REL),
+                    (_, false) => (ATTENTION_F16_ROUND, ATTENTION_F16_ROUND),
+                    (_, true) => (SPLIT_INPUT_REL / 2.0, SPLIT_INPUT_REL),
                 };
                 let mk = (mask == KeyPadding).then_some(m.as_slice());
-                let [want, bound] =
-                    attention_f64_bound(&p, &qbuf[q_at..], &kbuf[k_at..], &vbuf[v_at..], mk, u_in);
+                let (qs, ks, vs) = (&qbuf[q_at..], &kbuf[k_at..], &vbuf[v_at..]);
+                let [want, bound] = attention_f64_bound(&p, qs, ks, vs, mk, u_in, p_round);
                 let mut worst = 0f64;
                 for (idx, &g) in got.iter().enumerate() {
                     let e = (g as f64 - want[idx]).abs();

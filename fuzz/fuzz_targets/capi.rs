@@ -294,7 +294,7 @@ fuzz_target!(|data: &[u8]| {
                     kinema_engine_options_init(&mut o);
                     (o.size, o.version) = i.layout(std::mem::size_of::<kinema_engine_options>());
                     o.backend = [KINEMA_BACKEND_CPU, i.u32() as i32][i.u8() as usize % 2];
-                    o.precision = i.u8() as i32 % 4 - 1;
+                    o.precision = i.u8() as i32 % 5 - 1;
                     o.threads = [1, 2, i.u32()][i.u8() as usize % 3];
                     o.device = [-1, i.u32() as i32][i.u8() as usize % 2];
                     if o.backend != KINEMA_BACKEND_CPU || o.device != -1 || o.threads > 4 {

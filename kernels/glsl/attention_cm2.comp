@@ -35,6 +35,11 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint BQ = 64;
 layout(constant_id = 2) const uint BKV = 32;
 layout(constant_id = 3) const uint HD = 128;
+// 1: split precision. q scale, k, p and v are each carried as an f16 high part (the f32 value
+// with its mantissa cut to 10 bits) plus an f16 low part (the rest times 2^11), and each
+// product sums hi hi + (hi lo + lo hi) 2^-11 in f32 accumulators (see linear_cm2.comp); the
+// softmax is strict's (exp_f32), and l sums the f32 p with a row reduction.
+layout(constant_id = 4) const uint SPLIT = 0;
 
 layout(set = 0, binding = 0) readonly buffer Q { float q[]; };
 layout(set = 0, binding = 1) readonly buffer K { float k[]; };
@@ -89,7 +94,26 @@ float hide(const in uint r, const in uint c, const in float s, const in uint j0,
     return s;
 }
 
+float add_op(const in float a, const in float b) {
+    return a + b;
+}
+
+// v with the 13 mantissa bits f16 lacks cleared, and the coopMatPerElementNV callbacks for
+// the high part and the low part (v - hi) 2^11 (exact in f32; rounded by the conversion).
+float mant10(const in float v) {
+    return uintBitsToFloat(floatBitsToUint(v) & 0xffffe000u);
+}
+
+float cm_hi(const in uint r, const in uint c, const in float v) {
+    return mant10(v);
+}
+
+float cm_lo(const in uint r, const in uint c, const in float v) {
+    return (v - mant10(v)) * 2048.0;
+}
+
 #define ACC(R, C) coopmat<float, gl_ScopeWorkgroup, R, C, gl_MatrixUseAccumulator>
+#define F16(R, C, USE) coopmat<float16_t, gl_ScopeWorkgroup, R, C, USE>
 
 void main() {
     uint q0 = gl_WorkGroupID.x * BQ;
@@ -122,52 +146,112 @@ void main() {
     ACC(BQ, HD) qf;
     coopMatLoadTensorNV(qf, q, q_base, sliceTensorLayoutNV(lq, q0, BQ, 0, HD));
     qf = qf * p.scale;
-    coopmat<float16_t, gl_ScopeWorkgroup, BQ, HD, gl_MatrixUseA> qa =
-        coopmat<float16_t, gl_ScopeWorkgroup, BQ, HD, gl_MatrixUseA>(qf);
 
     ACC(BQ, HD) acc = ACC(BQ, HD)(0.0);
     // Row maxima and sums, each row's value in every column.
     ACC(BQ, BKV) m = ACC(BQ, BKV)(M_START);
     ACC(BQ, BKV) l = ACC(BQ, BKV)(0.0);
-    coopmat<float16_t, gl_ScopeWorkgroup, BKV, BKV, gl_MatrixUseB> ones =
-        coopmat<float16_t, gl_ScopeWorkgroup, BKV, BKV, gl_MatrixUseB>(1.0);
 
-    [[dont_unroll]] for (uint j0 = 0u; j0 < kv_end; j0 += BKV) {
-        // S = (q scale) k^T: k^T is the tile of k rows read through a transposing view.
-        ACC(HD, BKV) kf;
-        coopMatLoadTensorNV(kf, k, k_base, sliceTensorLayoutNV(lkv, j0, BKV, 0, HD), transpose);
-        coopmat<float16_t, gl_ScopeWorkgroup, HD, BKV, gl_MatrixUseB> kt =
-            coopmat<float16_t, gl_ScopeWorkgroup, HD, BKV, gl_MatrixUseB>(kf);
-        ACC(BQ, BKV) s = ACC(BQ, BKV)(0.0);
-        s = coopMatMulAdd(qa, kt, s);
-        if (p.mask_kind != 0u || j0 + BKV > kv_end) {
-            coopMatPerElementNV(s, s, hide, j0, kv_end, q0, b);
+    if (SPLIT == 1u) {
+        ACC(BQ, HD) part;
+        coopMatPerElementNV(part, qf, cm_hi);
+        F16(BQ, HD, gl_MatrixUseA) qh = F16(BQ, HD, gl_MatrixUseA)(part);
+        coopMatPerElementNV(part, qf, cm_lo);
+        F16(BQ, HD, gl_MatrixUseA) ql = F16(BQ, HD, gl_MatrixUseA)(part);
+        ACC(BQ, HD) acc_lo = ACC(BQ, HD)(0.0);
+        [[dont_unroll]] for (uint j0 = 0u; j0 < kv_end; j0 += BKV) {
+            ACC(HD, BKV) kf, kp;
+            coopMatLoadTensorNV(kf, k, k_base, sliceTensorLayoutNV(lkv, j0, BKV, 0, HD),
+                                transpose);
+            coopMatPerElementNV(kp, kf, cm_hi);
+            F16(HD, BKV, gl_MatrixUseB) kh = F16(HD, BKV, gl_MatrixUseB)(kp);
+            coopMatPerElementNV(kp, kf, cm_lo);
+            F16(HD, BKV, gl_MatrixUseB) kl = F16(HD, BKV, gl_MatrixUseB)(kp);
+            ACC(BQ, BKV) s = coopMatMulAdd(qh, kh, ACC(BQ, BKV)(0.0));
+            ACC(BQ, BKV) s_lo = coopMatMulAdd(qh, kl, ACC(BQ, BKV)(0.0));
+            s_lo = coopMatMulAdd(ql, kh, s_lo);
+            s = s + s_lo * float(1.0 / 2048.0);
+            if (p.mask_kind != 0u || j0 + BKV > kv_end) {
+                coopMatPerElementNV(s, s, hide, j0, kv_end, q0, b);
+            }
+
+            ACC(BQ, BKV) tmax;
+            coopMatReduceNV(tmax, s, gl_CooperativeMatrixReduceRowNV, max_op);
+            ACC(BQ, BKV) m_old = m;
+            ACC(BQ, BKV) pf;
+            ACC(BQ, BKV) corr;
+            [[unroll]] for (uint e = 0u; e < m.length(); e++) {
+                m[e] = max(m_old[e], tmax[e]);
+                pf[e] = s[e] == NONE ? 0.0 : exp_f32(s[e] - m[e]);
+                corr[e] = exp_f32(m_old[e] - m[e]);
+            }
+            ACC(BQ, BKV) rowsum;
+            coopMatReduceNV(rowsum, pf, gl_CooperativeMatrixReduceRowNV, add_op);
+            l = l * corr + rowsum;
+            ACC(BQ, BKV) pp;
+            coopMatPerElementNV(pp, pf, cm_hi);
+            F16(BQ, BKV, gl_MatrixUseA) ph = F16(BQ, BKV, gl_MatrixUseA)(pp);
+            coopMatPerElementNV(pp, pf, cm_lo);
+            F16(BQ, BKV, gl_MatrixUseA) pl = F16(BQ, BKV, gl_MatrixUseA)(pp);
+
+            ACC(BKV, HD) vf, vp;
+            coopMatLoadTensorNV(vf, v, v_base, sliceTensorLayoutNV(lkv, j0, BKV, 0, HD));
+            coopMatPerElementNV(vp, vf, cm_hi);
+            F16(BKV, HD, gl_MatrixUseB) vh = F16(BKV, HD, gl_MatrixUseB)(vp);
+            coopMatPerElementNV(vp, vf, cm_lo);
+            F16(BKV, HD, gl_MatrixUseB) vl = F16(BKV, HD, gl_MatrixUseB)(vp);
+            ACC(BQ, HD) corr_wide;
+            coopMatReduceNV(corr_wide, corr, gl_CooperativeMatrixReduceRowNV, smear_op);
+            acc = acc * corr_wide;
+            acc_lo = acc_lo * corr_wide;
+            acc = coopMatMulAdd(ph, vh, acc);
+            acc_lo = coopMatMulAdd(ph, vl, acc_lo);
+            acc_lo = coopMatMulAdd(pl, vh, acc_lo);
         }
+        acc = acc + acc_lo * float(1.0 / 2048.0);
+    } else {
+        coopmat<float16_t, gl_ScopeWorkgroup, BQ, HD, gl_MatrixUseA> qa =
+            coopmat<float16_t, gl_ScopeWorkgroup, BQ, HD, gl_MatrixUseA>(qf);
+        coopmat<float16_t, gl_ScopeWorkgroup, BKV, BKV, gl_MatrixUseB> ones =
+            coopmat<float16_t, gl_ScopeWorkgroup, BKV, BKV, gl_MatrixUseB>(1.0);
 
-        ACC(BQ, BKV) tmax;
-        coopMatReduceNV(tmax, s, gl_CooperativeMatrixReduceRowNV, max_op);
-        ACC(BQ, BKV) m_old = m;
-        ACC(BQ, BKV) pf;
-        ACC(BQ, BKV) corr;
-        [[unroll]] for (uint e = 0u; e < m.length(); e++) {
-            m[e] = max(m_old[e], tmax[e]);
-            pf[e] = exp(s[e] - m[e]);
-            corr[e] = exp(m_old[e] - m[e]);
+        [[dont_unroll]] for (uint j0 = 0u; j0 < kv_end; j0 += BKV) {
+            // S = (q scale) k^T: k^T is the tile of k rows read through a transposing view.
+            ACC(HD, BKV) kf;
+            coopMatLoadTensorNV(kf, k, k_base, sliceTensorLayoutNV(lkv, j0, BKV, 0, HD), transpose);
+            coopmat<float16_t, gl_ScopeWorkgroup, HD, BKV, gl_MatrixUseB> kt =
+                coopmat<float16_t, gl_ScopeWorkgroup, HD, BKV, gl_MatrixUseB>(kf);
+            ACC(BQ, BKV) s = ACC(BQ, BKV)(0.0);
+            s = coopMatMulAdd(qa, kt, s);
+            if (p.mask_kind != 0u || j0 + BKV > kv_end) {
+                coopMatPerElementNV(s, s, hide, j0, kv_end, q0, b);
+            }
+
+            ACC(BQ, BKV) tmax;
+            coopMatReduceNV(tmax, s, gl_CooperativeMatrixReduceRowNV, max_op);
+            ACC(BQ, BKV) m_old = m;
+            ACC(BQ, BKV) pf;
+            ACC(BQ, BKV) corr;
+            [[unroll]] for (uint e = 0u; e < m.length(); e++) {
+                m[e] = max(m_old[e], tmax[e]);
+                pf[e] = exp(s[e] - m[e]);
+                corr[e] = exp(m_old[e] - m[e]);
+            }
+            coopmat<float16_t, gl_ScopeWorkgroup, BQ, BKV, gl_MatrixUseA> pa =
+                coopmat<float16_t, gl_ScopeWorkgroup, BQ, BKV, gl_MatrixUseA>(pf);
+            // l = l corr + the sum of the rounded p of each row (in every column).
+            ACC(BQ, BKV) rowsum = coopMatMulAdd(pa, ones, ACC(BQ, BKV)(0.0));
+            l = l * corr + rowsum;
+
+            ACC(BKV, HD) vf;
+            coopMatLoadTensorNV(vf, v, v_base, sliceTensorLayoutNV(lkv, j0, BKV, 0, HD));
+            coopmat<float16_t, gl_ScopeWorkgroup, BKV, HD, gl_MatrixUseB> vb =
+                coopmat<float16_t, gl_ScopeWorkgroup, BKV, HD, gl_MatrixUseB>(vf);
+            ACC(BQ, HD) corr_wide;
+            coopMatReduceNV(corr_wide, corr, gl_CooperativeMatrixReduceRowNV, smear_op);
+            acc = acc * corr_wide;
+            acc = coopMatMulAdd(pa, vb, acc);
         }
-        coopmat<float16_t, gl_ScopeWorkgroup, BQ, BKV, gl_MatrixUseA> pa =
-            coopmat<float16_t, gl_ScopeWorkgroup, BQ, BKV, gl_MatrixUseA>(pf);
-        // l = l corr + the sum of the rounded p of each row (in every column).
-        ACC(BQ, BKV) rowsum = coopMatMulAdd(pa, ones, ACC(BQ, BKV)(0.0));
-        l = l * corr + rowsum;
-
-        ACC(BKV, HD) vf;
-        coopMatLoadTensorNV(vf, v, v_base, sliceTensorLayoutNV(lkv, j0, BKV, 0, HD));
-        coopmat<float16_t, gl_ScopeWorkgroup, BKV, HD, gl_MatrixUseB> vb =
-            coopmat<float16_t, gl_ScopeWorkgroup, BKV, HD, gl_MatrixUseB>(vf);
-        ACC(BQ, HD) corr_wide;
-        coopMatReduceNV(corr_wide, corr, gl_CooperativeMatrixReduceRowNV, smear_op);
-        acc = acc * corr_wide;
-        acc = coopMatMulAdd(pa, vb, acc);
     }
 
     // O / l, with 1 / l = 0 for a row that saw no key.

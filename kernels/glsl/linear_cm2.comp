@@ -1,16 +1,17 @@
 #version 450
-// Fast-mode linear y = act(x W^T + bias) on workgroup-scope cooperative matrices
-// (VK_NV_cooperative_matrix2): the whole BM x BN output tile of a workgroup is one
-// accumulator, and the operands are read straight from the storage buffers through tensor
-// layouts (no shared-memory staging written by us: the driver stages and schedules, which is
-// what it can do better than subgroup-scope code on NVIDIA's tensor cores).
-// Same contract and rounding as linear_cm.comp: x and f32 weights are rounded to the nearest
-// f16, f16 weights are exact, products are summed in f32; only the order of the sums differs.
+// Linear y = act(x W^T + bias) on workgroup-scope cooperative matrices
+// (VK_NV_cooperative_matrix2), for fast mode and (SPLIT 1) split precision: the whole BM x BN
+// output tile of a workgroup is one accumulator, and the operands are read straight from the
+// storage buffers through tensor layouts (no shared-memory staging written by us: the driver
+// stages and schedules, which is what it can do better than subgroup-scope code on NVIDIA's
+// tensor cores).
+// Fast mode: the contract and rounding of linear_cm.comp: x and f32 weights are rounded to the
+// nearest f16, f16 weights are exact, products are summed in f32; only the order of the sums
+// differs. Split precision: see SPLIT below.
 // The host runs it for f32 and f16 weights (bf16 and q8_0 take linear_cm.comp) when the
 // device has the extension with workgroup scope, flexible dimensions, conversions,
 // per-element operations and tensor addressing, and only for outputs large enough to fill the
-// device with 128 x 256 tiles (where it beat linear_cm.comp on the H200; see
-// src/vulkan/kernels/gemm_policy.rs).
+// device (src/vulkan/kernels/gemm_policy/ picks the tiles).
 //
 // Edges: the loads clamp to the m x k and n x k extents with the constant 0 and the store to
 // m x n, dropping what lies outside; no bounds checks are written here.
@@ -36,6 +37,12 @@ layout(constant_id = 6) const uint W_DTYPE = 1;
 // 0: x is f32 (loaded as an f32 matrix and rounded here); 1: x is already f16 (cast_f16.comp
 // wrote it, the same rounding, two a word; x_off counts words): the loads take it as it is.
 layout(constant_id = 7) const uint X_DTYPE = 0;
+// 1: split precision (x must be f32, X_DTYPE 0): each f32 operand v is split into hi, v with
+// its mantissa cut to f16's 10 bits (exact in f16 for |v| in f16's normal range), and lo,
+// (v - hi) 2^11 rounded to f16; y = xh wh + (xh wl + xl wh) 2^-11 from two f32 accumulators
+// (the xl wl term, below 2^-20 |x w|, is dropped; f16 weights have no lo part). The products
+// of f16 values are exact in f32, so each term of the sum is within about 2^-21 of x w.
+layout(constant_id = 8) const uint SPLIT = 0;
 
 layout(set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(set = 0, binding = 0) readonly buffer X16 { float16_t x16[]; };
@@ -69,6 +76,23 @@ float epilogue(const in uint r, const in uint c, const in float v, const in uint
     return activate(p.act, p.slope, s);
 }
 
+// The high part of v: its f32 bits with the 13 mantissa bits f16 lacks cleared (a bit mask,
+// not a conversion: on the H200's driver an f32 -> f16 -> f32 round trip of an accumulator's
+// elements is not narrowed).
+float hi_part(const in float v) {
+    return uintBitsToFloat(floatBitsToUint(v) & 0xffffe000u);
+}
+
+// coopMatPerElementNV callbacks: the high part, and the low part (v - hi) 2^11 (exact in f32;
+// rounded to f16 by the operand conversion).
+float cm_split_hi(const in uint r, const in uint c, const in float v) {
+    return hi_part(v);
+}
+
+float cm_split_lo(const in uint r, const in uint c, const in float v) {
+    return (v - hi_part(v)) * 2048.0;
+}
+
 // One k step of BK: the x and W tiles through the layouts LX and LW, rounded to f16 (f32
 // elements load as an f32 matrix and convert: loading them straight into an f16 matrix does
 // not convert on the H200's driver), then the product into acc.
@@ -88,28 +112,62 @@ void main() {
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lw =
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     lw = setTensorLayoutDimensionNV(lw, p.n, p.k);
-    for (uint k0 = 0u; k0 < p.k; k0 += BK) {
-        // f32 elements load as an f32 matrix and convert (round to nearest) to f16: loading
-        // them straight into an f16 matrix does not convert on the H200's driver (NaN).
-        coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;
-        if (X_DTYPE == 1u) {
-            coopMatLoadTensorNV(a, x16, 2u * p.x_off, sliceTensorLayoutNV(lx, m0, BM, k0, BK));
-        } else {
-            coopmat<float, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseAccumulator> xf;
+    if (SPLIT == 1u) {
+        coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> lo =
+            coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+        for (uint k0 = 0u; k0 < p.k; k0 += BK) {
+            coopmat<float, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseAccumulator> xf, xh, xl;
             coopMatLoadTensorNV(xf, x, p.x_off, sliceTensorLayoutNV(lx, m0, BM, k0, BK));
-            a = coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>(xf);
+            coopMatPerElementNV(xh, xf, cm_split_hi);
+            coopMatPerElementNV(xl, xf, cm_split_lo);
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ah =
+                coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>(xh);
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> al =
+                coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>(xl);
+            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> bh;
+            if (W_DTYPE == 1u) {
+                coopMatLoadTensorNV(bh, w16, p.w_off, sliceTensorLayoutNV(lw, n0, BN, k0, BK),
+                                    transpose);
+            } else {
+                coopmat<float, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseAccumulator> wf, wh, wl;
+                coopMatLoadTensorNV(wf, w, p.w_off, sliceTensorLayoutNV(lw, n0, BN, k0, BK),
+                                    transpose);
+                coopMatPerElementNV(wh, wf, cm_split_hi);
+                coopMatPerElementNV(wl, wf, cm_split_lo);
+                bh = coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>(wh);
+                coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> bl =
+                    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>(wl);
+                lo = coopMatMulAdd(ah, bl, lo);
+            }
+            lo = coopMatMulAdd(al, bh, lo);
+            acc = coopMatMulAdd(ah, bh, acc);
         }
-        coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> b;
-        if (W_DTYPE == 1u) {
-            coopMatLoadTensorNV(b, w16, p.w_off, sliceTensorLayoutNV(lw, n0, BN, k0, BK),
-                                transpose);
-        } else {
-            coopmat<float, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseAccumulator> wf;
-            coopMatLoadTensorNV(wf, w, p.w_off, sliceTensorLayoutNV(lw, n0, BN, k0, BK),
-                                transpose);
-            b = coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>(wf);
+        acc = acc + lo * float(1.0 / 2048.0);
+    } else {
+        for (uint k0 = 0u; k0 < p.k; k0 += BK) {
+            // f32 elements load as an f32 matrix and convert (round to nearest) to f16: loading
+            // them straight into an f16 matrix does not convert on the H200's driver (NaN).
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;
+            if (X_DTYPE == 1u) {
+                coopMatLoadTensorNV(a, x16, 2u * p.x_off,
+                                    sliceTensorLayoutNV(lx, m0, BM, k0, BK));
+            } else {
+                coopmat<float, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseAccumulator> xf;
+                coopMatLoadTensorNV(xf, x, p.x_off, sliceTensorLayoutNV(lx, m0, BM, k0, BK));
+                a = coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>(xf);
+            }
+            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> b;
+            if (W_DTYPE == 1u) {
+                coopMatLoadTensorNV(b, w16, p.w_off, sliceTensorLayoutNV(lw, n0, BN, k0, BK),
+                                    transpose);
+            } else {
+                coopmat<float, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseAccumulator> wf;
+                coopMatLoadTensorNV(wf, w, p.w_off, sliceTensorLayoutNV(lw, n0, BN, k0, BK),
+                                    transpose);
+                b = coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>(wf);
+            }
+            acc = coopMatMulAdd(a, b, acc);
         }
-        acc = coopMatMulAdd(a, b, acc);
     }
 
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly =

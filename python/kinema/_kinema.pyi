@@ -22,7 +22,7 @@ class Engine:
     def __init__(
         self,
         backend: Literal["auto", "cpu", "vulkan"] = "auto",
-        precision: Literal["auto", "strict", "fast"] = "auto",
+        precision: Literal["auto", "strict", "fast", "split"] = "auto",
         threads: Optional[int] = None,
         device: Optional[int] = None,
     ) -> None: ...
@@ -34,7 +34,7 @@ class Engine:
         """The Vulkan device's name, or the CPU's ISA."""
     @property
     def precision(self) -> str:
-        """The resolved precision: "strict" or "fast"."""
+        """The resolved precision: "strict", "fast" or "split"."""
     @property
     def threads(self) -> int:
         """CPU threads (1 on Vulkan)."""

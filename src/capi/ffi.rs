@@ -70,10 +70,11 @@ pub unsafe extern "C" fn kinema_engine_create(
                     KINEMA_PRECISION_AUTO => PrecisionChoice::Auto,
                     KINEMA_PRECISION_STRICT => PrecisionChoice::Strict,
                     KINEMA_PRECISION_FAST => PrecisionChoice::Fast,
+                    KINEMA_PRECISION_SPLIT => PrecisionChoice::Split,
                     p => {
                         return Err(arg(format!(
                             "kinema_engine_options.precision = {p}: expected \
-                             KINEMA_PRECISION_AUTO (0), _STRICT (1) or _FAST (2)"
+                             KINEMA_PRECISION_AUTO (0), _STRICT (1), _FAST (2) or _SPLIT (3)"
                         )));
                     }
                 };

@@ -66,6 +66,10 @@ pub const KINEMA_PRECISION_AUTO: i32 = 0;
 pub const KINEMA_PRECISION_STRICT: i32 = 1;
 /// `kinema_engine_options.precision`: 16-bit weights, cooperative matrices.
 pub const KINEMA_PRECISION_FAST: i32 = 2;
+/// `kinema_engine_options.precision`: strict, except the large linears, which split f32
+/// operands into f16 high and low parts for a GPU's matrix cores (Vulkan with
+/// `VK_NV_cooperative_matrix2`; elsewhere strict).
+pub const KINEMA_PRECISION_SPLIT: i32 = 3;
 /// `kimodo_generate_options.postprocess`: the model's default (on for SOMA and SMPL-X, never
 /// for G1), as `kinema generate`.
 pub const KIMODO_POSTPROCESS_DEFAULT: i32 = -1;
@@ -225,7 +229,7 @@ pub struct kinema_engine_options {
     pub version: u32,
     /// `KINEMA_BACKEND_AUTO`, `_CPU` or `_VULKAN`.
     pub backend: i32,
-    /// `KINEMA_PRECISION_AUTO`, `_STRICT` or `_FAST`.
+    /// `KINEMA_PRECISION_AUTO`, `_STRICT`, `_FAST` or `_SPLIT`.
     pub precision: i32,
     /// CPU threads, 1 to 1024; 0 = the default (`KINEMA_THREADS` or all).
     pub threads: u32,

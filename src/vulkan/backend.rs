@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use super::context::{Context, env_flag};
+use super::context::{Context, Coopmat2, env_flag};
 use super::memory::{Memory, VulkanBuffer};
 use super::pipeline::Pipelines;
 use super::probe::CoopMatShape;
@@ -173,6 +173,7 @@ impl VulkanBackend {
         let memory = Memory::new(ctx.clone(), o.force_staging)?;
         let dummy = memory.alloc(16, true)?;
         let shared_coopmat = ctx.coopmat.is_some();
+        let split = ctx.coopmat.is_some() && ctx.coopmat2.is_some();
         let mut b = VulkanBackend {
             shared: Arc::new(Shared {
                 ctx,
@@ -181,7 +182,7 @@ impl VulkanBackend {
                 dummy,
                 profile,
             }),
-            precision: o.precision.resolve(shared_coopmat),
+            precision: o.precision.resolve(shared_coopmat, split),
             last_profile: Mutex::new(Vec::new()),
             pending: Mutex::new(Vec::new()),
             lane: false,
@@ -292,16 +293,29 @@ impl VulkanBackend {
     fn gemm_coopmat(&self) -> Option<CoopMatShape> {
         match self.precision {
             Precision::Fast => self.shared.ctx.coopmat,
-            Precision::Strict => None,
+            Precision::Strict | Precision::Split => None,
         }
     }
 
-    /// The fast-mode attention shader (file stem) `attention` runs for `p`, or `None` when it
-    /// runs the strict f32 shader: strict mode, or a device, head dimension or
-    /// `KINEMA_VK_ATTENTION_SHADER` no fast variant fits.
+    /// The workgroup-scope cooperative matrices the split-precision linears run on: in split
+    /// precision (which resolves so only on a device that has them).
+    fn split_gemm(&self) -> Option<Coopmat2> {
+        match self.precision {
+            Precision::Split => self.shared.ctx.coopmat2,
+            Precision::Strict | Precision::Fast => None,
+        }
+    }
+
+    /// The cooperative-matrix attention shader (file stem) `attention` runs for `p` in fast
+    /// or split precision, or `None` when it runs the strict f32 shader: strict mode, or a
+    /// device, head dimension or `KINEMA_VK_ATTENTION_SHADER` no such variant fits.
     pub fn fast_attention_shader(&self, p: &AttentionParams) -> Option<&'static str> {
-        let s = self.gemm_coopmat()?;
         let ctx = &self.shared.ctx;
+        if let Some(c2) = self.split_gemm() {
+            return kernels::attention_cm::split_attention_kernel(p, &c2, &ctx.limits)
+                .map(|f| f.shader.info().name);
+        }
+        let s = self.gemm_coopmat()?;
         kernels::attention_cm::fast_attention_kernel(p, &s, ctx.coopmat2.as_ref(), &ctx.limits)
             .map(|f| f.shader.info().name)
     }
@@ -635,7 +649,13 @@ impl Backend for VulkanBackend {
                 let coop = self.gemm_coopmat();
                 let coop2 = coop.and(self.shared.ctx.coopmat2);
                 let lane = self.lane && coop.is_some();
-                kernels::linear(rec, p, &x, &w, bias.as_ref(), &y, coop, coop2, lane)
+                let gemm = kernels::GemmUnits {
+                    coopmat: coop,
+                    coopmat2: coop2,
+                    lane,
+                    split: self.split_gemm(),
+                };
+                kernels::linear(rec, p, &x, &w, bias.as_ref(), &y, gemm)
             }
             Call::BatchedMatmul { p, a, b, c } => kernels::batched_matmul(rec, p, &a, &b, &c),
             Call::LayerNorm {
@@ -673,7 +693,8 @@ impl Backend for VulkanBackend {
             } => {
                 let coop = self.gemm_coopmat();
                 let coop2 = coop.and(self.shared.ctx.coopmat2);
-                kernels::attention(rec, p, &q, &k, &v, mask.as_ref(), &out, coop, coop2)
+                let split = self.split_gemm();
+                kernels::attention(rec, p, &q, &k, &v, mask.as_ref(), &out, coop, coop2, split)
             }
             Call::Activation { p, x, y } => kernels::activation(rec, *p, &x, &y),
             Call::Swiglu { p, gate, up, y } => kernels::swiglu(rec, p, &gate, &up, &y),

@@ -52,6 +52,14 @@ pub fn strict_gemm_rel(k: usize) -> f64 {
 /// nearest), so a product is off by at most (1 + 2^-10)^2 - 1 < 2^-9 + 2^-20 of itself.
 pub const COOPMAT_F16_INPUT_REL: f64 = 1.0 / 512.0 + 1.0 / 1_048_576.0;
 
+/// Error of a split-precision linear term (`Precision::Split`) relative to |x w|, beyond the
+/// f32 sums' [`strict_gemm_rel`]: an operand v is its high part (v with the mantissa cut to 10
+/// bits, exact in f16) plus its low part, the rest (below 2^-10 |v|) rounded to f16 (by 2^-11
+/// of itself, 2^-10 allowed), so v is carried to within 2^-20 |v| and the product of the two
+/// carried operands to within 2^-19 + 2^-40 of |x w|; the dropped low x low product is at most
+/// (2^-10 (1 + 2^-10))^2 of it. Operands below 2^-14 add [`COOPMAT_F16_SUBNORMAL_ABS`] a term.
+pub const SPLIT_INPUT_REL: f64 = 3.0 / 1_048_576.0 + 1.0 / 268_435_456.0;
+
 /// Absolute error per term from f16's subnormal range: an input below 2^-14 in magnitude is
 /// rounded to a multiple of 2^-24, off by up to 2^-25 (2^-24 allowed), times the other
 /// factor (at most 1 in these tests).

@@ -94,12 +94,20 @@ pub fn model<D: DriftRun>(run: &D, json: bool) -> kinema::Result<()> {
 }
 
 /// A Vulkan backend in each precision with its label (`+coopmat` where fast mode runs on
-/// cooperative matrices), each created when the previous one is done with; when one cannot
-/// be created, a note on stderr and no more.
+/// cooperative matrices), each created when the previous one is done with; split precision
+/// only where the device has it (elsewhere it would repeat strict); when one cannot be
+/// created, a note on stderr and no more.
 fn vulkan_backends() -> impl Iterator<Item = (String, VulkanBackend)> {
-    [Precision::Strict, Precision::Fast]
+    [Precision::Strict, Precision::Fast, Precision::Split]
         .into_iter()
         .map_while(|p| match VulkanBackend::new(p) {
+            Ok(v) if v.info().precision != p => {
+                eprintln!(
+                    "kinema: {} precision not compared: the device lacks it",
+                    p.name()
+                );
+                None
+            }
             Ok(v) => {
                 let coop = if v.info().cooperative_matrix {
                     "+coopmat"

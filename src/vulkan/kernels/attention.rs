@@ -8,7 +8,7 @@ use super::super::probe::CoopMatShape;
 use super::super::recording::Arg::{Absent, In, Out};
 use super::super::recording::{Dispatch, VulkanRecording};
 use super::super::shaders::{Shader, push};
-use super::attention_cm::fast_attention_kernel;
+use super::attention_cm::{fast_attention_kernel, split_attention_kernel, split_spec};
 use super::{Ref, batches_per_dispatch, u32_of};
 use crate::error::Result;
 use crate::ops::{AttentionParams, MaskKind};
@@ -95,7 +95,10 @@ fn attention_tile(head_dim: usize, l: &Limits) -> Result<Option<AttentionTile>> 
 /// device's z workgroup count or one storage-buffer binding. With a cooperative-matrix shape
 /// `coopmat` (fast mode on a device that has one) a fast-mode kernel runs where one fits
 /// ([`fast_attention_kernel`]; `coopmat2`, the device's workgroup-scope matrices, admits the
-/// workgroup-scope one), else the strict f32 shader.
+/// workgroup-scope one), else the strict f32 shader. With `split` (split precision's
+/// workgroup-scope matrices) the split-operand kernel runs where [`split_attention_kernel`]
+/// takes the head dimension.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn attention(
     rec: &mut VulkanRecording,
     p: &AttentionParams,
@@ -106,8 +109,13 @@ pub(crate) fn attention(
     out: &Ref,
     coopmat: Option<CoopMatShape>,
     coopmat2: Option<Coopmat2>,
+    split: Option<Coopmat2>,
 ) -> Result<()> {
     let qkv = [q, k, v];
+    if let Some(f) = split.and_then(|c2| split_attention_kernel(p, &c2, rec.limits())) {
+        let spec = split_spec(&f, rec.limits());
+        return attention_with(rec, p, qkv, mask, out, f.shader, &spec, f.bq);
+    }
     let fast = coopmat.and_then(|s| fast_attention_kernel(p, &s, coopmat2.as_ref(), rec.limits()));
     if let Some(f) = fast {
         let spec = f.spec(rec.limits());

@@ -56,15 +56,22 @@ impl FastAttention {
     }
 
     fn fits(&self, s: &CoopMatShape, c2: Option<&Coopmat2>, l: &Limits) -> bool {
-        let common = self.workgroup <= l.max_workgroup_invocations
-            && self.workgroup <= l.max_workgroup_size[0]
-            && self.shared_bytes() <= l.max_shared_memory;
         match self.shader {
-            Shader::AttentionCm2 => {
-                common && c2.is_some_and(|c| c.reductions && self.workgroup <= c.max_workgroup_size)
-            }
-            _ => common && l.subgroup_size == 32 && (s.m, s.n, s.k) == (16, 16, 16),
+            Shader::AttentionCm2 => c2.is_some_and(|c| self.fits_workgroup_scope(c, l)),
+            _ => self.fits_workgroup(l) && l.subgroup_size == 32 && (s.m, s.n, s.k) == (16, 16, 16),
         }
+    }
+
+    fn fits_workgroup(&self, l: &Limits) -> bool {
+        self.workgroup <= l.max_workgroup_invocations
+            && self.workgroup <= l.max_workgroup_size[0]
+            && self.shared_bytes() <= l.max_shared_memory
+    }
+
+    /// Whether the workgroup-scope kernel fits workgroup-scope matrices `c` (with row
+    /// reductions) and the device.
+    fn fits_workgroup_scope(&self, c: &Coopmat2, l: &Limits) -> bool {
+        self.fits_workgroup(l) && c.reductions && self.workgroup <= c.max_workgroup_size
     }
 }
 
@@ -207,6 +214,60 @@ pub(crate) fn fast_attention_kernel(
     let forced = var("KINEMA_VK_ATTENTION_SHADER");
     let tile = forced_cm2_tile(var("KINEMA_VK_ATTENTION_CM2_TILE").as_deref());
     select(p, s, c2, l, forced.as_deref(), tile)
+}
+
+/// Head dimensions split precision's attention is given: MotionBricks' 32 and 64, Kimodo's and
+/// LLM2Vec's 128, each checked against the f64 bound on the H200 (`tests/vulkan.rs`).
+fn split_head_dim(d: usize) -> bool {
+    matches!(d, 32 | 64 | 128)
+}
+
+/// Split precision's attention tile (bq, bkv, workgroup): 32 queries, keys 32 at a time, 128
+/// invocations (the split kernel holds two output accumulators and both parts of q, k, p and
+/// v, so the 64-query tile of fast mode would not fit the registers).
+const SPLIT_TILE: (u32, u32, u32) = (32, 32, 128);
+
+/// The split-precision attention kernel for `p` on a device with workgroup-scope matrices
+/// `c2` (`attention_cm2.comp` with `SPLIT` 1; its constants from [`split_spec`]): the
+/// [`SPLIT_TILE`] (or `KINEMA_VK_ATTENTION_CM2_TILE` where the device fits it) for the head
+/// dimensions of [`split_head_dim`]; `None` for the strict shader.
+pub(crate) fn split_attention_kernel(
+    p: &AttentionParams,
+    c2: &Coopmat2,
+    l: &Limits,
+) -> Option<FastAttention> {
+    let var = std::env::var("KINEMA_VK_ATTENTION_CM2_TILE").ok();
+    select_split(p, c2, l, forced_cm2_tile(var.as_deref()))
+}
+
+fn select_split(
+    p: &AttentionParams,
+    c2: &Coopmat2,
+    l: &Limits,
+    forced: Option<(u32, u32, u32)>,
+) -> Option<FastAttention> {
+    if !split_head_dim(p.head_dim) {
+        return None;
+    }
+    let of = |(bq, bkv, workgroup)| FastAttention {
+        shader: Shader::AttentionCm2,
+        head_dim: p.head_dim as u32,
+        bq,
+        bkv,
+        workgroup,
+    };
+    forced
+        .map(of)
+        .filter(|v| v.fits_workgroup_scope(c2, l))
+        .or_else(|| Some(of(SPLIT_TILE)).filter(|v| v.fits_workgroup_scope(c2, l)))
+}
+
+/// The specialization constants of a split-precision dispatch of `f` (from
+/// [`split_attention_kernel`]): the workgroup-scope kernel's, and `SPLIT` 1.
+pub(crate) fn split_spec(f: &FastAttention, l: &Limits) -> Vec<u32> {
+    let mut spec = f.spec(l);
+    spec.push(1);
+    spec
 }
 
 #[cfg(test)]
@@ -383,5 +444,42 @@ mod tests {
         }
         assert_eq!(FAST_ATTENTION[0].shared_bytes(), 48128);
         assert_eq!(FAST_ATTENTION[1].shared_bytes(), 41600);
+    }
+
+    #[test]
+    fn split_kernel_for_checked_head_dims_with_reductions() {
+        let l = h200();
+        let c2 = Coopmat2 {
+            max_workgroup_size: 256,
+            reductions: true,
+        };
+        let tile = |v: FastAttention| (v.shader, v.head_dim, v.bq, v.bkv, v.workgroup);
+        for d in [32, 64, 128] {
+            let v = select_split(&params(2, 202, 8, d), &c2, &l, None).unwrap();
+            assert_eq!(tile(v), (Shader::AttentionCm2, d as u32, 32, 32, 128));
+            assert_eq!(split_spec(&v, &l), vec![128, 32, 32, d as u32, 1]);
+        }
+        for d in [16, 48, 80, 256] {
+            assert_eq!(select_split(&params(2, 202, 8, d), &c2, &l, None), None);
+        }
+        // A forced tile the device fits wins; one it does not is ignored.
+        let p = params(2, 202, 8, 128);
+        let v = select_split(&p, &c2, &l, Some((16, 32, 64))).unwrap();
+        assert_eq!((v.bq, v.bkv, v.workgroup), (16, 32, 64));
+        let v = select_split(&p, &c2, &l, Some((64, 32, 512))).unwrap();
+        assert_eq!((v.bq, v.bkv, v.workgroup), (32, 32, 128));
+        // Without row reductions, or with fewer invocations allowed: the strict shader.
+        for c in [
+            Coopmat2 {
+                reductions: false,
+                ..c2
+            },
+            Coopmat2 {
+                max_workgroup_size: 64,
+                ..c2
+            },
+        ] {
+            assert_eq!(select_split(&p, &c, &l, None), None);
+        }
     }
 }

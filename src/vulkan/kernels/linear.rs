@@ -8,15 +8,30 @@ use super::super::recording::Arg::{Absent, In, Out};
 use super::super::recording::{Dispatch, VulkanRecording};
 use super::super::shaders::{Shader, push};
 use super::gemm_policy::{
-    CoopFixed, DirectLayout, Forced, StreamGrid, cm_stream_kernel, lane_gemm_kernel, linear_kernel,
-    linear_stream_tile, stream_splits, wants_stream,
+    CoopFixed, DirectLayout, Forced, LinearKernel, StreamGrid, cm_stream_kernel, lane_gemm_kernel,
+    linear_kernel, linear_stream_tile, split_kernel, stream_splits, wants_stream,
 };
 use super::{Ref, act_code, float_dtype_code, rows_per_binding, tile_groups, u32_of};
 use crate::error::Result;
 use crate::ops::LinearParams;
 use bytemuck::Pod;
 
-/// `x`, `w`, `bias`, `y` as checked by `check::linear`: in fast mode on the lane-loading
+/// The matrix units a linear may run on, as the backend's precision and device allow.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct GemmUnits {
+    /// The cooperative-matrix shape of fast mode, on a device that has one.
+    pub coopmat: Option<CoopMatShape>,
+    /// Workgroup-scope matrices for fast mode.
+    pub coopmat2: Option<Coopmat2>,
+    /// The device's B fragment layout is the one the lane-loading streaming variants assume
+    /// ([`super::gemm_policy::CM_LANE`]).
+    pub lane: bool,
+    /// Workgroup-scope matrices for split precision ([`split_kernel`]).
+    pub split: Option<Coopmat2>,
+}
+
+/// `x`, `w`, `bias`, `y` as checked by `check::linear`: in split precision on the
+/// split-operand kernel where [`split_kernel`] takes it; in fast mode on the lane-loading
 /// kernel as a GEMM where [`lane_gemm_kernel`] takes it (Kimodo's 404 / 606-row linears), else
 /// on the weight-streaming kernel where
 /// [`wants_stream`] takes it (few rows and large weights, or as `KINEMA_VK_LINEAR` says: on
@@ -25,9 +40,7 @@ use bytemuck::Pod;
 /// given (fast mode on a device that has them), else on the strict f32 kernel
 /// ([`linear_kernel`] decides). When the weight matrix does not fit one storage-buffer binding
 /// (lavapipe allows 128 MiB) it is split into groups of output columns (weight rows), one
-/// dispatch each. `lane`: the device's B fragment layout is the one the lane-loading
-/// streaming variants assume ([`super::gemm_policy::CM_LANE`]).
-#[allow(clippy::too_many_arguments)]
+/// dispatch each.
 pub(crate) fn linear(
     rec: &mut VulkanRecording,
     p: &LinearParams,
@@ -35,10 +48,14 @@ pub(crate) fn linear(
     w: &Ref,
     bias: Option<&Ref>,
     y: &Ref,
-    coopmat: Option<CoopMatShape>,
-    coopmat2: Option<Coopmat2>,
-    lane: bool,
+    units: GemmUnits,
 ) -> Result<()> {
+    let GemmUnits {
+        coopmat,
+        coopmat2,
+        lane,
+        split,
+    } = units;
     const OP: &str = "linear";
     if p.m == 0 || p.n == 0 {
         return Ok(());
@@ -57,6 +74,9 @@ pub(crate) fn linear(
         grid: v.stream_grid(),
         free: 0,
     };
+    if let Some(kernel) = split.and_then(|c2| split_kernel(mnk, w.dtype, &c2, limits, &forced)) {
+        return linear_tiled(rec, p, x, w, bias, y, &kernel, rows);
+    }
     if let Some(v) = lane_gemm_kernel(mnk, w.dtype, layout, coopmat, limits, &forced) {
         let k = cm_kernel(v);
         return linear_stream(rec, p, x, w, bias, y, &k, &forced);
@@ -77,6 +97,24 @@ pub(crate) fn linear(
         }
     }
     let kernel = linear_kernel(mnk, w.dtype, coopmat, coopmat2, limits, &forced);
+    linear_tiled(rec, p, x, w, bias, y, &kernel, rows)
+}
+
+/// [`linear`] on a tiled kernel (one workgroup a `bm` x `bn` output tile; `bm` 0: the skinny
+/// kernel, whose workgroups walk every row), one dispatch per group of `rows` output columns;
+/// x rounded to f16 first where the kernel reads it so.
+#[allow(clippy::too_many_arguments)]
+fn linear_tiled(
+    rec: &mut VulkanRecording,
+    p: &LinearParams,
+    x: &Ref,
+    w: &Ref,
+    bias: Option<&Ref>,
+    y: &Ref,
+    kernel: &LinearKernel,
+    rows: usize,
+) -> Result<()> {
+    const OP: &str = "linear";
     let x16 = if kernel.x16 {
         Some(cast_f16(rec, x, p.m * p.k)?)
     } else {

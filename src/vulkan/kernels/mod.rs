@@ -37,7 +37,7 @@ pub(crate) use attention::attention;
 pub(crate) use conv::{conv1d, upsample_nearest2x};
 pub(crate) use elementwise::{activation, axpby, binary, copy, masked_act, scale, swiglu};
 pub(crate) use embedding::{embedding, mean_pool};
-pub(crate) use linear::{coopmat_layout, coopmat_peak, linear, read_peak};
+pub(crate) use linear::{GemmUnits, coopmat_layout, coopmat_peak, linear, read_peak};
 pub(crate) use matmul::batched_matmul;
 pub(crate) use motion::root_bridge;
 pub(crate) use norm::{add_layer_norm, layer_norm, rms_norm, softmax};

@@ -514,6 +514,77 @@ fn cm2_tile(m: usize, n: usize, c2: &Coopmat2, l: &Limits, f: &Forced) -> Option
     (t.fits(c2, l) && groups >= GEMM_MIN_WORKGROUPS).then_some(t)
 }
 
+/// Split-precision tiles (`linear_cm2.comp` with `SPLIT` 1): 64 x 64 and 64 x 128, k steps of
+/// 32, 128 invocations; each holds two accumulators (the high and the low products), 64 / 128
+/// floats an invocation. Measured on the H200 (2026-12-04, f32 weights, GPU ms, 64 x 64 /
+/// 64 x 128 / 128 x 128 over 256 invocations; the strict kernel last): 404x3072x1024 **0.092** /
+/// 0.121 / 0.121 (strict 0.141), 404x1024x1024 **0.067** / 0.098 / 0.118 (0.078),
+/// 404x1024x2048 **0.110** / 0.163 / 0.209 (0.149), 606x2048x1024 **0.095** / 0.123 / 0.120
+/// (0.141), 606x1024x2048 **0.132** / 0.161 / 0.209 (0.157), 606x3072x1024 0.192 / **0.123** /
+/// 0.121 (0.180), 4800x3072x1024 0.940 / **0.866** / 0.848 (1.154), 4800x1024x2048 0.664 /
+/// **0.689** / 0.706 (0.802), 4096^3 3.567 / **3.309** / 3.518 (4.899). 64 x 64 wins until it
+/// gives more than three workgroups a streaming multiprocessor; 64 x 128 is within 4% of the
+/// best beyond.
+const SPLIT_TILES: [Cm2Tile; 2] = [
+    Cm2Tile {
+        bm: 64,
+        bn: 64,
+        bk: 32,
+        wg: 128,
+    },
+    Cm2Tile {
+        bm: 64,
+        bn: 128,
+        bk: 32,
+        wg: 128,
+    },
+];
+
+/// Workgroups of 64 x 64 above which split precision takes 64 x 128: three a streaming
+/// multiprocessor on the H200 (132 of them).
+const SPLIT_SMALL_MAX_WORKGROUPS: usize = 396;
+
+/// The split-precision kernel for an m x n x k linear with weights of dtype `w` on a device
+/// with workgroup-scope matrices `c2`, or `None` where the linear stays on the strict kernels:
+/// bf16 and q8_0 weights, and the few-row shapes that run the streaming or skinny kernels
+/// ([`wants_stream`], [`wants_skinny`]), which are bound by reading the weights. The tile is
+/// the forced one (`KINEMA_VK_CM2_TILE`) when the device fits it, else 64 x 64 up to
+/// [`SPLIT_SMALL_MAX_WORKGROUPS`] of them and 64 x 128 beyond ([`SPLIT_TILES`]).
+pub(crate) fn split_kernel(
+    [m, n, k]: [usize; 3],
+    w: DType,
+    c2: &Coopmat2,
+    l: &Limits,
+    f: &Forced,
+) -> Option<LinearKernel> {
+    if !matches!(w, DType::F32 | DType::F16)
+        || wants_stream([m, n, k], f)
+        || wants_skinny(m, k, false, f)
+    {
+        return None;
+    }
+    let forced = dims(f.cm2_tile.as_deref())
+        .map(|[bm, bn, bk, wg]| Cm2Tile { bm, bn, bk, wg })
+        .filter(|t| t.fits(c2, l));
+    let [small, large] = SPLIT_TILES;
+    let groups = m.div_ceil(small.bm as usize) * n.div_ceil(small.bn as usize);
+    let t = match forced {
+        Some(t) => t,
+        None if groups > SPLIT_SMALL_MAX_WORKGROUPS => large,
+        None => small,
+    };
+    if !t.fits(c2, l) {
+        return None;
+    }
+    Some(LinearKernel {
+        shader: Shader::LinearCm2,
+        spec: vec![t.wg, t.bm, t.bn, t.bk, 0, 0, float_dtype_code(w), 0, 1],
+        bm: t.bm,
+        bn: t.bn,
+        x16: false,
+    })
+}
+
 /// Tile of the skinny linear kernel (`linear_skinny.comp`): `nc` output columns per workgroup
 /// of `wg` invocations that split k, each holding `mmax` x `nc` accumulators; the rows are
 /// walked `mmax` at a time inside the workgroup.

@@ -512,3 +512,64 @@ fn skinny_kernel_for_few_rows_only() {
         Shader::Linear
     );
 }
+
+#[test]
+fn split_kernels_follow_dtype_rows_and_workgroups() {
+    let l = h200();
+    let c2 = Coopmat2 {
+        max_workgroup_size: 256,
+        reductions: true,
+    };
+    let k = |[m, n, kk]: [usize; 3], w| split_kernel([m, n, kk], w, &c2, &l, &none());
+    let tile = |v: &LinearKernel| (v.bm, v.bn, v.spec[0]);
+    // f32 and f16 weights; SPLIT (constant 8) set, x read as f32 (X_DTYPE 0, no cast).
+    for w in [DType::F32, DType::F16] {
+        let v = k([4096, 4096, 4096], w).unwrap();
+        assert_eq!(v.shader, Shader::LinearCm2);
+        let code = float_dtype_code(w);
+        assert_eq!(v.spec, [128, 64, 128, 32, 0, 0, code, 0, 1].to_vec());
+        assert!(!v.x16);
+    }
+    // bf16 and q8_0 weights stay strict.
+    for w in [DType::BF16, DType::Q8_0] {
+        assert_eq!(k([4096, 4096, 4096], w), None, "{w:?}");
+    }
+    // Few rows (the streaming and skinny kernels' shapes) stay strict.
+    assert_eq!(k([32, 4096, 4096], DType::F32), None);
+    assert_eq!(k([1, 1024, 1024], DType::F32), None);
+    assert!(k([65, 4096, 4096], DType::F32).is_some());
+    // 64 x 64 up to 396 of them, else 64 x 128: 404 x 3072 is 7 x 48 = 336, 606 x 3072 is
+    // 10 x 48 = 480.
+    assert_eq!(
+        tile(&k([404, 3072, 1024], DType::F32).unwrap()),
+        (64, 64, 128)
+    );
+    assert_eq!(
+        tile(&k([606, 2048, 1024], DType::F32).unwrap()),
+        (64, 64, 128)
+    );
+    assert_eq!(
+        tile(&k([606, 3072, 1024], DType::F32).unwrap()),
+        (64, 128, 128)
+    );
+    // A forced tile wins when the device fits it, and is ignored when it does not.
+    let forced = |v: &str| Forced {
+        cm2_tile: Some(v.into()),
+        ..none()
+    };
+    let f = forced("32x64x16x64");
+    let v = split_kernel([4096, 4096, 4096], DType::F32, &c2, &l, &f).unwrap();
+    assert_eq!((v.bm, v.bn, v.spec[3], v.spec[0]), (32, 64, 16, 64));
+    let f = forced("128x128x32x512");
+    let v = split_kernel([4096, 4096, 4096], DType::F32, &c2, &l, &f).unwrap();
+    assert_eq!(tile(&v), (64, 128, 128));
+    // A device whose workgroup-scope matrices allow fewer invocations than the tile: strict.
+    let small = Coopmat2 {
+        max_workgroup_size: 64,
+        reductions: false,
+    };
+    assert_eq!(
+        split_kernel([4096, 4096, 4096], DType::F32, &small, &l, &none()),
+        None
+    );
+}
