@@ -340,6 +340,30 @@ fn deferred_writes_keep_their_order_and_read_many_matches_read() {
     }
 }
 
+/// A process may create and drop backends many times (a host that loads and unloads engines,
+/// this test binary): on the H200 the 20th-40th fresh instance used to fail with "Unable to
+/// find a Vulkan driver" (the driver's static-TLS library could no longer be loaded after
+/// that many load/unload cycles; `src/vulkan/loader.rs` keeps it loaded). Each backend here
+/// also runs a transfer, and `probe` runs between them.
+#[test]
+fn backends_can_be_created_and_dropped_many_times() {
+    for o in devices() {
+        for i in 0..64u32 {
+            let b = VulkanBackend::with_options(o.clone())
+                .unwrap_or_else(|e| panic!("backend {i} of 64: {e}"));
+            let v = [i as f32, 1.5, -2.0];
+            assert_eq!(download_f32(&b, &upload_f32(&b, &v)), v, "backend {i}");
+            drop(b);
+            if i % 8 == 0 {
+                assert!(
+                    kinema::vulkan::probe().is_ok_and(|d| !d.is_empty()),
+                    "probe {i}"
+                );
+            }
+        }
+    }
+}
+
 /// Writes and reads of sub-ranges at odd 2-byte offsets, through mapped memory and through
 /// the staging buffer (in chunks when larger than it), leave the rest of the buffer intact.
 #[test]

@@ -11,6 +11,7 @@ use ash::vk;
 use gpu_allocator::AllocationSizes;
 use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
 
+use super::loader::{self, OpenError};
 use super::probe::{
     COOPMAT2_NAME, CoopMatShape, Coopmat2Features, Coopmat2Properties, coopmat_shapes,
 };
@@ -185,24 +186,15 @@ impl Context {
         use_push_descriptor: bool,
         use_coopmat2: bool,
     ) -> Result<Context, VulkanError> {
-        // SAFETY: loading the system Vulkan loader runs its initialisers; this is the
-        // documented way to use Vulkan without linking it (ash `Entry::load`).
-        let entry = unsafe { ash::Entry::load() }.map_err(|e| {
-            VulkanError::Unavailable(format!(
-                "no Vulkan loader (libvulkan.so.1) could be opened: {e}"
-            ))
-        })?;
-        let app = vk::ApplicationInfo::default()
-            .application_name(c"kinema")
-            // 1.3 so that devices which have it can run the SPIR-V 1.6 cooperative-matrix
-            // shaders; 1.2 devices are still used (the application version is a maximum).
-            .api_version(vk::API_VERSION_1_3);
-        let ci = vk::InstanceCreateInfo::default().application_info(&app);
-        // SAFETY: the create info and what it points to outlive the call.
-        let instance = unsafe { entry.create_instance(&ci, None) }.map_err(|e| {
-            VulkanError::Unavailable(format!(
-                "vkCreateInstance failed: {e} (is a driver / ICD installed?)"
-            ))
+        let (entry, instance) = loader::open().map_err(|e| {
+            VulkanError::Unavailable(match e {
+                OpenError::NoLoader(e) => {
+                    format!("no Vulkan loader (libvulkan.so.1) could be opened: {e}")
+                }
+                OpenError::CreateInstance(e) => {
+                    format!("vkCreateInstance failed: {e} (is a driver / ICD installed?)")
+                }
+            })
         })?;
         // From here on the instance must be destroyed on every error path.
         // SAFETY: `instance` was just created and nothing else uses it yet.

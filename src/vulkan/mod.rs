@@ -24,6 +24,7 @@
 mod backend;
 mod context;
 mod kernels;
+mod loader;
 mod memory;
 mod pipeline;
 mod probe;

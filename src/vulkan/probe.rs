@@ -5,6 +5,8 @@ use std::ffi::CStr;
 
 use ash::vk;
 
+use super::loader::{self, OpenError};
+
 /// One physical device as `kinema info` reports it.
 #[derive(Clone, Debug)]
 pub struct DeviceSummary {
@@ -236,17 +238,13 @@ fn kind_name(t: vk::PhysicalDeviceType) -> &'static str {
 
 /// The Vulkan devices on this machine, or why there are none.
 pub fn probe() -> Result<Vec<DeviceSummary>, String> {
-    // SAFETY: loading the system Vulkan loader runs its initialisers; this is the documented
-    // way to use Vulkan without linking it (ash `Entry::load`).
-    let entry = unsafe { ash::Entry::load() }
-        .map_err(|e| format!("no Vulkan loader (libvulkan.so.1) could be opened: {e}"))?;
-    let app = vk::ApplicationInfo::default()
-        .application_name(c"kinema")
-        .api_version(vk::API_VERSION_1_3);
-    let ci = vk::InstanceCreateInfo::default().application_info(&app);
-    // SAFETY: the create info and what it points to outlive the call.
-    let instance = unsafe { entry.create_instance(&ci, None) }
-        .map_err(|e| format!("the Vulkan loader is present but vkCreateInstance failed: {e} (is a driver / ICD installed?)"))?;
+    let (entry, instance) = loader::open().map_err(|e| match e {
+        OpenError::NoLoader(e) => format!("no Vulkan loader (libvulkan.so.1) could be opened: {e}"),
+        OpenError::CreateInstance(e) => format!(
+            "the Vulkan loader is present but vkCreateInstance failed: {e} (is a driver / ICD \
+             installed?)"
+        ),
+    })?;
     // SAFETY: `instance` is valid until destroyed below.
     let result = unsafe { instance.enumerate_physical_devices() }
         .map_err(|e| format!("vkEnumeratePhysicalDevices failed: {e}"))
