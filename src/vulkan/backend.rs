@@ -145,6 +145,12 @@ struct PendingRun {
     checks: Vec<RunCheck>,
 }
 
+/// Whether a device runs split precision: it has f16 cooperative matrices and workgroup-scope
+/// ones (`VK_NV_cooperative_matrix2`).
+fn split_supported(ctx: &Context) -> bool {
+    ctx.coopmat.is_some() && ctx.coopmat2.is_some()
+}
+
 impl VulkanBackend {
     /// The device and settings from the environment ([`VulkanOptions::from_env`]).
     pub fn new(precision: impl Into<PrecisionChoice>) -> Result<VulkanBackend> {
@@ -173,7 +179,7 @@ impl VulkanBackend {
         let memory = Memory::new(ctx.clone(), o.force_staging)?;
         let dummy = memory.alloc(16, true)?;
         let shared_coopmat = ctx.coopmat.is_some();
-        let split = ctx.coopmat.is_some() && ctx.coopmat2.is_some();
+        let split = split_supported(&ctx);
         let mut b = VulkanBackend {
             shared: Arc::new(Shared {
                 ctx,
@@ -275,6 +281,13 @@ impl VulkanBackend {
             Some(_) => format!("{}; NV cooperative_matrix2 workgroup scope", s.describe()),
             None => s.describe(),
         })
+    }
+
+    /// Whether this device runs [`Precision::Split`] (workgroup-scope cooperative matrices,
+    /// `VK_NV_cooperative_matrix2`), whatever the precision of this backend: `--precision
+    /// split` resolves to strict elsewhere.
+    pub fn split_available(&self) -> bool {
+        split_supported(&self.shared.ctx)
     }
 
     /// Whether the row reductions (norms, softmax) may use subgroup arithmetic: fast mode only

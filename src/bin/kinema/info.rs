@@ -128,6 +128,12 @@ pub fn run(json: bool) -> kinema::Result<()> {
                             .unwrap_or_else(|| "none (fast mode runs the strict GEMMs)".into())
                     );
                     println!("  --precision auto  : {}", b.info().precision.name());
+                    let split = if b.split_available() {
+                        "split"
+                    } else {
+                        "strict (no VK_NV_cooperative_matrix2)"
+                    };
+                    println!("  --precision split : {split}");
                 }
                 Err(e) => println!("  backend           : unusable: {e}"),
             }
@@ -147,6 +153,7 @@ fn backend_json() -> serde_json::Value {
             "subgroup_size": b.subgroup_size(),
             "cooperative_matrix": b.cooperative_matrix(),
             "auto_precision": b.info().precision.name(),
+            "split_precision": b.split_available(),
         }),
         Err(e) => serde_json::json!({ "error": e.to_string() }),
     }
