@@ -98,18 +98,13 @@ float add_op(const in float a, const in float b) {
     return a + b;
 }
 
-// v with the 13 mantissa bits f16 lacks cleared, and the coopMatPerElementNV callbacks for
-// the high part and the low part (v - hi) 2^11 (exact in f32; rounded by the conversion).
-float mant10(const in float v) {
-    return uintBitsToFloat(floatBitsToUint(v) & 0xffffe000u);
-}
-
+// coopMatPerElementNV callbacks: split precision's high and low parts (common.glsl).
 float cm_hi(const in uint r, const in uint c, const in float v) {
-    return mant10(v);
+    return f16_hi_part(v);
 }
 
 float cm_lo(const in uint r, const in uint c, const in float v) {
-    return (v - mant10(v)) * 2048.0;
+    return f16_lo_part(v);
 }
 
 #define ACC(R, C) coopmat<float, gl_ScopeWorkgroup, R, C, gl_MatrixUseAccumulator>

@@ -116,6 +116,19 @@ float split_hi(float x) {
     return uintBitsToFloat(floatBitsToUint(x) & 0xfffff000u);
 }
 
+// Split precision's parts of v (linear_cm2.comp, attention_cm2.comp, cast_f16.comp): the high
+// part, v with the 13 mantissa bits f16 lacks cleared (a bit mask, not a conversion: on the
+// H200's driver an f32 -> f16 -> f32 round trip of a cooperative matrix's elements is not
+// narrowed), exact in f16 for |v| in f16's normal range; and the low part, (v - hi) 2^11,
+// exact in f32 and rounded to f16 by the caller's conversion.
+float f16_hi_part(float v) {
+    return uintBitsToFloat(floatBitsToUint(v) & 0xffffe000u);
+}
+
+float f16_lo_part(float v) {
+    return (v - f16_hi_part(v)) * 2048.0;
+}
+
 // exp(-s * x^2) for s = 1 or 0.5, with x^2 split as hi^2 + (x - hi)(x + hi) so the large part
 // of the exponent carries no rounding error.
 float exp_neg_sq(float x, float s) {

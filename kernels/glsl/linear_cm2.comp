@@ -37,7 +37,7 @@ layout(constant_id = 6) const uint W_DTYPE = 1;
 // 0: x is f32 (loaded as an f32 matrix and rounded here); 1: x is already f16 (cast_f16.comp
 // wrote it, the same rounding, two a word; x_off counts words): the loads take it as it is.
 layout(constant_id = 7) const uint X_DTYPE = 0;
-// 1: split precision (x must be f32, X_DTYPE 0): each f32 operand v is split into hi, v with
+// 1: split precision: each f32 operand v is split into hi, v with
 // its mantissa cut to f16's 10 bits (exact in f16 for |v| in f16's normal range), and lo,
 // (v - hi) 2^11 rounded to f16; y = xh wh + (xh wl + xl wh) 2^-11 from two f32 accumulators
 // (the xl wl term, below 2^-20 |x w|, is dropped; f16 weights have no lo part). The products
@@ -76,21 +76,13 @@ float epilogue(const in uint r, const in uint c, const in float v, const in uint
     return activate(p.act, p.slope, s);
 }
 
-// The high part of v: its f32 bits with the 13 mantissa bits f16 lacks cleared (a bit mask,
-// not a conversion: on the H200's driver an f32 -> f16 -> f32 round trip of an accumulator's
-// elements is not narrowed).
-float hi_part(const in float v) {
-    return uintBitsToFloat(floatBitsToUint(v) & 0xffffe000u);
-}
-
-// coopMatPerElementNV callbacks: the high part, and the low part (v - hi) 2^11 (exact in f32;
-// rounded to f16 by the operand conversion).
+// coopMatPerElementNV callbacks: split precision's high and low parts (common.glsl).
 float cm_split_hi(const in uint r, const in uint c, const in float v) {
-    return hi_part(v);
+    return f16_hi_part(v);
 }
 
 float cm_split_lo(const in uint r, const in uint c, const in float v) {
-    return (v - hi_part(v)) * 2048.0;
+    return f16_lo_part(v);
 }
 
 // One k step of BK: the x and W tiles through the layouts LX and LW, rounded to f16 (f32
@@ -115,15 +107,23 @@ void main() {
     if (SPLIT == 1u) {
         coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> lo =
             coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+        // X_DTYPE 1: cast_f16.comp (SPLIT) wrote x's high parts as f16 from x_off and its low
+        // parts after them, m k rounded up to even elements further on.
+        uint lo_off = 2u * p.x_off + 2u * ((p.m * p.k + 1u) / 2u);
         for (uint k0 = 0u; k0 < p.k; k0 += BK) {
-            coopmat<float, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseAccumulator> xf, xh, xl;
-            coopMatLoadTensorNV(xf, x, p.x_off, sliceTensorLayoutNV(lx, m0, BM, k0, BK));
-            coopMatPerElementNV(xh, xf, cm_split_hi);
-            coopMatPerElementNV(xl, xf, cm_split_lo);
-            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ah =
-                coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>(xh);
-            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> al =
-                coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>(xl);
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ah, al;
+            if (X_DTYPE == 1u) {
+                coopMatLoadTensorNV(ah, x16, 2u * p.x_off,
+                                    sliceTensorLayoutNV(lx, m0, BM, k0, BK));
+                coopMatLoadTensorNV(al, x16, lo_off, sliceTensorLayoutNV(lx, m0, BM, k0, BK));
+            } else {
+                coopmat<float, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseAccumulator> xf, xh, xl;
+                coopMatLoadTensorNV(xf, x, p.x_off, sliceTensorLayoutNV(lx, m0, BM, k0, BK));
+                coopMatPerElementNV(xh, xf, cm_split_hi);
+                coopMatPerElementNV(xl, xf, cm_split_lo);
+                ah = coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>(xh);
+                al = coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>(xl);
+            }
             coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> bh;
             if (W_DTYPE == 1u) {
                 coopMatLoadTensorNV(bh, w16, p.w_off, sliceTensorLayoutNV(lw, n0, BN, k0, BK),

@@ -116,7 +116,7 @@ fn linear_tiled(
 ) -> Result<()> {
     const OP: &str = "linear";
     let x16 = if kernel.x16 {
-        Some(cast_f16(rec, x, p.m * p.k)?)
+        Some(cast_f16(rec, x, p.m * p.k, kernel.split)?)
     } else {
         None
     };
@@ -149,9 +149,10 @@ fn linear_tiled(
 
 /// The first `n` elements of `x` rounded to f16 into the recording's scratch memory, two a
 /// word (`cast_f16.comp`): a view of f32 words, as `linear_cm2.comp` with `X_DTYPE` 1 reads it.
-fn cast_f16(rec: &mut VulkanRecording, x: &Ref, n: usize) -> Result<Ref> {
+/// `split`: their high parts, then (from word ceil(n / 2)) their low parts.
+fn cast_f16(rec: &mut VulkanRecording, x: &Ref, n: usize, split: bool) -> Result<Ref> {
     const OP: &str = "linear";
-    let words = rec.scratch_f32(n.div_ceil(2))?;
+    let words = rec.scratch_f32(n.div_ceil(2) * if split { 2 } else { 1 })?;
     let wg = rec.elementwise_workgroup();
     let groups = rec.grid(OP, n.div_ceil(2) as u64, wg)?;
     let push = push::CastF16 {
@@ -161,7 +162,7 @@ fn cast_f16(rec: &mut VulkanRecording, x: &Ref, n: usize) -> Result<Ref> {
     rec.dispatch(Dispatch {
         op: OP,
         shader: Shader::CastF16,
-        spec: &[wg],
+        spec: &[wg, u32::from(split)],
         args: &[In(x), Out(&words)],
         push,
         groups,

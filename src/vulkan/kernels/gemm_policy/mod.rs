@@ -549,7 +549,8 @@ const SPLIT_SMALL_MAX_WORKGROUPS: usize = 396;
 /// bf16 and q8_0 weights, and the few-row shapes that run the streaming or skinny kernels
 /// ([`wants_stream`], [`wants_skinny`]), which are bound by reading the weights. The tile is
 /// the forced one (`KINEMA_VK_CM2_TILE`) when the device fits it, else 64 x 64 up to
-/// [`SPLIT_SMALL_MAX_WORKGROUPS`] of them and 64 x 128 beyond ([`SPLIT_TILES`]).
+/// [`SPLIT_SMALL_MAX_WORKGROUPS`] of them and 64 x 128 beyond ([`SPLIT_TILES`]). x's parts are
+/// written as f16 by a `cast_f16` dispatch first (`KINEMA_VK_CM2_X=f32`: split in the GEMM).
 pub(crate) fn split_kernel(
     [m, n, k]: [usize; 3],
     w: DType,
@@ -576,12 +577,24 @@ pub(crate) fn split_kernel(
     if !t.fits(c2, l) {
         return None;
     }
+    let x16 = f.cm2_x.as_deref() != Some("f32");
     Some(LinearKernel {
         shader: Shader::LinearCm2,
-        spec: vec![t.wg, t.bm, t.bn, t.bk, 0, 0, float_dtype_code(w), 0, 1],
+        spec: vec![
+            t.wg,
+            t.bm,
+            t.bn,
+            t.bk,
+            0,
+            0,
+            float_dtype_code(w),
+            u32::from(x16),
+            1,
+        ],
         bm: t.bm,
         bn: t.bn,
-        x16: false,
+        x16,
+        split: true,
     })
 }
 
@@ -696,6 +709,8 @@ pub(crate) struct LinearKernel {
     /// The kernel reads x as f16 words: a `cast_f16` dispatch rounds x into scratch memory
     /// first.
     pub x16: bool,
+    /// Split precision: with `x16`, the `cast_f16` dispatch writes x's high and low parts.
+    pub split: bool,
 }
 
 /// The kernel for an m x n linear with weights of dtype `w`: the skinny kernel for few rows
@@ -723,6 +738,7 @@ pub(crate) fn linear_kernel(
             bm: 0,
             bn: t.nc,
             x16: false,
+            split: false,
         };
     }
     let coop = coopmat.and_then(|s| Some((s, coop_kernel(m, n, &s, l, f)?)));
@@ -739,6 +755,7 @@ pub(crate) fn linear_kernel(
                 bm: t.bm,
                 bn: t.bn,
                 x16,
+                split: false,
             }
         }
         (None, Some((s, (shader, t)))) => LinearKernel {
@@ -747,6 +764,7 @@ pub(crate) fn linear_kernel(
             bm: t.bm,
             bn: t.bn,
             x16: false,
+            split: false,
         },
         (None, None) => {
             let t = gemm_tile(m, n, 1, l, f);
@@ -758,6 +776,7 @@ pub(crate) fn linear_kernel(
                 bm: t.0.bm,
                 bn: t.0.bn,
                 x16: false,
+                split: false,
             }
         }
     }

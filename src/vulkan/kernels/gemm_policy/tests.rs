@@ -522,13 +522,20 @@ fn split_kernels_follow_dtype_rows_and_workgroups() {
     };
     let k = |[m, n, kk]: [usize; 3], w| split_kernel([m, n, kk], w, &c2, &l, &none());
     let tile = |v: &LinearKernel| (v.bm, v.bn, v.spec[0]);
-    // f32 and f16 weights; SPLIT (constant 8) set, x read as f32 (X_DTYPE 0, no cast).
+    // f32 and f16 weights; SPLIT (constant 8) set, x's parts written as f16 first (X_DTYPE
+    // 1), or split in the GEMM when KINEMA_VK_CM2_X=f32 says so.
+    let f32x = Forced {
+        cm2_x: Some("f32".into()),
+        ..none()
+    };
     for w in [DType::F32, DType::F16] {
         let v = k([4096, 4096, 4096], w).unwrap();
         assert_eq!(v.shader, Shader::LinearCm2);
         let code = float_dtype_code(w);
-        assert_eq!(v.spec, [128, 64, 128, 32, 0, 0, code, 0, 1].to_vec());
-        assert!(!v.x16);
+        assert_eq!(v.spec, [128, 64, 128, 32, 0, 0, code, 1, 1].to_vec());
+        assert!(v.x16 && v.split);
+        let v = split_kernel([4096, 4096, 4096], w, &c2, &l, &f32x).unwrap();
+        assert_eq!((v.spec[7], v.x16, v.split), (0, false, true));
     }
     // bf16 and q8_0 weights stay strict.
     for w in [DType::BF16, DType::Q8_0] {
