@@ -963,6 +963,58 @@ fn bit_identical(a: &[f32], b: &[f32]) -> bool {
 /// x cast to f16 first) and the subgroup-scope kernels (`coopmat2` off). On a device without cooperative matrices
 /// (lavapipe) fast mode must run the strict kernel: its result is checked to be the strict
 /// backend's bit for bit, with a notice that the cooperative-matrix path was not tested.
+/// `x w^T + bias` (ReLU'd when `relu`) on `b`, with weights of dtype `dt` given as `bytes`.
+#[allow(clippy::too_many_arguments)]
+fn run_linear(
+    b: &VulkanBackend,
+    (m, n, k): (usize, usize, usize),
+    x: &[f32],
+    dt: DType,
+    bytes: &[u8],
+    bias: &[f32],
+    relu: bool,
+) -> Vec<f32> {
+    let p = LinearParams {
+        m,
+        n,
+        k,
+        activation: if relu {
+            Activation::Relu
+        } else {
+            Activation::None
+        },
+    };
+    let (xb, wbuf) = (upload_f32(b, x), upload(b, dt, bytes, n * k));
+    let bb = upload_f32(b, bias);
+    let y = alloc(b, DType::F32, m * n);
+    let mut rec = b.begin().unwrap();
+    b.linear(&mut rec, &p, &xb, &wbuf, Some(&bb), &y).unwrap();
+    b.submit(&rec).unwrap();
+    download_f32(b, &y)
+}
+
+/// The f64 reference of [`run_linear`] and `sum |x_i w_i| + |bias|` per output ([`gemm_f64`]
+/// with the bias added exactly; ReLU is 1-Lipschitz, so a bound on the pre-activation value
+/// still holds after it).
+fn linear_f64(
+    x: &[f32],
+    wf: &[f32],
+    bias: &[f32],
+    (m, n, k): (usize, usize, usize),
+    relu: bool,
+) -> [Vec<f64>; 2] {
+    let [mut want, mut scale] = gemm_f64(x, wf, (m, n, k), true);
+    for (i, (w, s)) in want.iter_mut().zip(scale.iter_mut()).enumerate() {
+        let b = f64::from(bias[i % n]);
+        *w += b;
+        *s += b.abs();
+        if relu {
+            *w = w.max(0.0);
+        }
+    }
+    [want, scale]
+}
+
 #[test]
 fn coopmat_linear_within_f16_rounding() {
     let mut r = Rng(37);
@@ -1029,43 +1081,15 @@ fn coopmat_linear_within_f16_rounding() {
             let bias = r.vec(n, -1.0, 1.0);
             for (dt, bytes, wf) in cases {
                 let relu = dt == DType::F16;
-                let p = LinearParams {
-                    m,
-                    n,
-                    k,
-                    activation: if relu {
-                        Activation::Relu
-                    } else {
-                        Activation::None
-                    },
-                };
-                let run = |b: &VulkanBackend| {
-                    let (xb, wbuf) = (upload_f32(b, &x), upload(b, dt, &bytes, n * k));
-                    let bb = upload_f32(b, &bias);
-                    let y = alloc(b, DType::F32, m * n);
-                    let mut rec = b.begin().unwrap();
-                    b.linear(&mut rec, &p, &xb, &wbuf, Some(&bb), &y).unwrap();
-                    b.submit(&rec).unwrap();
-                    download_f32(b, &y)
-                };
+                let run = |b: &VulkanBackend| run_linear(b, (m, n, k), &x, dt, &bytes, &bias, relu);
                 let got = run(&fast);
                 let what = format!(
                     "fast linear {m}x{n}x{k} {dt} relu {relu} coopmat2 {coopmat2} on {}",
                     fast.device_name()
                 );
                 if coop {
-                    // The bias adds exactly here and with one rounding there; ReLU is
-                    // 1-Lipschitz, so the bound on the pre-activation value still holds.
-                    let [mut want, mut scale] = gemm_f64(&x, &wf, (m, n, k), true);
-                    for (i, (w, s)) in want.iter_mut().zip(scale.iter_mut()).enumerate() {
-                        let b = f64::from(bias[i % n]);
-                        *w += b;
-                        *s += b.abs();
-                        if relu {
-                            *w = w.max(0.0);
-                        }
-                    }
-                    let want = [want, scale];
+                    // The bias adds exactly here and with one rounding there.
+                    let want = linear_f64(&x, &wf, &bias, (m, n, k), relu);
                     let rel = COOPMAT_F16_INPUT_REL + strict_gemm_rel(k);
                     let abs = k as f64 * COOPMAT_F16_SUBNORMAL_ABS;
                     assert_gemm(&what, &got, &want, rel, abs);
@@ -1126,40 +1150,14 @@ fn split_linear_within_its_bound() {
             };
             let bias = r.vec(n, -1.0, 1.0);
             let relu = dt == DType::F16;
-            let p = LinearParams {
-                m,
-                n,
-                k,
-                activation: if relu {
-                    Activation::Relu
-                } else {
-                    Activation::None
-                },
-            };
-            let run = |b: &VulkanBackend| {
-                let (xb, wbuf) = (upload_f32(b, &x), upload(b, dt, &bytes, n * k));
-                let bb = upload_f32(b, &bias);
-                let y = alloc(b, DType::F32, m * n);
-                let mut rec = b.begin().unwrap();
-                b.linear(&mut rec, &p, &xb, &wbuf, Some(&bb), &y).unwrap();
-                b.submit(&rec).unwrap();
-                download_f32(b, &y)
-            };
+            let run = |b: &VulkanBackend| run_linear(b, (m, n, k), &x, dt, &bytes, &bias, relu);
             let (got, exact) = (run(&split), run(&strict));
             let what = format!("split linear {m}x{n}x{k} {dt} on {}", split.device_name());
             if !on {
                 assert!(bit_identical(&got, &exact), "{what}: must be strict");
                 continue;
             }
-            let [mut want, mut scale] = gemm_f64(&x, &wf, (m, n, k), true);
-            for (i, (w, s)) in want.iter_mut().zip(scale.iter_mut()).enumerate() {
-                let b = f64::from(bias[i % n]);
-                *w += b;
-                *s += b.abs();
-                if relu {
-                    *w = w.max(0.0);
-                }
-            }
+            let [want, scale] = linear_f64(&x, &wf, &bias, (m, n, k), relu);
             let rel_l2 = |y: &[f32]| {
                 let (mut e, mut t) = (0f64, 0f64);
                 for (g, w) in y.iter().zip(&want) {
