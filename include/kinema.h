@@ -86,8 +86,8 @@
 #define KINEMA_PRECISION_FAST 2
 
 /**
- * `kinema_engine_options.precision`: strict, except the large linears, which split f32
- * operands into f16 high and low parts for a GPU's matrix cores (Vulkan with
+ * `kinema_engine_options.precision`: strict, except the large linears and the attention,
+ * which split f32 operands into f16 high and low parts for a GPU's matrix cores (Vulkan with
  * `VK_NV_cooperative_matrix2`; elsewhere strict).
  */
 #define KINEMA_PRECISION_SPLIT 3

@@ -13,11 +13,11 @@ pub enum Precision {
     /// Reduced-precision arithmetic where it is faster: bf16 dot products on CPUs with
     /// `avx512_bf16`, f16/bf16 cooperative-matrix GEMM on GPUs. Accumulation stays f32.
     Fast,
-    /// Strict everywhere except the large linear layers, which run on the GPU's matrix cores
-    /// with each f32 operand split into an f16 high part (its mantissa cut to 10 bits) and an
-    /// f16 low part (the rest, scaled by 2^11): three f16 products summed in f32 per k step,
-    /// so each term is within about 2^-21 of the f32 product (strict's GEMM rounds each to
-    /// 2^-24). Measured error: 2-5x strict's, 50-200x below fast mode's. Only operands in
+    /// Strict everywhere except the large linear layers and the attention, which run on the
+    /// GPU's matrix cores with each f32 operand split into an f16 high part (its mantissa cut
+    /// to 10 bits) and an f16 low part (the rest, scaled by 2^11): three f16 products summed
+    /// in f32 per k step, so each term is within about 2^-19 of the f32 product (strict's
+    /// GEMM rounds each to 2^-24); the softmax is strict's. Measured error: 2-5x strict's, 50-200x below fast mode's. Only operands in
     /// f16's normal range (6.1e-5 to 65504 in magnitude) keep that accuracy: smaller ones
     /// lose relative accuracy (absolute error below 2^-25 |w| a term), larger ones overflow.
     /// Vulkan devices with `VK_NV_cooperative_matrix2` only; elsewhere it resolves to

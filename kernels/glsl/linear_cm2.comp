@@ -41,7 +41,7 @@ layout(constant_id = 7) const uint X_DTYPE = 0;
 // its mantissa cut to f16's 10 bits (exact in f16 for |v| in f16's normal range), and lo,
 // (v - hi) 2^11 rounded to f16; y = xh wh + (xh wl + xl wh) 2^-11 from two f32 accumulators
 // (the xl wl term, below 2^-20 |x w|, is dropped; f16 weights have no lo part). The products
-// of f16 values are exact in f32, so each term of the sum is within about 2^-21 of x w.
+// of f16 values are exact in f32, so each term of the sum is within about 2^-19 of x w.
 layout(constant_id = 8) const uint SPLIT = 0;
 
 layout(set = 0, binding = 0) readonly buffer X { float x[]; };

@@ -14,7 +14,8 @@ use crate::errors::to_py;
 /// backend: "auto" (a real GPU through Vulkan when there is one, else the CPU), "cpu" or
 ///     "vulkan".
 /// precision: "auto", "strict" (f32 everywhere), "fast" (16-bit weights) or "split" (strict,
-/// but the large linears split f32 operands into f16 parts for a GPU's matrix cores).
+/// but the large linears and the attention split f32 operands into f16 parts for a GPU's
+/// matrix cores).
 /// threads: CPU threads (1 to 1024); asks for the CPU. Default: the machine's.
 /// device: a Vulkan device index as `kinema info` lists them; asks for Vulkan.
 ///

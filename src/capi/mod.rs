@@ -66,8 +66,8 @@ pub const KINEMA_PRECISION_AUTO: i32 = 0;
 pub const KINEMA_PRECISION_STRICT: i32 = 1;
 /// `kinema_engine_options.precision`: 16-bit weights, cooperative matrices.
 pub const KINEMA_PRECISION_FAST: i32 = 2;
-/// `kinema_engine_options.precision`: strict, except the large linears, which split f32
-/// operands into f16 high and low parts for a GPU's matrix cores (Vulkan with
+/// `kinema_engine_options.precision`: strict, except the large linears and the attention,
+/// which split f32 operands into f16 high and low parts for a GPU's matrix cores (Vulkan with
 /// `VK_NV_cooperative_matrix2`; elsewhere strict).
 pub const KINEMA_PRECISION_SPLIT: i32 = 3;
 /// `kimodo_generate_options.postprocess`: the model's default (on for SOMA and SMPL-X, never

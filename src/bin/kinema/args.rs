@@ -14,9 +14,10 @@ pub struct RunArgs {
     pub backend: String,
     /// strict, fast, split or auto (fast on a Vulkan device with cooperative matrices, else
     /// strict; the CPU resolves auto to strict). Fast narrows f32 weight matrices in memory
-    /// (f16 on Vulkan, bf16 on the CPU). Split runs strict except the large linears, which
-    /// split f32 operands into f16 high and low parts for the matrix cores (Vulkan with
-    /// VK_NV_cooperative_matrix2; elsewhere strict). Every result records the resolved mode.
+    /// (f16 on Vulkan, bf16 on the CPU). Split runs strict except the large linears and the
+    /// attention, which split f32 operands into f16 high and low parts for the matrix cores
+    /// (Vulkan with VK_NV_cooperative_matrix2; elsewhere strict). Every result records the
+    /// resolved mode.
     #[arg(long, default_value = "auto")]
     pub precision: String,
     /// CPU threads, 1 to 1024 (default: KINEMA_THREADS or all).
