@@ -272,7 +272,7 @@ pub(crate) fn split_spec(f: &FastAttention, l: &Limits) -> Vec<u32> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_h200 as h200;
+    use super::super::{test_h200 as h200, test_h200_coopmat2 as h200_coopmat2};
     use super::*;
     use crate::ops::MaskKind;
 
@@ -351,10 +351,7 @@ mod tests {
     #[test]
     fn workgroup_scope_kernel_where_the_device_has_reductions() {
         let (s, l) = (CoopMatShape::f16_16x16x16(), h200());
-        let c2 = Coopmat2 {
-            max_workgroup_size: 256,
-            reductions: true,
-        };
+        let c2 = h200_coopmat2();
         let sel = |p: &AttentionParams, c2: Option<&Coopmat2>| select(p, &s, c2, &l, None, None);
         let tile = |v: FastAttention| (v.shader, v.bq, v.bkv, v.workgroup);
         // Kimodo with 2 rows: 64 workgroups of 64 queries, fewer than one per SM.
@@ -449,10 +446,7 @@ mod tests {
     #[test]
     fn split_kernel_for_checked_head_dims_with_reductions() {
         let l = h200();
-        let c2 = Coopmat2 {
-            max_workgroup_size: 256,
-            reductions: true,
-        };
+        let c2 = h200_coopmat2();
         let tile = |v: FastAttention| (v.shader, v.head_dim, v.bq, v.bkv, v.workgroup);
         for d in [32, 64, 128] {
             let v = select_split(&params(2, 202, 8, d), &c2, &l, None).unwrap();

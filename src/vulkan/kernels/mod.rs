@@ -204,6 +204,16 @@ fn test_h200() -> Limits {
     l
 }
 
+/// The H200's workgroup-scope matrices (`VK_NV_cooperative_matrix2`): 256 invocations, with row
+/// reductions.
+#[cfg(test)]
+fn test_h200_coopmat2() -> super::context::Coopmat2 {
+    super::context::Coopmat2 {
+        max_workgroup_size: 256,
+        reductions: true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

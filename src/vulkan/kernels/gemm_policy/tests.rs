@@ -1,6 +1,6 @@
 //! Every branch of the tile and kernel choice, on device limits written out (no device).
 
-use super::super::{test_h200 as h200, test_limits as limits};
+use super::super::{test_h200 as h200, test_h200_coopmat2 as h200_coopmat2, test_limits as limits};
 use super::*;
 
 fn none() -> Forced {
@@ -133,10 +133,7 @@ fn a_forced_gemm_tile_wins_only_when_valid_and_fitting() {
 #[test]
 fn workgroup_scope_tile_only_for_large_outputs_on_devices_that_fit_it() {
     let h200 = h200();
-    let c2 = Coopmat2 {
-        max_workgroup_size: 256,
-        reductions: true,
-    };
+    let c2 = h200_coopmat2();
     let tile = |m, n, c2: &Coopmat2, l: &Limits| cm2_tile(m, n, c2, l, &none());
     assert_eq!(tile(4096, 4096, &c2, &h200), Some(CM2_TILE));
     // 16 x 32 = 512 workgroups; Kimodo's 606 x 3072 gives 60, 4096 x 1024 only 128.
@@ -323,10 +320,7 @@ fn fixed_tiles_match_their_defines() {
 fn linear_kernels_follow_precision_dtype_and_shape() {
     let s = CoopMatShape::f16_16x16x16();
     let l = h200();
-    let c2 = Coopmat2 {
-        max_workgroup_size: 256,
-        reductions: true,
-    };
+    let c2 = h200_coopmat2();
     let k = |[m, n]: [usize; 2], w, s, c2| linear_kernel([m, n, 1024], w, s, c2, &l, &none());
     // Strict: the f32 GEMM, W_DTYPE last.
     let strict = k([606, 3072], DType::BF16, None, None);
@@ -516,10 +510,7 @@ fn skinny_kernel_for_few_rows_only() {
 #[test]
 fn split_kernels_follow_dtype_rows_and_workgroups() {
     let l = h200();
-    let c2 = Coopmat2 {
-        max_workgroup_size: 256,
-        reductions: true,
-    };
+    let c2 = h200_coopmat2();
     let k = |[m, n, kk]: [usize; 3], w| split_kernel([m, n, kk], w, &c2, &l, &none());
     let tile = |v: &LinearKernel| (v.bm, v.bn, v.spec[0]);
     // f32 and f16 weights; SPLIT (constant 8) set, x's parts written as f16 first (X_DTYPE
